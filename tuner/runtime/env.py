@@ -1,0 +1,50 @@
+"""The identity of the GPU and software this process runs on (torch/triton only)."""
+from __future__ import annotations
+
+import functools
+import os
+import platform
+from typing import Any
+
+
+def interpreting() -> bool:
+    """True when kernels run through Triton's CPU interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_identity() -> dict[str, Any]:
+    """GPU name, compute capability, SM count, memory and the software versions.
+
+    Without a GPU (or under the interpreter) the GPU is ``cpu-interpreter``: results
+    measured there are correct but their times are not meaningful.
+    """
+    import torch
+    import triton
+
+    ident: dict[str, Any] = {
+        "torch": torch.__version__.split("+")[0],
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda or "",
+        "python": platform.python_version(),
+    }
+    if torch.cuda.is_available() and not interpreting():
+        p = torch.cuda.get_device_properties(0)
+        ident.update(gpu=p.name, cc=f"{p.major}.{p.minor}", sms=p.multi_processor_count,
+                     memory_gb=round(p.total_memory / 2**30, 1),
+                     driver=_driver_version())
+    else:
+        ident.update(gpu="cpu-interpreter", cc="", sms=0, memory_gb=0, driver="")
+    return ident
+
+
+def _driver_version() -> str:
+    try:
+        import ctypes
+
+        lib = ctypes.CDLL("libcuda.so.1")
+        v = ctypes.c_int()
+        lib.cuDriverGetVersion(ctypes.byref(v))
+        return f"{v.value // 1000}.{(v.value % 1000) // 10}"
+    except OSError:
+        return ""

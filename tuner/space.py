@@ -1,0 +1,103 @@
+"""Typed search-space parameters sharing one interface, so search code never
+special-cases a parameter kind.
+
+A search space is a ``Space``: an ordered mapping from a kernel's constexpr / launch name
+(``BLOCK_T``, ``num_warps``, ...) to a parameter. Optuna sees every parameter under its
+exact name, so its own tables, ours and the packs all use the same keys.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of a fixed list of values (ints, strings, bools)."""
+
+    choices: tuple[Any, ...]
+
+    def values(self) -> tuple[Any, ...]:
+        return self.choices
+
+    def suggest(self, trial: Any, name: str) -> Any:
+        return trial.suggest_categorical(name, list(self.choices))
+
+
+@dataclass(frozen=True)
+class Pow2:
+    """A power of two in [lo, hi]. Sampled as an ordered categorical."""
+
+    lo: int
+    hi: int
+
+    def __post_init__(self) -> None:
+        for v in (self.lo, self.hi):
+            if v < 1 or v & (v - 1):
+                raise ValueError(f"Pow2 bounds must be powers of two, got {v}")
+        if self.lo > self.hi:
+            raise ValueError("Pow2 needs lo <= hi")
+
+    def values(self) -> tuple[int, ...]:
+        out, v = [], self.lo
+        while v <= self.hi:
+            out.append(v)
+            v *= 2
+        return tuple(out)
+
+    def suggest(self, trial: Any, name: str) -> int:
+        return trial.suggest_categorical(name, list(self.values()))
+
+
+@dataclass(frozen=True)
+class IntRange:
+    """An integer in [lo, hi] with a step."""
+
+    lo: int
+    hi: int
+    step: int = 1
+
+    def values(self) -> tuple[int, ...]:
+        return tuple(range(self.lo, self.hi + 1, self.step))
+
+    def suggest(self, trial: Any, name: str) -> int:
+        return trial.suggest_int(name, self.lo, self.hi, step=self.step)
+
+
+@dataclass(frozen=True)
+class Bool:
+    """True or False."""
+
+    def values(self) -> tuple[bool, ...]:
+        return (False, True)
+
+    def suggest(self, trial: Any, name: str) -> bool:
+        return trial.suggest_categorical(name, [False, True])
+
+
+Param = Choice | Pow2 | IntRange | Bool
+
+
+class Space(dict):
+    """Ordered ``name -> Param``; names are the kernel's own."""
+
+    def suggest(self, trial: Any) -> dict[str, Any]:
+        """Draw one config from an Optuna trial."""
+        return {name: p.suggest(trial, name) for name, p in self.items()}
+
+    def grid(self) -> Iterator[dict[str, Any]]:
+        """Every config of the cartesian product, in a stable order."""
+        names = list(self)
+        for combo in itertools.product(*(self[n].values() for n in names)):
+            yield dict(zip(names, combo))
+
+    def size(self) -> int:
+        n = 1
+        for p in self.values():
+            n *= len(p.values())
+        return n
+
+    def contains(self, config: Mapping[str, Any]) -> bool:
+        """True when ``config`` names exactly this space's parameters with legal values."""
+        return set(config) == set(self) and all(config[n] in self[n].values() for n in self)

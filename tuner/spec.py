@@ -1,0 +1,86 @@
+"""The kernel contract: what every `kernel_templates/<name>.py` exports.
+
+Plain frozen dataclasses and a few helpers over workload dataclasses. This module is
+imported by kernel templates and by the runtime loader, so it imports nothing heavy.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+Config = dict[str, Any]
+"""A candidate configuration: keys are exactly the kernel's constexpr / launch names
+plus ``num_warps`` and ``num_stages``. No alias layer anywhere."""
+
+STATUSES = ("ok", "pruned", "compile_error", "out_of_resources", "mismatch", "timeout", "crashed")
+
+
+def workload_dict(workload: Any) -> dict[str, Any]:
+    """The workload's axes as a plain dict (field order kept)."""
+    return {f.name: getattr(workload, f.name) for f in dataclasses.fields(workload)}
+
+
+def workload_key(workload: Any) -> str:
+    """Stable string key for the database and packs: ``axis=value`` joined by ``,``."""
+    return ",".join(f"{k}={v}" for k, v in workload_dict(workload).items())
+
+
+def workload_from_dict(cls: type, values: Mapping[str, Any]) -> Any:
+    """Build a workload of ``cls`` from a dict, coercing each value to its field's type."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in values:
+            raise KeyError(f"workload {cls.__name__} needs axis {f.name!r}")
+        kwargs[f.name] = hints[f.name](values[f.name])
+    return cls(**kwargs)
+
+
+def numeric_axes(cls: type) -> list[str]:
+    """Names of the workload fields that are numbers (nearest-neighbour axes)."""
+    hints = typing.get_type_hints(cls)
+    return [f.name for f in dataclasses.fields(cls) if hints[f.name] in (int, float)]
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """Everything the framework needs to tune, verify and time one kernel family.
+
+    ``make_inputs(workload, device, seed)`` returns the keyword arguments (tensors and
+    scalars) shared by ``reference``, ``launch`` and every baseline. ``launch(config=...,
+    **inputs)`` runs the Triton kernel(s) with one candidate configuration.
+    ``verify(out, ref, inputs)`` raises ``AssertionError`` with a one-line reason when
+    the kernel's outputs are wrong.
+    """
+
+    name: str
+    workload: type
+    make_inputs: Callable[[Any, str, int], dict[str, Any]]
+    reference: Callable[..., Any]
+    launch: Callable[..., Any]
+    default_config: Callable[[Any], Config]
+    cost: Callable[[Any], tuple[float, float]]
+    verify: Callable[[Any, Any, dict[str, Any]], None]
+    baselines: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    launch_bound: bool = False
+    """Time with CUDA-graph replay: the kernel is short enough that launch gaps matter."""
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """What one candidate did in the worker. Times in microseconds."""
+
+    status: str
+    median_us: float | None = None
+    p20_us: float | None = None
+    p80_us: float | None = None
+    error: str | None = None
+    meaningful: bool = True
+    """False when timed through the Triton interpreter: correctness is real, time is not."""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown trial status {self.status!r}")

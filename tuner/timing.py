@@ -1,0 +1,127 @@
+"""Timing: GPU events with an L2 flush, or CUDA-graph replay for launch-bound kernels.
+
+Without a GPU the same calls time the Triton interpreter with a host clock and mark the
+result as not meaningful (correctness checks stay real; times never count as GPU results).
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import torch
+
+from tuner.runtime.env import interpreting
+
+L2_FLUSH_BYTES = 256 * 2**20  # > 60 MB L2 of an H200 / 126 MB of a B200; cleared before each timed call
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Microseconds per call: median and the 20th / 80th percentiles."""
+
+    median_us: float
+    p20_us: float
+    p80_us: float
+    n: int
+    meaningful: bool
+
+    @property
+    def spread(self) -> float:
+        """Relative half-width of the p20..p80 band around the median."""
+        return (self.p80_us - self.p20_us) / (2 * self.median_us) if self.median_us > 0 else 0.0
+
+
+def _quantiles(samples: Sequence[float], meaningful: bool) -> Timing:
+    s = sorted(samples)
+    q = lambda f: s[min(len(s) - 1, max(0, round(f * (len(s) - 1))))]  # noqa: E731
+    return Timing(statistics.median(s), q(0.2), q(0.8), len(s), meaningful)
+
+
+def gpu_available() -> bool:
+    return torch.cuda.is_available() and not interpreting()
+
+
+_flush_buf: torch.Tensor | None = None
+
+
+def _flush_l2() -> None:
+    global _flush_buf
+    if _flush_buf is None:
+        _flush_buf = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    _flush_buf.zero_()
+
+
+def bench(fn: Callable[[], Any], *, graph: bool = False, warmup: int = 10, reps: int = 100,
+          flush_l2: bool = True, rotate: Sequence[Callable[[], Any]] | None = None,
+          max_seconds: float = 10.0) -> Timing:
+    """Time ``fn()``.
+
+    ``graph``: capture ``fn`` in a CUDA graph (``calls_per_graph`` back-to-back calls)
+    and time replays: launch gaps shrink to what a serving engine sees under graphs.
+    ``rotate``: alternative closures over other input sets, cycled through so repeated
+    calls do not hit a warm L2. On the CPU (interpreter) the result is not meaningful.
+    """
+    fns = list(rotate) if rotate else [fn]
+    if not gpu_available():
+        samples = []
+        for i in range(max(3, min(reps, 5))):
+            t0 = time.perf_counter()
+            fns[i % len(fns)]()
+            samples.append((time.perf_counter() - t0) * 1e6)
+        return _quantiles(samples, meaningful=False)
+    if graph:
+        return _bench_graph(fns, warmup=warmup, reps=reps)
+    for i in range(warmup):
+        fns[i % len(fns)]()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    t_begin = time.perf_counter()
+    done = reps
+    for i in range(reps):
+        if flush_l2:
+            _flush_l2()
+        starts[i].record()
+        fns[i % len(fns)]()
+        ends[i].record()
+        if time.perf_counter() - t_begin > max_seconds:
+            done = i + 1
+            break
+    torch.cuda.synchronize()
+    return _quantiles([s.elapsed_time(e) * 1e3 for s, e in zip(starts[:done], ends[:done])], True)
+
+
+def _bench_graph(fns: list[Callable[[], Any]], *, warmup: int, reps: int, calls_per_graph: int = 20) -> Timing:
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for i in range(3):  # warm caches and compile outside the capture
+            fns[i % len(fns)]()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(calls_per_graph):
+            fns[i % len(fns)]()
+    for _ in range(max(1, warmup // 5)):
+        g.replay()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(max(10, reps // 5)):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        g.replay()
+        e.record()
+        e.synchronize()
+        samples.append(s.elapsed_time(e) * 1e3 / calls_per_graph)
+    return _quantiles(samples, True)
+
+
+def empty_launch_floor(*, graph: bool) -> Timing:
+    """Time of an empty Triton kernel launched the same way: the launch-latency floor."""
+    from tuner._empty import launch_empty
+
+    dummy = torch.empty(1, device="cuda" if gpu_available() else "cpu")
+    return bench(lambda: launch_empty(dummy), graph=graph, flush_l2=False)
