@@ -66,7 +66,7 @@ def bench(fn: Callable[[], Any], *, graph: bool = False, warmup: int = 10, reps:
     fns = list(rotate) if rotate else [fn]
     if not gpu_available():
         samples = []
-        for i in range(max(3, min(reps, 5))):
+        for i in range(max(1, min(reps, 3))):
             t0 = time.perf_counter()
             fns[i % len(fns)]()
             samples.append((time.perf_counter() - t0) * 1e6)

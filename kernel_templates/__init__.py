@@ -1,0 +1,1 @@
+"""Kernel templates: one module per kernel family (reference, Triton kernel, launcher, inputs, costs)."""

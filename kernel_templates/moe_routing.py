@@ -1,0 +1,589 @@
+"""Fused MoE routing: router logits -> top-k experts, weights and the expert-sorted layout.
+
+KERNELS.md section 4. One ``@triton.jit`` kernel does scoring, group-limited top-k,
+weights and ``moe_align_block_size`` (the padded, expert-sorted token layout grouped
+GEMMs read). With ``FUSED`` it is ONE launch: the programs meet at a grid barrier (an
+arrive counter in a cached scratch word, reset by the last program to leave, so no
+memset launch is needed); without it, the same kernel runs as two launches (PHASE 1
+then PHASE 2). The interpreter runs programs one after another, so a grid barrier with
+more than one program would deadlock there: it always takes the two-launch path then.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from tuner import runtime
+from tuner.runtime.env import interpreting
+from tuner.spec import KernelSpec
+from tuner.verify import assert_close, assert_equal
+
+SCORINGS = ("sigmoid", "sqrtsoftplus", "softmax")
+BLOCK_MS = (16, 32, 64, 128)
+
+PROFILES: dict[str, dict[str, Any]] = {
+    "dsv3": dict(num_experts=256, n_group=8, topk_group=4, top_k=8, scoring="sigmoid",
+                 routed_scaling_factor=2.5, renormalize=True),
+    "dsv4-flash": dict(num_experts=256, n_group=1, topk_group=1, top_k=6, scoring="sqrtsoftplus",
+                       routed_scaling_factor=1.5, renormalize=True),
+    "dsv41-flash": dict(num_experts=384, n_group=1, topk_group=1, top_k=6, scoring="sqrtsoftplus",
+                        routed_scaling_factor=1.5, renormalize=True),
+}
+_PROFILE_BY_KEY = {(p["num_experts"], p["top_k"], p["n_group"], p["topk_group"], p["scoring"],
+                    float(p["routed_scaling_factor"])): name for name, p in PROFILES.items()}
+
+
+class MoeRouting(NamedTuple):
+    """Routing result: top-k per token and the align triple grouped GEMMs read."""
+
+    topk_weights: torch.Tensor      # [T, k] fp32
+    topk_ids: torch.Tensor          # [T, k] int32, global expert ids
+    sorted_token_ids: torch.Tensor  # [T*k + E*(block_m-1)] int32, pad value T*k
+    expert_ids: torch.Tensor        # [cdiv(len(sorted_token_ids), block_m)] int32, -1 past the end / not local
+    num_tokens_post_pad: torch.Tensor  # [1] int32
+
+
+# ----------------------------------------------------------------------------- reference
+
+def _scores(logits: torch.Tensor, scoring: str) -> torch.Tensor:
+    x = logits.float()
+    if scoring == "sigmoid":
+        return torch.sigmoid(x)
+    if scoring == "sqrtsoftplus":
+        return torch.sqrt(F.softplus(x, beta=1.0, threshold=20.0))
+    if scoring == "softmax":
+        return torch.softmax(x, dim=-1)
+    raise ValueError(f"unknown scoring {scoring!r} (want one of {SCORINGS})")
+
+
+def _stable_topk_desc(x: torch.Tensor, k: int) -> torch.Tensor:
+    """Indices of the k largest along the last dim; ties: lower index first."""
+    return torch.sort(x, dim=-1, descending=True, stable=True).indices[..., :k]
+
+
+def reference_topk(logits: torch.Tensor, bias: torch.Tensor | None, *, top_k: int, n_group: int = 1,
+                   topk_group: int = 1, scoring: str = "sigmoid", routed_scaling_factor: float = 1.0,
+                   renormalize: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """Grouped top-k straight from KERNELS.md in fp32 with the exact tie rule."""
+    s0 = _scores(logits, scoring)
+    s = s0 + bias.float() if bias is not None else s0
+    T, E = s.shape
+    if n_group > 1:
+        g = s.view(T, n_group, E // n_group)
+        if bias is not None:
+            top2 = torch.sort(g, dim=-1, descending=True).values[..., :2]
+            gscore = top2[..., 0] + top2[..., 1]
+        else:
+            gscore = g.amax(dim=-1)
+        keep = torch.zeros(T, n_group, dtype=torch.bool, device=s.device)
+        keep.scatter_(1, _stable_topk_desc(gscore, topk_group), True)
+        s = s.masked_fill(~keep.repeat_interleave(E // n_group, dim=1), float("-inf"))
+    ids = _stable_topk_desc(s, top_k)
+    w = s0.gather(1, ids)
+    if renormalize:
+        w = w / w.sum(dim=-1, keepdim=True)
+    return w * routed_scaling_factor, ids.to(torch.int32)
+
+
+def reference_align(topk_ids: torch.Tensor, num_experts: int, block_m: int,
+                    expert_map: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``moe_align_block_size`` as a pure function of ``topk_ids``: capturable, no host syncs.
+
+    Returns ``(sorted_token_ids, expert_ids, num_tokens_post_pad)``; the layout is over
+    GLOBAL experts; ``expert_map`` only renames ``expert_ids`` (-1 = not local).
+    """
+    flat = topk_ids.reshape(-1).long()
+    n = flat.numel()
+    dev = flat.device
+    counts = torch.bincount(flat, minlength=num_experts)
+    padded = (counts + block_m - 1) // block_m * block_m
+    off_incl = torch.cumsum(padded, 0)
+    off = off_incl - padded
+    order = torch.sort(flat, stable=True).indices            # flat indices grouped by expert, increasing
+    sorted_e = flat[order]
+    first = torch.cumsum(counts, 0) - counts                 # start of each expert in `order`
+    pos = off[sorted_e] + torch.arange(n, device=dev) - first[sorted_e]
+    length = n + num_experts * (block_m - 1)
+    sorted_ids = torch.full((length,), n, dtype=torch.int32, device=dev)
+    sorted_ids[pos] = order.to(torch.int32)
+    starts = torch.arange(triton.cdiv(length, block_m), device=dev) * block_m
+    total = off_incl[-1:]
+    eids = torch.searchsorted(off_incl, starts, right=True)  # experts whose padded end <= block start
+    eids = torch.where(starts < total, eids, -1)
+    if expert_map is not None:
+        eids = torch.where(eids >= 0, expert_map.long()[eids.clamp(min=0, max=num_experts - 1)], -1)
+    return sorted_ids, eids.to(torch.int32), total.to(torch.int32)
+
+
+def reference(logits: torch.Tensor, bias: torch.Tensor | None, *, top_k: int, n_group: int = 1,
+              topk_group: int = 1, scoring: str = "sigmoid", routed_scaling_factor: float = 1.0,
+              renormalize: bool = True, block_m: int = 64, expert_map: torch.Tensor | None = None) -> MoeRouting:
+    """The whole step in plain PyTorch (fp32 scores, exact tie rule)."""
+    w, ids = reference_topk(logits, bias, top_k=top_k, n_group=n_group, topk_group=topk_group, scoring=scoring,
+                            routed_scaling_factor=routed_scaling_factor, renormalize=renormalize)
+    return MoeRouting(w, ids, *reference_align(ids, logits.shape[1], block_m, expert_map))
+
+
+# ----------------------------------------------------------------------------- kernel
+
+@triton.jit
+def _log1p(y):
+    # Exact log1p without tl.math.log1p (not in the interpreter-portable API): the
+    # rounding error of u = 1 + y cancels in log(u) * y / (u - 1).
+    u = 1.0 + y
+    return tl.where(u == 1.0, y, tl.log(u) * y / tl.where(u == 1.0, 1.0, u - 1.0))
+
+
+@triton.jit
+def _moe_routing_kernel(
+    logits_ptr, bias_ptr, emap_ptr,
+    w_ptr, ids_ptr, sorted_ptr, eids_ptr, npad_ptr,
+    cnt_ptr, cur_ptr, sync_ptr,
+    T, E, stride_lt, n_sorted, max_blocks, block_m, chunks_per_prog, scaling,
+    TOP_K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr, N_PAD: tl.constexpr,
+    N_GROUP: tl.constexpr, G_PAD: tl.constexpr, TOPK_GROUP: tl.constexpr, SCORING: tl.constexpr,
+    HAS_BIAS: tl.constexpr, RENORM: tl.constexpr, HAS_MAP: tl.constexpr,
+    CNT_ROWS: tl.constexpr, EID_BLOCK: tl.constexpr, FILL_BLOCK: tl.constexpr,
+    PHASE: tl.constexpr, BLOCK_T: tl.constexpr, MAX_PROGRAMS: tl.constexpr, FUSED: tl.constexpr,
+):
+    # MAX_PROGRAMS only sizes the grid (launcher); the kernel reads the real count below.
+    pid = tl.program_id(0)
+    NP = tl.num_programs(0)
+    # Contiguous token ranges per program keep "increasing flat index within an expert"
+    # a matter of adding the counts of lower programs.
+    t_begin = pid * chunks_per_prog * BLOCK_T
+    t_end = tl.minimum(T, t_begin + chunks_per_prog * BLOCK_T)
+    col = tl.arange(0, E_PAD)
+    cmask = col < E
+
+    if PHASE != 2:
+        rows = tl.arange(0, BLOCK_T)
+        kcol = tl.arange(0, K_PAD)
+        gcol = tl.arange(0, G_PAD)
+        if HAS_BIAS:
+            bias = tl.load(bias_ptr + col, mask=cmask, other=0.0)
+        hist = tl.zeros([E_PAD], dtype=tl.int32)
+        gsize = E // N_GROUP
+        for c in range(0, chunks_per_prog):
+            tok = t_begin + c * BLOCK_T + rows
+            rmask = tok < t_end
+            m2d = rmask[:, None] & cmask[None, :]
+            x = tl.load(logits_ptr + tok[:, None] * stride_lt + col[None, :], mask=m2d, other=0.0).to(tl.float32)
+            if SCORING == "sigmoid":
+                s0 = 1.0 / (1.0 + tl.exp(-x))
+            elif SCORING == "sqrtsoftplus":
+                sp = tl.maximum(x, 0.0) + _log1p(tl.exp(-tl.abs(x)))
+                s0 = tl.sqrt(tl.where(x > 20.0, x, sp))
+            else:  # softmax over the real experts
+                xm = tl.where(cmask[None, :], x, float("-inf"))
+                ex = tl.exp(xm - tl.max(xm, axis=1)[:, None])
+                s0 = ex / tl.sum(ex, axis=1)[:, None]
+            if HAS_BIAS:
+                s = s0 + bias[None, :]
+            else:
+                s = s0
+            s = tl.where(cmask[None, :], s, float("-inf"))
+            if N_GROUP > 1:
+                # group score: sum of the top-2 (max without bias); ties pick the lower index
+                gs = tl.full([BLOCK_T, G_PAD], float("-inf"), tl.float32)
+                for g in tl.static_range(N_GROUP):
+                    in_g = (col >= g * gsize) & (col < (g + 1) * gsize)
+                    sg = tl.where(in_g[None, :], s, float("-inf"))
+                    m1 = tl.max(sg, axis=1)
+                    if HAS_BIAS:
+                        i1 = tl.min(tl.where(sg == m1[:, None], col[None, :], E_PAD), axis=1)
+                        m2 = tl.max(tl.where(col[None, :] == i1[:, None], float("-inf"), sg), axis=1)
+                        score = m1 + m2
+                    else:
+                        score = m1
+                    gs = tl.where(gcol[None, :] == g, score[:, None], gs)
+                keep = tl.zeros([BLOCK_T, E_PAD], dtype=tl.int1)
+                egroup = col // gsize
+                for r in tl.static_range(TOPK_GROUP):
+                    gm = tl.max(gs, axis=1)
+                    gi = tl.min(tl.where(gs == gm[:, None], gcol[None, :], G_PAD), axis=1)
+                    keep = keep | (egroup[None, :] == gi[:, None])
+                    gs = tl.where(gcol[None, :] == gi[:, None], float("-inf"), gs)
+                s = tl.where(keep, s, float("-inf"))
+            ids = tl.zeros([BLOCK_T, K_PAD], dtype=tl.int32)
+            w = tl.zeros([BLOCK_T, K_PAD], dtype=tl.float32)
+            for j in tl.static_range(TOP_K):
+                m = tl.max(s, axis=1)
+                idx = tl.min(tl.where(s == m[:, None], col[None, :], E_PAD), axis=1)
+                hit = col[None, :] == idx[:, None]
+                wj = tl.sum(tl.where(hit, s0, 0.0), axis=1)
+                s = tl.where(hit, float("-inf"), s)
+                ids = tl.where(kcol[None, :] == j, idx[:, None], ids)
+                w = tl.where(kcol[None, :] == j, wj[:, None], w)
+                hist += tl.sum(tl.where(hit & rmask[:, None], 1, 0), axis=0)
+            if RENORM:
+                w = w / tl.sum(w, axis=1)[:, None]
+            w = w * scaling
+            kmask = rmask[:, None] & (kcol[None, :] < TOP_K)
+            optr = tok[:, None] * TOP_K + kcol[None, :]
+            tl.store(w_ptr + optr, w, mask=kmask)
+            tl.store(ids_ptr + optr, ids, mask=kmask)
+        tl.store(cnt_ptr + pid * E + col, hist, mask=cmask)
+        # Pad fill of this program's strided share; the scatter after the barrier overwrites.
+        pad = T * TOP_K
+        for f0 in range(pid * FILL_BLOCK, n_sorted, NP * FILL_BLOCK):
+            f = f0 + tl.arange(0, FILL_BLOCK)
+            tl.store(sorted_ptr + f, tl.full([FILL_BLOCK], 0, tl.int32) + pad, mask=f < n_sorted)
+
+    if FUSED:
+        # Grid barrier: all programs are co-resident (launcher caps the grid at the SM
+        # count). bar.sync first so this CTA's stores precede the release.
+        tl.debug_barrier()
+        tl.atomic_add(sync_ptr, 1, sem="acq_rel", scope="gpu")
+        while tl.atomic_add(sync_ptr, 0, sem="acquire", scope="gpu") < NP:
+            pass
+        tl.debug_barrier()
+
+    if PHASE != 1:
+        # Totals and the counts of lower programs, CNT_ROWS programs per load (.cg: written
+        # by other SMs, must not come from a stale L1 line).
+        totals = tl.zeros([E_PAD], dtype=tl.int32)
+        before = tl.zeros([E_PAD], dtype=tl.int32)
+        prow = tl.arange(0, CNT_ROWS)
+        for q0 in range(0, NP, CNT_ROWS):
+            q = q0 + prow
+            c2 = tl.load(cnt_ptr + q[:, None] * E + col[None, :], mask=(q[:, None] < NP) & cmask[None, :],
+                         other=0, cache_modifier=".cg")
+            totals += tl.sum(c2, axis=0)
+            before += tl.sum(tl.where(q[:, None] < pid, c2, 0), axis=0)
+        padded = (totals + block_m - 1) // block_m * block_m
+        off_incl = tl.cumsum(padded, axis=0)
+        npad = tl.sum(padded, axis=0)
+        if pid == 0:
+            tl.store(npad_ptr, npad)
+        # expert of block j = number of experts whose padded end <= j*BM
+        eb = tl.arange(0, EID_BLOCK)
+        for j0 in range(pid * EID_BLOCK, max_blocks, NP * EID_BLOCK):
+            j = j0 + eb
+            start = j * block_m
+            le = (off_incl[None, :] <= start[:, None]) & cmask[None, :]
+            e = tl.sum(le.to(tl.int32), axis=1)
+            live = start < npad
+            if HAS_MAP:
+                e = tl.load(emap_ptr + e, mask=live, other=-1)
+            e = tl.where(live, e, -1)
+            tl.store(eids_ptr + j, e, mask=j < max_blocks)
+        # Scatter: cursor per expert (in scratch, gathered by id) starts at the expert's
+        # padded offset plus the assignments of lower programs.
+        cur_row = cur_ptr + pid * E
+        tl.store(cur_row + col, off_incl - padded + before, mask=cmask)
+        tl.debug_barrier()
+        a = tl.arange(0, N_PAD)
+        lower = a[:, None] < a[None, :]
+        for c in range(0, chunks_per_prog):
+            t0 = t_begin + c * BLOCK_T
+            i = t0 * TOP_K + a
+            valid = (a < BLOCK_T * TOP_K) & (i < t_end * TOP_K)
+            eid = tl.load(ids_ptr + i, mask=valid, other=-1, cache_modifier=".cg")
+            same = (eid[:, None] == eid[None, :]) & valid[:, None] & valid[None, :]
+            rank = tl.sum((same & lower).to(tl.int32), axis=0)       # earlier same-expert entries
+            later = tl.sum((same & lower).to(tl.int32), axis=1)      # later same-expert entries
+            pos = tl.load(cur_row + eid, mask=valid, other=0) + rank
+            tl.store(sorted_ptr + pos, i, mask=valid)
+            tl.debug_barrier()  # every lane read the cursors before any moves them
+            tl.store(cur_row + eid, pos + 1, mask=valid & (later == 0))
+            tl.debug_barrier()
+
+    if FUSED:
+        # The last program out resets both counters: the scratch needs no memset per call.
+        if tl.atomic_add(sync_ptr + 1, 1, sem="acq_rel", scope="gpu") == NP - 1:
+            tl.atomic_xchg(sync_ptr, 0, sem="relaxed", scope="gpu")
+            tl.atomic_xchg(sync_ptr + 1, 0, sem="relaxed", scope="gpu")
+
+
+# ----------------------------------------------------------------------------- launcher
+
+FILL_BLOCK = 1024
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 1 << 30
+
+
+_SYNC: dict[torch.device, torch.Tensor] = {}
+
+
+def _sync_scratch(device: torch.device) -> torch.Tensor:
+    # Arrive/depart counters: zeroed once, every fused launch leaves them zero again.
+    # Shared per device, so concurrent fused launches on two streams must not overlap.
+    buf = _SYNC.get(device)
+    if buf is None:
+        buf = _SYNC[device] = torch.zeros(2, dtype=torch.int32, device=device)
+    return buf
+
+
+def _meta(E: int, top_k: int, n_group: int, block_t: int) -> dict[str, int]:
+    e_pad = triton.next_power_of_2(E)
+    return dict(K_PAD=triton.next_power_of_2(top_k), E_PAD=e_pad,
+                N_PAD=triton.next_power_of_2(block_t * top_k), G_PAD=triton.next_power_of_2(n_group),
+                CNT_ROWS=max(1, 4096 // e_pad), EID_BLOCK=max(1, 8192 // e_pad), FILL_BLOCK=FILL_BLOCK)
+
+
+def grid_programs(tokens: int, config: dict[str, Any], sms: int | None = None) -> tuple[int, int]:
+    """(programs, chunks per program) the launcher uses for ``tokens`` under ``config``."""
+    chunks = max(1, triton.cdiv(tokens, config["BLOCK_T"]))
+    np_ = min(config["MAX_PROGRAMS"], chunks)
+    if config["FUSED"] and sms is not None:
+        np_ = min(np_, sms)  # the grid barrier needs every program resident at once
+    cpp = triton.cdiv(chunks, np_)
+    return triton.cdiv(chunks, cpp), cpp
+
+
+def _check_args(logits: torch.Tensor, bias: torch.Tensor | None, top_k: int, n_group: int, topk_group: int,
+                scoring: str, block_m: int, expert_map: torch.Tensor | None) -> None:
+    if logits.dim() != 2:
+        raise ValueError(f"logits must be [T, E], got shape {tuple(logits.shape)}")
+    if logits.dtype not in (torch.float32, torch.bfloat16):
+        raise ValueError(f"logits must be float32 or bfloat16, got {logits.dtype}")
+    T, E = logits.shape
+    if E < 1:
+        raise ValueError("logits needs at least one expert column")
+    if logits.stride(1) != 1:
+        raise ValueError("logits must be contiguous along the expert dimension")
+    if bias is not None and (bias.shape != (E,) or bias.dtype != torch.float32 or bias.device != logits.device):
+        raise ValueError(f"bias must be float32 [E={E}] on {logits.device}, got {bias.dtype} "
+                         f"{tuple(bias.shape)} on {bias.device}")
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
+    if n_group < 1 or E % n_group:
+        raise ValueError(f"n_group={n_group} must divide the {E} experts")
+    if not 1 <= topk_group <= n_group:
+        raise ValueError(f"topk_group={topk_group} must be in [1, n_group={n_group}]")
+    if n_group > 1 and bias is not None and E // n_group < 2:
+        raise ValueError("the top-2 group score needs at least 2 experts per group")
+    if not 1 <= top_k <= topk_group * (E // n_group):
+        raise ValueError(f"top_k={top_k} must be in [1, experts in the kept groups = {topk_group * (E // n_group)}]")
+    if block_m not in BLOCK_MS:
+        raise ValueError(f"block_m must be one of {BLOCK_MS}, got {block_m}")
+    if expert_map is not None and (expert_map.shape != (E,) or expert_map.dtype != torch.int32
+                                   or expert_map.device != logits.device):
+        raise ValueError(f"expert_map must be int32 [E={E}] on {logits.device}, got {expert_map.dtype} "
+                         f"{tuple(expert_map.shape)} on {expert_map.device}")
+
+
+def launch(*, config: dict[str, Any], logits: torch.Tensor, bias: torch.Tensor | None, top_k: int,
+           n_group: int = 1, topk_group: int = 1, scoring: str = "sigmoid", routed_scaling_factor: float = 1.0,
+           renormalize: bool = True, block_m: int = 64, expert_map: torch.Tensor | None = None) -> MoeRouting:
+    """Validate, allocate and launch (one launch when FUSED and it can be, else two)."""
+    _check_args(logits, bias, top_k, n_group, topk_group, scoring, block_m, expert_map)
+    T, E = logits.shape
+    dev = logits.device
+    n = T * top_k
+    n_sorted = n + E * (block_m - 1)
+    max_blocks = triton.cdiv(n_sorted, block_m)
+    w = torch.empty(T, top_k, dtype=torch.float32, device=dev)
+    ids = torch.empty(T, top_k, dtype=torch.int32, device=dev)
+    sorted_ids = torch.empty(n_sorted, dtype=torch.int32, device=dev)
+    eids = torch.empty(max_blocks, dtype=torch.int32, device=dev)
+    npad = torch.empty(1, dtype=torch.int32, device=dev)
+    np_, cpp = grid_programs(T, config, _sm_count(dev))
+    cnt = torch.empty(np_, E, dtype=torch.int32, device=dev)
+    cur = torch.empty(np_, E, dtype=torch.int32, device=dev)
+    fused = bool(config["FUSED"]) and not (interpreting() and np_ > 1)
+    args = (logits, bias if bias is not None else w, expert_map if expert_map is not None else ids,
+            w, ids, sorted_ids, eids, npad, cnt, cur, _sync_scratch(dev),
+            T, E, logits.stride(0), n_sorted, max_blocks, block_m, cpp, float(routed_scaling_factor))
+    meta = dict(TOP_K=top_k, N_GROUP=n_group, TOPK_GROUP=topk_group, SCORING=scoring,
+                HAS_BIAS=bias is not None, RENORM=bool(renormalize), HAS_MAP=expert_map is not None,
+                BLOCK_T=config["BLOCK_T"], MAX_PROGRAMS=config["MAX_PROGRAMS"],
+                num_warps=config["num_warps"], num_stages=config["num_stages"], **_meta(E, top_k, n_group, config["BLOCK_T"]))
+    for phase in ((0,) if fused else (1, 2)):
+        _moe_routing_kernel[(np_,)](*args, PHASE=phase, FUSED=fused, **meta)
+    return MoeRouting(w, ids, sorted_ids, eids, npad)
+
+
+# ----------------------------------------------------------------------------- public API
+
+def profile_of(num_experts: int, top_k: int, n_group: int, topk_group: int, scoring: str,
+               routed_scaling_factor: float) -> str:
+    """The PROFILES name these routing arguments match, else ``"custom"``."""
+    return _PROFILE_BY_KEY.get((num_experts, top_k, n_group, topk_group, scoring, float(routed_scaling_factor)),
+                               "custom")
+
+
+def moe_routing(logits: torch.Tensor, bias: torch.Tensor | None, *, top_k: int, n_group: int = 1,
+                topk_group: int = 1, scoring: str = "sigmoid", routed_scaling_factor: float = 1.0,
+                renormalize: bool = True, block_m: int = 64, expert_map: torch.Tensor | None = None,
+                config: dict[str, Any] | None = None) -> MoeRouting:
+    """Route tokens to experts and lay them out for the grouped GEMM, in one launch.
+
+    ``config=None`` takes the tuned config for (tokens, profile) from the active pack, or
+    the default. Ties between equal scores go to the lower expert (and group) index.
+    """
+    if config is None:
+        prof = profile_of(logits.shape[-1], top_k, n_group, topk_group, scoring, routed_scaling_factor)
+        config = runtime.select("moe_routing", {"tokens": int(logits.shape[0]), "profile": prof}).config
+    return launch(config=config, logits=logits, bias=bias, top_k=top_k, n_group=n_group, topk_group=topk_group,
+                  scoring=scoring, routed_scaling_factor=routed_scaling_factor, renormalize=renormalize,
+                  block_m=block_m, expert_map=expert_map)
+
+
+# ----------------------------------------------------------------------------- workloads
+
+@dataclass(frozen=True)
+class Workload:
+    """One routing shape: number of tokens and a model profile (PROFILES or "custom")."""
+
+    tokens: int
+    profile: str
+
+
+def _profile(workload: Workload) -> dict[str, Any]:
+    try:
+        return PROFILES[workload.profile]
+    except KeyError:
+        raise ValueError(f"unknown moe_routing profile {workload.profile!r} (known: {', '.join(PROFILES)})") from None
+
+
+def make_inputs(workload: Workload, device: str = "cpu", seed: int = 0) -> dict[str, Any]:
+    """Router GEMM output (fp32 logits) and a skewed correction bias, as a profile sees."""
+    p = _profile(workload)
+    E = p["num_experts"]
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(workload.tokens, E, generator=g)
+    # Uneven expert loads: a few hot experts get a larger bias.
+    skew = 0.3 * torch.rand(E, generator=g) ** 4
+    bias = 0.1 * torch.randn(E, generator=g) + skew
+    return dict(logits=logits.to(device), bias=bias.to(device), top_k=p["top_k"], n_group=p["n_group"],
+                topk_group=p["topk_group"], scoring=p["scoring"],
+                routed_scaling_factor=p["routed_scaling_factor"], renormalize=p["renormalize"],
+                block_m=64, expert_map=None)
+
+
+def default_config(workload: Workload) -> dict[str, Any]:
+    """H200 guess: one program up to 16 tokens; else ~1-2 chunks per program, <= 128 programs."""
+    E = PROFILES.get(workload.profile, {}).get("num_experts", 512)
+    e_pad = triton.next_power_of_2(E)
+    T = max(1, workload.tokens)
+    cap = 16 if e_pad <= 256 else 8  # keeps the [BLOCK_T, E_PAD] tiles at <= 32 values a thread
+    if T <= 16:
+        cfg = dict(BLOCK_T=min(cap, triton.next_power_of_2(T)), MAX_PROGRAMS=1)
+    else:
+        cfg = dict(BLOCK_T=min(cap, max(4, triton.next_power_of_2(triton.cdiv(T, 128)))), MAX_PROGRAMS=128)
+    bt = cfg["BLOCK_T"]
+    cfg.update(FUSED=True, num_warps=4 if bt * e_pad >= 2048 else 2, num_stages=1)
+    if interpreting() and grid_programs(T, cfg)[0] > 1:
+        cfg["FUSED"] = False  # the interpreter runs programs sequentially: no grid barrier
+    return cfg
+
+
+def cost(workload: Workload) -> tuple[float, float]:
+    """Fewest bytes (logits, bias, outputs, one re-read of topk_ids) and rough flops."""
+    p = _profile(workload)
+    T, E, k = workload.tokens, p["num_experts"], p["top_k"]
+    n_sorted = T * k + E * 63
+    out = T * k * 8 + n_sorted * 4 + triton.cdiv(n_sorted, 64) * 4 + 4
+    return float(T * E * 4 + E * 4 + out + T * k * 4), float(T * E * (12 + 3 * k))
+
+
+def verify(out: MoeRouting, ref: MoeRouting, inputs: dict[str, Any]) -> None:
+    """ids as the reference up to near-ties (1e-6 relative), weights of the kernel's own ids,
+    and the align triple exactly as ``reference_align`` of the kernel's own ids."""
+    out, ref = MoeRouting(*out), MoeRouting(*ref)
+    logits, bias = inputs["logits"], inputs["bias"]
+    E = logits.shape[1]
+    ids, rids = out.topk_ids.cpu(), ref.topk_ids.cpu()
+    if ids.shape != rids.shape or ids.dtype != torch.int32:
+        raise AssertionError(f"topk_ids: got {ids.dtype} {tuple(ids.shape)}, want int32 {tuple(rids.shape)}")
+    if ((ids < 0) | (ids >= E)).any():
+        raise AssertionError("topk_ids: expert id out of range")
+    s0 = _scores(logits.cpu(), inputs["scoring"])
+    s = s0 + bias.cpu().float() if bias is not None else s0
+    diff = ids != rids
+    if diff.any():
+        a = s.gather(1, ids.long())[diff]
+        b = s.gather(1, rids.long())[diff]
+        far = (a - b).abs() > 1e-6 * torch.maximum(a.abs(), b.abs())
+        if far.any():
+            t = diff.nonzero()[far.nonzero()[0, 0]].tolist()
+            raise AssertionError(f"topk_ids: {int(far.sum())} differ beyond near-ties; first at {tuple(t)}: "
+                                 f"got {ids[tuple(t)].item()} want {rids[tuple(t)].item()}")
+    if (ids.sort(dim=1).values[:, 1:] == ids.sort(dim=1).values[:, :-1]).any():
+        raise AssertionError("topk_ids: an expert chosen twice for one token")
+    w = s0.gather(1, ids.long())
+    if inputs["renormalize"]:
+        w = w / w.sum(dim=-1, keepdim=True)
+    w = w * inputs["routed_scaling_factor"]
+    if out.topk_weights.dtype != torch.float32:
+        raise AssertionError(f"topk_weights: dtype {out.topk_weights.dtype}, want float32")
+    assert_close("topk_weights", out.topk_weights.cpu(), w, atol=1e-5, rtol=1e-5)
+    emap = inputs.get("expert_map")
+    want = reference_align(ids, E, inputs["block_m"], emap.cpu() if emap is not None else None)
+    for name, o, r in zip(("sorted_token_ids", "expert_ids", "num_tokens_post_pad"), out[2:], want):
+        assert_equal(name, o.cpu(), r)
+
+
+# ----------------------------------------------------------------------------- baselines
+
+def _torch_eager(logits: torch.Tensor, bias: torch.Tensor | None, *, top_k: int, n_group: int = 1,
+                 topk_group: int = 1, scoring: str = "sigmoid", routed_scaling_factor: float = 1.0,
+                 renormalize: bool = True, block_m: int = 64, expert_map: torch.Tensor | None = None) -> MoeRouting:
+    """vLLM-style grouped_topk then a torch moe_align_block_size: what engines run natively."""
+    scores = _scores(logits, scoring)
+    T, E = scores.shape
+    s = scores + bias.unsqueeze(0) if bias is not None else scores
+    if n_group > 1:
+        g = s.view(T, n_group, -1)
+        gscore = g.topk(2, dim=-1)[0].sum(dim=-1) if bias is not None else g.amax(dim=-1)
+        gidx = torch.topk(gscore, k=topk_group, dim=-1, sorted=False)[1]
+        gmask = torch.zeros_like(gscore).scatter_(1, gidx, 1)
+        smask = gmask.unsqueeze(-1).expand(T, n_group, E // n_group).reshape(T, E)
+        s = s.masked_fill(~smask.bool(), float("-inf"))
+    ids = torch.topk(s, k=top_k, dim=-1, sorted=False)[1]
+    w = scores.gather(1, ids)
+    if renormalize:
+        w = w / w.sum(dim=-1, keepdim=True)
+    ids = ids.to(torch.int32)
+    return MoeRouting(w * routed_scaling_factor, ids, *reference_align(ids, E, block_m, expert_map))
+
+
+baselines = {"torch_eager": _torch_eager}
+
+
+# ----------------------------------------------------------------------------- lowering
+
+_TY = {torch.float32: "*fp32", torch.bfloat16: "*bf16"}
+
+
+def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[Any, dict[str, str], dict[str, Any]]]:
+    """Each launch ``launch`` does for this workload/config: (jit fn, signature, constexprs)."""
+    p = _profile(workload)
+    E, k = p["num_experts"], p["top_k"]
+    fused = bool(config["FUSED"])
+    np_, _ = grid_programs(workload.tokens, config, 132 if fused else None)
+    fused = fused and not (interpreting() and np_ > 1)
+    sig = {"logits_ptr": "*fp32", "bias_ptr": "*fp32", "emap_ptr": "*i32", "w_ptr": "*fp32", "ids_ptr": "*i32",
+           "sorted_ptr": "*i32", "eids_ptr": "*i32", "npad_ptr": "*i32", "cnt_ptr": "*i32", "cur_ptr": "*i32",
+           "sync_ptr": "*i32", "T": "i32", "E": "i32", "stride_lt": "i32", "n_sorted": "i32", "max_blocks": "i32",
+           "block_m": "i32", "chunks_per_prog": "i32", "scaling": "fp32"}
+    cx = dict(TOP_K=k, N_GROUP=p["n_group"], TOPK_GROUP=p["topk_group"], SCORING=p["scoring"], HAS_BIAS=True,
+              RENORM=p["renormalize"], HAS_MAP=False, BLOCK_T=config["BLOCK_T"],
+              MAX_PROGRAMS=config["MAX_PROGRAMS"], **_meta(E, k, p["n_group"], config["BLOCK_T"]))
+    out = []
+    for phase in ((0,) if fused else (1, 2)):
+        c = dict(cx, PHASE=phase, FUSED=fused)
+        out.append((_moe_routing_kernel, {**sig, **{name: "constexpr" for name in c}}, c))
+    return out
+
+
+runtime.register_defaults("moe_routing", lambda wd: default_config(Workload(**wd)))
+
+SPEC = KernelSpec(
+    name="moe_routing", workload=Workload, make_inputs=make_inputs, reference=reference, launch=launch,
+    default_config=default_config, cost=cost, verify=verify, baselines=baselines, launch_bound=True,
+    description="router logits -> grouped top-k, weights and moe_align_block_size layout, one launch",
+)

@@ -1,0 +1,413 @@
+"""Block-scaled low-precision formats: NVFP4, MXFP4 and FP8 E4M3 + UE8M0, in PyTorch and Triton.
+
+Formats (KERNELS.md section 1):
+
+- ``nvfp4``: E2M1 codes, two per byte (element 2i in the LOW nibble), one FP8 E4M3 scale
+  per 16 elements, stored as its uint8 bit pattern. DeepSeek-V4.1 rule (no global scale):
+  ``s = e4m3(clamp(amax/6, 2^-9, 448))``, ``code = RNE_e2m1(x / s)`` (ties to even,
+  saturating at 6). Optional per-tensor fp32 ``global_scale`` g: ``x = e2m1 * s * g``.
+- ``mxfp4``: the same E2M1 packing with one UE8M0 scale (a power of two, byte = exponent +
+  127) per 32 elements. Scale rule (DeepGEMM's ``ceil_to_ue8m0``): ``2^ceil(log2(amax/6))``,
+  so no element saturates.
+- ``fp8``: FP8 E4M3 values (``torch.float8_e4m3fn``) with one UE8M0 scale per 32:
+  ``2^ceil(log2(amax/448))``.
+
+UE8M0 byte 0 is 2^-127 and 255 is NaN (OCP MX); E4M3 0x7F/0xFF are NaN; E2M1 has no
+inf/NaN. All-zero blocks get the smallest scale (2^-9 for nvfp4, 2^-127 for UE8M0).
+
+Triton helpers (``@triton.jit``, callable from any kernel; all decode exactly, by integer
+bit manipulation then a bitcast, so they agree bit for bit with the PyTorch functions on
+the interpreter, sm_90 and sm_100):
+
+- ``e2m1_to_f32(code)``: int tensor of 4-bit codes (0..15, any int dtype) -> fp32.
+- ``e4m3_bits_to_f32(b)``: uint8 E4M3 bit patterns -> fp32 (0x7F/0xFF -> NaN).
+- ``ue8m0_to_f32(s)``: uint8 UE8M0 exponents -> fp32 (0 -> 2^-127, 255 -> NaN).
+- ``e2m1x2_unpack_f32(packed)``: ``[R, C]`` uint8 -> ``[R, 2C]`` fp32, low nibble first.
+- ``nvfp4_tile_to_f32(packed, scales)``: ``[R, C]`` u8 + ``[R, C//8]`` E4M3 bits -> ``[R, 2C]``.
+- ``mxfp4_tile_to_f32(packed, scales)``: ``[R, C]`` u8 + ``[R, C//16]`` UE8M0 -> ``[R, 2C]``.
+- ``fp8_ue8m0_tile_to_f32(vals, scales)``: ``[R, D]`` fp8e4nv (or any float) + ``[R, D//32]``.
+- ``nvfp4_tile_to_f16_scaled(packed, scales)``: fast path, ``[R, 2C]`` fp16 equal to the
+  exact value times 2^-14 (every product of an E2M1 code and an E4M3 scale is a multiple
+  of 2^-10 below 2688, so after the 2^-14 shift it is an exact fp16, subnormals included);
+  callers fold 2^14 back into a later fp32 multiply. Two integer ops and one fp16 multiply
+  per element, against ~8 for the generic decode.
+- ``nvfp4_quantize_tile(x)``: ``[R, D]`` fp32 -> (``[R, D//2]`` u8 codes, ``[R, D//16]`` E4M3
+  bits), the DeepSeek-V4.1 rule with ``div_rn`` (Triton's default fast division rounds
+  ties the wrong way).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+__all__ = [
+    "E2M1_VALUES", "NVFP4_BLOCK", "MX_BLOCK", "SCALE_MIN_NVFP4",
+    "quantize_nvfp4", "dequantize_nvfp4", "quantize_mxfp4", "dequantize_mxfp4",
+    "quantize_fp8_ue8m0", "dequantize_fp8_ue8m0", "e2m1_encode", "e2m1_decode",
+    "pack_e2m1", "unpack_e2m1", "e4m3_bits_to_float", "ue8m0_to_float",
+    "dequantize_triton", "quantize_nvfp4_triton",
+    "e2m1_to_f32", "e4m3_bits_to_f32", "ue8m0_to_f32", "e2m1x2_unpack_f32", "nvfp4_tile_to_f32",
+    "mxfp4_tile_to_f32", "fp8_ue8m0_tile_to_f32", "nvfp4_tile_to_f16_scaled", "nvfp4_quantize_tile",
+]
+
+NVFP4_BLOCK = 16
+MX_BLOCK = 32
+SCALE_MIN_NVFP4 = 2.0 ** -9  # smallest positive E4M3 (a subnormal): scales never round to zero
+E4M3_MAX = 448.0
+E2M1_MAX = 6.0
+E2M1_VALUES = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+                            -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], dtype=torch.float32)
+F16_SHIFT = 2.0 ** 14  # nvfp4_tile_to_f16_scaled returns value / F16_SHIFT
+
+
+# --------------------------------------------------------------------------- PyTorch
+
+
+def e2m1_encode(y: torch.Tensor) -> torch.Tensor:
+    """fp32 -> E2M1 codes (uint8, 0..15), round to nearest even, saturating at +-6.
+
+    The sign of zero is kept (``-0.1`` -> code 8), as the hardware conversion does.
+    """
+    a = y.float().abs()
+    # Midpoints of 0, .5, 1, 1.5, 2, 3, 4, 6: ties go to the even code (mantissa bit 0),
+    # hence '>' where the lower neighbour is even and '>=' where the upper one is.
+    code = ((a > 0.25).to(torch.uint8) + (a >= 0.75) + (a > 1.25) + (a >= 1.75)
+            + (a > 2.5) + (a >= 3.5) + (a > 5.0)).to(torch.uint8)
+    return code | (torch.signbit(y).to(torch.uint8) << 3)
+
+
+def e2m1_decode(code: torch.Tensor) -> torch.Tensor:
+    """E2M1 codes (any int dtype, 0..15) -> fp32."""
+    return E2M1_VALUES.to(code.device)[code.long()]
+
+
+def pack_e2m1(codes: torch.Tensor) -> torch.Tensor:
+    """``[..., D]`` codes -> ``[..., D/2]`` uint8, element 2i in the low nibble."""
+    c = codes.to(torch.uint8)
+    return c[..., 0::2] | (c[..., 1::2] << 4)
+
+
+def unpack_e2m1(packed: torch.Tensor) -> torch.Tensor:
+    """``[..., C]`` uint8 -> ``[..., 2C]`` codes, inverse of :func:`pack_e2m1`."""
+    return torch.stack([packed & 15, packed >> 4], dim=-1).flatten(-2)
+
+
+def e4m3_bits_to_float(bits: torch.Tensor) -> torch.Tensor:
+    """uint8 E4M3 bit patterns -> fp32 (exact; 0x7F and 0xFF are NaN)."""
+    return bits.to(torch.uint8).view(torch.float8_e4m3fn).float()
+
+
+def ue8m0_to_float(s: torch.Tensor) -> torch.Tensor:
+    """uint8 UE8M0 exponents -> fp32 powers of two: 0 -> 2^-127, 255 -> NaN (OCP MX)."""
+    b = s.to(torch.int32)
+    bits = torch.where(b == 0, torch.full_like(b, 0x00400000), b << 23)
+    bits = torch.where(b == 255, torch.full_like(b, 0x7FC00000), bits)
+    return bits.view(torch.float32)
+
+
+def _ceil_log2_ue8m0(v: torch.Tensor) -> torch.Tensor:
+    """UE8M0 byte of ``2^ceil(log2(v))`` for v >= 0, computed exactly, clamped to [0, 254]."""
+    m, e = torch.frexp(v.float())  # v = m * 2^e, m in [0.5, 1)
+    k = torch.where(m == 0.5, e - 1, e)  # exact powers of two do not round up
+    k = torch.where(v > 0, k, torch.full_like(k, -127))
+    return (k.clamp(-127, 127) + 127).to(torch.uint8)
+
+
+def _blocks(x: torch.Tensor, block: int) -> torch.Tensor:
+    if x.shape[-1] % block:
+        raise ValueError(f"last dimension {x.shape[-1]} must be a multiple of {block}")
+    return x.float().reshape(*x.shape[:-1], x.shape[-1] // block, block)
+
+
+def quantize_nvfp4(x: torch.Tensor, global_scale: float | torch.Tensor | None = None
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize ``x [..., D]`` (D % 16 == 0) to NVFP4.
+
+    Returns ``codes [..., D/2] uint8`` (element 2i in the low nibble) and
+    ``scales [..., D/16] uint8`` (E4M3 bit patterns): ``s = e4m3(clamp(amax/6, 2^-9, 448))``,
+    ``code = RNE_e2m1(x / s)``. With ``global_scale`` g, ``x / g`` is quantized instead
+    (dequantize with the same g).
+    """
+    xb = _blocks(x, NVFP4_BLOCK)
+    if global_scale is not None:
+        xb = xb / torch.as_tensor(global_scale, dtype=torch.float32, device=x.device)
+    amax = xb.abs().amax(dim=-1, keepdim=True)
+    s8 = (amax / E2M1_MAX).clamp(SCALE_MIN_NVFP4, E4M3_MAX).to(torch.float8_e4m3fn)
+    codes = e2m1_encode(xb / s8.float())
+    return pack_e2m1(codes.flatten(-2)), s8.view(torch.uint8).squeeze(-1)
+
+
+def dequantize_nvfp4(codes: torch.Tensor, scales: torch.Tensor, global_scale: float | torch.Tensor | None = None,
+                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """NVFP4 codes ``[..., D/2]`` + E4M3 scale bits ``[..., D/16]`` -> ``[..., D]`` of ``dtype``.
+
+    ``e2m1 * s`` is exact in fp32 and in bf16; ``* g`` (if given) rounds once in fp32.
+    """
+    v = e2m1_decode(unpack_e2m1(codes))
+    v = (v.reshape(*v.shape[:-1], -1, NVFP4_BLOCK) * e4m3_bits_to_float(scales)[..., None]).flatten(-2)
+    if global_scale is not None:
+        v = v * torch.as_tensor(global_scale, dtype=torch.float32, device=v.device)
+    return v.to(dtype)
+
+
+def quantize_mxfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize ``x [..., D]`` (D % 32 == 0) to MXFP4: ``codes [..., D/2] uint8`` and
+    ``scales [..., D/32] uint8`` (UE8M0, ``2^ceil(log2(amax/6))``)."""
+    xb = _blocks(x, MX_BLOCK)
+    s = _ceil_log2_ue8m0(xb.abs().amax(dim=-1, keepdim=True) / E2M1_MAX)
+    codes = e2m1_encode(xb / ue8m0_to_float(s))
+    return pack_e2m1(codes.flatten(-2)), s.squeeze(-1)
+
+
+def dequantize_mxfp4(codes: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """MXFP4 codes ``[..., D/2]`` + UE8M0 scales ``[..., D/32]`` -> ``[..., D]`` of ``dtype``."""
+    v = e2m1_decode(unpack_e2m1(codes))
+    return (v.reshape(*v.shape[:-1], -1, MX_BLOCK) * ue8m0_to_float(scales)[..., None]).flatten(-2).to(dtype)
+
+
+def quantize_fp8_ue8m0(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Quantize ``x [..., D]`` (D % 32 == 0) to FP8 E4M3 ``[..., D] float8_e4m3fn`` with
+    UE8M0 scales ``[..., D/32] uint8`` (``2^ceil(log2(amax/448))``, DeepGEMM's rule)."""
+    xb = _blocks(x, MX_BLOCK)
+    s = _ceil_log2_ue8m0(xb.abs().amax(dim=-1, keepdim=True) / E4M3_MAX)
+    # Dividing by a power of two is exact; the clamp only guards the cast (448 is the max).
+    y = (xb / ue8m0_to_float(s)).clamp(-E4M3_MAX, E4M3_MAX)
+    return y.flatten(-2).to(torch.float8_e4m3fn), s.squeeze(-1)
+
+
+def dequantize_fp8_ue8m0(codes: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """FP8 E4M3 ``[..., D]`` (float8_e4m3fn or its uint8 bits) + UE8M0 ``[..., D/32]`` -> ``dtype``."""
+    v = e4m3_bits_to_float(codes.view(torch.uint8)) if codes.dtype != torch.float8_e4m3fn else codes.float()
+    return (v.reshape(*v.shape[:-1], -1, MX_BLOCK) * ue8m0_to_float(scales)[..., None]).flatten(-2).to(dtype)
+
+
+# --------------------------------------------------------------------------- Triton helpers
+
+
+@triton.jit
+def e2m1_to_f32(code):
+    """4-bit E2M1 codes (int tensor, 0..15) -> fp32, exactly: bit 3 sign, bits 2-1 exponent, bit 0 mantissa."""
+    c = code.to(tl.int32)
+    e = (c >> 1) & 3
+    m = c & 1
+    # normal: 2^(e-1) * (1 + m/2) -> fp32 exponent field 126 + e, mantissa top bit m;
+    # e == 0: 0.5 * m -> 0.5 (0x3F000000) or 0.
+    bits = tl.where(e == 0, m * 0x3F000000, ((126 + e) << 23) | (m << 22))
+    bits = bits | ((c & 8) << 28)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def e4m3_bits_to_f32(b):
+    """uint8 E4M3 bit patterns -> fp32, exactly (0x7F / 0xFF -> NaN)."""
+    c = b.to(tl.int32) & 0xFF
+    e = (c >> 3) & 15
+    m = c & 7
+    normal = (((e + 120) << 23) | (m << 20)).to(tl.float32, bitcast=True)
+    sub = m.to(tl.float32) * 0.001953125  # m * 2^-9: exact
+    mag = tl.where(e == 0, sub, normal)
+    mag = tl.where((c & 0x7F) == 0x7F, float("nan"), mag)
+    return tl.where((c & 0x80) != 0, -mag, mag)
+
+
+@triton.jit
+def ue8m0_to_f32(s):
+    """uint8 UE8M0 exponents -> fp32 2^(s-127), exactly (0 -> 2^-127 subnormal, 255 -> NaN)."""
+    c = s.to(tl.int32) & 0xFF
+    bits = tl.where(c == 0, 0x00400000, c << 23)
+    bits = tl.where(c == 255, 0x7FC00000, bits)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def e2m1x2_unpack_f32(packed):
+    """``[R, C]`` uint8 (two E2M1 codes each, low nibble first) -> ``[R, 2C]`` fp32."""
+    p = packed.to(tl.int32) & 0xFF
+    lo = e2m1_to_f32(p & 15)
+    hi = e2m1_to_f32(p >> 4)
+    R: tl.constexpr = packed.shape[0]
+    C: tl.constexpr = packed.shape[1]
+    return tl.reshape(tl.join(lo, hi), (R, 2 * C))
+
+
+@triton.jit
+def _apply_block_scale(vals, scale, GROUP: tl.constexpr):
+    R: tl.constexpr = vals.shape[0]
+    N: tl.constexpr = vals.shape[1]
+    v = tl.reshape(vals, (R, N // GROUP, GROUP)) * scale[:, :, None]
+    return tl.reshape(v, (R, N))
+
+
+@triton.jit
+def nvfp4_tile_to_f32(packed, scales):
+    """NVFP4 tile: ``[R, C]`` uint8 codes + ``[R, C//8]`` E4M3 scale bits -> ``[R, 2C]`` fp32 (exact)."""
+    return _apply_block_scale(e2m1x2_unpack_f32(packed), e4m3_bits_to_f32(scales), 16)
+
+
+@triton.jit
+def mxfp4_tile_to_f32(packed, scales):
+    """MXFP4 tile: ``[R, C]`` uint8 codes + ``[R, C//16]`` UE8M0 scales -> ``[R, 2C]`` fp32 (exact)."""
+    return _apply_block_scale(e2m1x2_unpack_f32(packed), ue8m0_to_f32(scales), 32)
+
+
+@triton.jit
+def fp8_ue8m0_tile_to_f32(vals, scales):
+    """FP8 + UE8M0 tile: ``[R, D]`` fp8e4nv (or any float) + ``[R, D//32]`` uint8 -> ``[R, D]`` fp32."""
+    return _apply_block_scale(vals.to(tl.float32), ue8m0_to_f32(scales), 32)
+
+
+@triton.jit
+def nvfp4_tile_to_f16_scaled(packed, scales):
+    """NVFP4 tile -> ``[R, 2C]`` fp16 equal to the exact value * 2^-14 (see module docstring).
+
+    An E2M1 nibble ``s e1 e0 m`` placed at fp16 bits 15 and 11..9 reads as e2m1 * 2^-14
+    (e == 0 lands on fp16 subnormals, which are exact), so no per-element branch is needed.
+    """
+    p = packed.to(tl.uint16)
+    lo = ((p & 0x7) << 9) | ((p & 0x8) << 12)
+    hi = ((p & 0x70) << 5) | ((p & 0x80) << 8)
+    R: tl.constexpr = packed.shape[0]
+    C: tl.constexpr = packed.shape[1]
+    v = tl.reshape(tl.join(lo, hi), (R, 2 * C)).to(tl.float16, bitcast=True)
+    s = e4m3_bits_to_f32(scales).to(tl.float16)  # every E4M3 value is an exact fp16
+    return _apply_block_scale(v, s, 16)
+
+
+@triton.jit
+def _e2m1_encode_f32(y):
+    a = tl.abs(y)
+    code = ((a > 0.25).to(tl.int32) + (a >= 0.75).to(tl.int32) + (a > 1.25).to(tl.int32)
+            + (a >= 1.75).to(tl.int32) + (a > 2.5).to(tl.int32) + (a >= 3.5).to(tl.int32)
+            + (a > 5.0).to(tl.int32))
+    sign = (y.to(tl.int32, bitcast=True) >> 31) & 1
+    return code | (sign << 3)
+
+
+@triton.jit
+def nvfp4_quantize_tile(x):
+    """``[R, D]`` fp32 -> (``[R, D//2]`` uint8 codes, ``[R, D//16]`` uint8 E4M3 scales), the V4.1 rule."""
+    R: tl.constexpr = x.shape[0]
+    D: tl.constexpr = x.shape[1]
+    xb = tl.reshape(x, (R, D // 16, 16))
+    amax = tl.max(tl.abs(xb), axis=2)
+    s = tl.math.div_rn(amax, tl.full(amax.shape, 6.0, tl.float32))
+    s = tl.minimum(tl.maximum(s, 0.001953125), 448.0)
+    s8 = s.to(tl.float8e4nv, fp_downcast_rounding="rtne")
+    sf = s8.to(tl.float32)
+    y = tl.math.div_rn(xb, tl.broadcast_to(sf[:, :, None], xb.shape))
+    codes = tl.reshape(_e2m1_encode_f32(y), (R, D // 2, 2))
+    lo, hi = tl.split(codes)
+    return (lo | (hi << 4)).to(tl.uint8), s8.to(tl.uint8, bitcast=True)
+
+
+# Row-wise kernels over 2-D views, used by the tests and by users who dequantize or
+# quantize caches on the GPU.
+
+_FMT_NVFP4, _FMT_MXFP4, _FMT_FP8 = 0, 1, 2
+
+
+@triton.jit
+def _dequant_rows_kernel(codes_ptr, scales_ptr, out_ptr, rows, g,
+                         stride_c, stride_s, stride_o,
+                         D: tl.constexpr, FMT: tl.constexpr, BLOCK_R: tl.constexpr, HAS_G: tl.constexpr):
+    pid = tl.program_id(0)
+    r = pid * BLOCK_R + tl.arange(0, BLOCK_R)
+    rm = r < rows
+    if FMT == 2:
+        NS: tl.constexpr = D // 32
+        dc = tl.arange(0, D)
+        ds = tl.arange(0, NS)
+        c = tl.load(codes_ptr + r[:, None] * stride_c + dc[None, :], mask=rm[:, None])  # masked rows unused
+        s = tl.load(scales_ptr + r[:, None] * stride_s + ds[None, :], mask=rm[:, None], other=127)
+        v = fp8_ue8m0_tile_to_f32(c, s)
+    else:
+        NS: tl.constexpr = D // 16 if FMT == 0 else D // 32
+        dc = tl.arange(0, D // 2)
+        ds = tl.arange(0, NS)
+        c = tl.load(codes_ptr + r[:, None] * stride_c + dc[None, :], mask=rm[:, None], other=0)
+        s = tl.load(scales_ptr + r[:, None] * stride_s + ds[None, :], mask=rm[:, None], other=0)
+        if FMT == 0:
+            v = nvfp4_tile_to_f32(c, s)
+        else:
+            v = mxfp4_tile_to_f32(c, s)
+    if HAS_G:
+        v = v * g
+    do = tl.arange(0, D)
+    tl.store(out_ptr + r[:, None] * stride_o + do[None, :], v, mask=rm[:, None])
+
+
+@triton.jit
+def _dequant_f16_rows_kernel(codes_ptr, scales_ptr, out_ptr, rows, stride_c, stride_s, stride_o,
+                             D: tl.constexpr, BLOCK_R: tl.constexpr):
+    pid = tl.program_id(0)
+    r = pid * BLOCK_R + tl.arange(0, BLOCK_R)
+    rm = r < rows
+    c = tl.load(codes_ptr + r[:, None] * stride_c + tl.arange(0, D // 2)[None, :], mask=rm[:, None], other=0)
+    s = tl.load(scales_ptr + r[:, None] * stride_s + tl.arange(0, D // 16)[None, :], mask=rm[:, None], other=0)
+    v = nvfp4_tile_to_f16_scaled(c, s)
+    tl.store(out_ptr + r[:, None] * stride_o + tl.arange(0, D)[None, :], v, mask=rm[:, None])
+
+
+@triton.jit
+def _quant_rows_kernel(x_ptr, codes_ptr, scales_ptr, rows, stride_x, stride_c, stride_s,
+                       D: tl.constexpr, BLOCK_R: tl.constexpr):
+    pid = tl.program_id(0)
+    r = pid * BLOCK_R + tl.arange(0, BLOCK_R)
+    rm = r < rows
+    x = tl.load(x_ptr + r[:, None] * stride_x + tl.arange(0, D)[None, :], mask=rm[:, None], other=0.0)
+    codes, scales = nvfp4_quantize_tile(x.to(tl.float32))
+    tl.store(codes_ptr + r[:, None] * stride_c + tl.arange(0, D // 2)[None, :], codes, mask=rm[:, None])
+    tl.store(scales_ptr + r[:, None] * stride_s + tl.arange(0, D // 16)[None, :], scales, mask=rm[:, None])
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    return t.reshape(-1, t.shape[-1]).contiguous()
+
+
+def dequantize_triton(fmt: str, codes: torch.Tensor, scales: torch.Tensor,
+                      global_scale: float | None = None, *, f16_scaled: bool = False) -> torch.Tensor:
+    """Dequantize with the Triton helpers to fp32 (``fmt`` in nvfp4, mxfp4, fp8).
+
+    D must be a power of two (a Triton block). ``f16_scaled`` (nvfp4 only, no global
+    scale) returns the fp16 fast-path values, i.e. the exact values times 2^-14.
+    """
+    fmts = {"nvfp4": _FMT_NVFP4, "mxfp4": _FMT_MXFP4, "fp8": _FMT_FP8}
+    if fmt not in fmts:
+        raise ValueError(f"fmt must be one of {sorted(fmts)}, got {fmt!r}")
+    D = codes.shape[-1] * (1 if fmt == "fp8" else 2)
+    if D & (D - 1):
+        raise ValueError(f"row length {D} must be a power of two")
+    c2 = _rows(codes)
+    if fmt == "fp8" and c2.dtype == torch.uint8:
+        c2 = c2.view(torch.float8_e4m3fn)  # the hardware E4M3 conversion, not the bit decoder
+    s2 = _rows(scales)
+    rows = c2.shape[0]
+    BLOCK_R = 16
+    if f16_scaled:
+        if fmt != "nvfp4" or global_scale is not None:
+            raise ValueError("f16_scaled is only for nvfp4 without a global scale")
+        out = torch.empty(rows, D, dtype=torch.float16, device=codes.device)
+        _dequant_f16_rows_kernel[(triton.cdiv(rows, BLOCK_R),)](
+            c2, s2, out, rows, c2.stride(0), s2.stride(0), out.stride(0), D=D, BLOCK_R=BLOCK_R)
+    else:
+        out = torch.empty(rows, D, dtype=torch.float32, device=codes.device)
+        _dequant_rows_kernel[(triton.cdiv(rows, BLOCK_R),)](
+            c2, s2, out, rows, float(global_scale or 1.0), c2.stride(0), s2.stride(0), out.stride(0),
+            D=D, FMT=fmts[fmt], BLOCK_R=BLOCK_R, HAS_G=global_scale is not None)
+    return out.reshape(*codes.shape[:-1], D)
+
+
+def quantize_nvfp4_triton(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Triton quantizer (no global scale); bit-identical to :func:`quantize_nvfp4`."""
+    D = x.shape[-1]
+    if D % 16 or D & (D - 1):
+        raise ValueError(f"last dimension {D} must be a power of two >= 16")
+    x2 = _rows(x.float())
+    rows = x2.shape[0]
+    codes = torch.empty(rows, D // 2, dtype=torch.uint8, device=x.device)
+    scales = torch.empty(rows, D // 16, dtype=torch.uint8, device=x.device)
+    BLOCK_R = 16
+    _quant_rows_kernel[(triton.cdiv(rows, BLOCK_R),)](x2, codes, scales, rows, x2.stride(0), codes.stride(0),
+                                                     scales.stride(0), D=D, BLOCK_R=BLOCK_R)
+    return codes.reshape(*x.shape[:-1], D // 2), scales.reshape(*x.shape[:-1], D // 16)

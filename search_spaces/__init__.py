@@ -1,0 +1,1 @@
+"""Search spaces: one module per kernel family, same stem as its kernel template."""

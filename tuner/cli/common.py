@@ -1,0 +1,83 @@
+"""Shared CLI pieces: the one-line error, option types, parsing of axis values and budgets."""
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+class CliError(Exception):
+    """Bad input: printed as one line, exit code 2."""
+
+
+DbOption = Annotated[Optional[str], typer.Option(
+    "--db", help="Results database: a SQLAlchemy URL or a SQLite path (default: results.db here).")]
+
+
+def parse_duration(text: str) -> float:
+    """'90s', '5m', '1.5h' or plain seconds -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text or "")
+    if not m or float(m.group(1)) <= 0:
+        raise CliError(f"bad duration {text!r} (use e.g. 90s, 5m, 1h)")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def _axis_value(axis: str, typ: type, text: str) -> Any:
+    try:
+        v = typ(text)
+    except ValueError:
+        raise CliError(f"--{axis.replace('_', '-')}: {text!r} is not a valid {typ.__name__}") from None
+    if typ in (int, float) and v <= 0:
+        raise CliError(f"--{axis.replace('_', '-')}: {text!r} must be positive")
+    return v
+
+
+def expand_grid(workload_cls: type, base: list[Any], options: dict[str, str | None],
+                limits: dict[str, Any] | None = None) -> list[Any]:
+    """The workloads to tune: ``base`` with CLI axis options applied.
+
+    ``a,b,c`` sets an axis to those values (each base workload is repeated per value);
+    ``lo..hi`` keeps only base workloads whose axis lies in [lo, hi].
+    """
+    hints = typing.get_type_hints(workload_cls)
+    limits = limits or {}
+    grid = list(base)
+    for axis, text in options.items():
+        if text is None:
+            continue
+        typ = hints[axis]
+        flag = f"--{axis.replace('_', '-')}"
+        if ".." in text:
+            if typ not in (int, float):
+                raise CliError(f"{flag}: ranges only apply to numeric axes")
+            lo_s, _, hi_s = text.partition("..")
+            lo, hi = _axis_value(axis, typ, lo_s), _axis_value(axis, typ, hi_s)
+            if lo > hi:
+                raise CliError(f"{flag}: empty range {text!r}")
+            grid = [w for w in grid if lo <= getattr(w, axis) <= hi]
+            continue
+        values = [_axis_value(axis, typ, t.strip()) for t in text.split(",") if t.strip()]
+        if not values:
+            raise CliError(f"{flag}: no values given")
+        allowed = limits.get(axis)
+        for v in values:
+            if isinstance(allowed, tuple) and len(allowed) == 2 and typ in (int, float) and not allowed[0] <= v <= allowed[1]:
+                raise CliError(f"{flag}: {v} is outside {allowed[0]}..{allowed[1]}")
+            if isinstance(allowed, (list, frozenset, set)) and v not in allowed:
+                raise CliError(f"{flag}: unknown value {v!r} (choose from {', '.join(map(str, sorted(allowed)))})")
+        grid = [dataclasses.replace(w, **{axis: v}) for w in grid for v in values]
+    seen, out = set(), []
+    for w in grid:
+        if w not in seen:
+            seen.add(w)
+            out.append(w)
+    if not out:
+        raise CliError("no workloads match those options")
+    return out

@@ -1,0 +1,94 @@
+"""`tune lower`: compile a template for a GPU target without that GPU; report what it emitted."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.table import Table
+
+from tuner.cli.common import CliError, console
+
+app = typer.Typer()
+
+TARGETS = {"sm_90": 90, "sm_90a": 90, "sm_100": 100, "sm_100a": 100, "sm_120": 120}
+
+# Instruction classes worth knowing about, as they appear in PTX.
+CLASSES = {
+    "wgmma": r"\bwgmma\.mma_async",
+    "tcgen05.mma": r"\btcgen05\.mma",
+    "block_scale": r"block_scale",
+    "tma": r"cp\.async\.bulk\.tensor",
+    "bulk_copy": r"cp\.async\.bulk\.(?!tensor)",
+    "cp.async": r"cp\.async\.(?:ca|cg)\.",
+    "mma.sync": r"\bmma\.sync",
+    "ldmatrix": r"\bldmatrix",
+    "ld.global.v4": r"ld\.global(?:\.\w+)*\.v4",
+    "atomics": r"\b(?:atom|red)\.",
+}
+
+
+def lower_one(fn, signature: dict[str, str], constexprs: dict[str, Any], arch: int, num_warps: int,
+              num_stages: int) -> dict[str, Any]:
+    """Compile one kernel for ``arch``; count instruction classes in its PTX."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+    c = triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                       options={"num_warps": num_warps, "num_stages": num_stages})
+    ptx = c.asm["ptx"]
+    found = {name: len(re.findall(rx, ptx)) for name, rx in CLASSES.items()}
+    return {"classes": {k: v for k, v in found.items() if v}, "shared": getattr(c.metadata, "shared", None)}
+
+
+def lower_kernel(kernel, arch: int, configs: list[tuple[Any, dict]]) -> list[dict[str, Any]]:
+    """Compile each distinct (kernel function, signature, constexprs) of the given configs."""
+    fn_sigs = getattr(kernel.template, "lower_signatures", None)
+    if fn_sigs is None:
+        raise CliError(f"{kernel.name} has no lower_signatures(); it cannot be compiled ahead of time")
+    done: dict[str, dict[str, Any]] = {}
+    for workload, cfg in configs:
+        for fn, sig, cx in fn_sigs(workload, cfg):
+            key = json.dumps([fn.__name__, sig, {k: repr(v) for k, v in cx.items()}, cfg.get("num_warps", 4),
+                              cfg.get("num_stages", 3)], sort_keys=True)
+            if key in done:
+                continue
+            r = lower_one(fn, sig, cx, arch, cfg.get("num_warps", 4), cfg.get("num_stages", 3))
+            done[key] = {"function": fn.__name__, "config": cfg, **r}
+    return list(done.values())
+
+
+@app.command("lower")
+def lower(kernel: Annotated[str, typer.Argument(help="Kernel name.")],
+          target: Annotated[str, typer.Option("--target", help="GPU target: sm_90 (Hopper) or sm_100 (Blackwell).")] = "sm_90",
+          pack: Annotated[Optional[Path], typer.Option("--pack", help="Also compile this pack's configs.")] = None) -> None:
+    """Compile the template (default configs of its grid, plus a pack's) for a GPU target, no GPU needed."""
+    from tuner import registry
+    from tuner.spec import workload_from_dict
+
+    if target not in TARGETS:
+        raise CliError(f"--target: unknown {target!r} (choose from {', '.join(TARGETS)})")
+    k = registry.get(kernel)
+    configs = [(w, k.spec.default_config(w)) for w in k.workloads]
+    if pack is not None:
+        from tuner.runtime import PackError, load_pack
+
+        try:
+            p = load_pack(pack)
+        except PackError as e:
+            raise CliError(str(e)) from None
+        table = p.tables.get(k.name)
+        for e in table.entries if table else []:
+            configs.append((workload_from_dict(k.spec.workload, e["workload"]), e["config"]))
+    with console.status(f"compiling {k.name} for {target}"):
+        results = lower_kernel(k, TARGETS[target], configs)
+    table = Table(title=f"{k.name} lowered for {target}: {len(results)} distinct kernels")
+    for col in ("function", "config", "shared B", "instruction classes"):
+        table.add_column(col)
+    for r in results:
+        table.add_row(r["function"], " ".join(f"{a}={b}" for a, b in r["config"].items()), str(r["shared"]),
+                      ", ".join(f"{c} x{n}" for c, n in r["classes"].items()) or "plain loads/stores, FMA")
+    console.print(table)

@@ -1,0 +1,65 @@
+"""The `tune` command: composes the command groups; bad input is one line and exit code 2."""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+import typer
+
+from tuner.cli import info, lower, packs
+from tuner.cli.common import CliError, err_console
+
+app = typer.Typer(
+    help="Autotune Triton kernel templates, store every trial, export packs a runtime loads.",
+    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+for group in (info.app, packs.app, lower.app):
+    app.registered_commands.extend(group.registered_commands)
+
+
+def _register_kernels() -> None:
+    from tuner import registry
+    from tuner.cli import tune
+
+    for k in registry.kernels().values():
+        tune.register(app, k)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the console script."""
+    from tuner.registry import UnknownKernel
+    from tuner.runtime import PackError
+    from tuner.store import StoreError
+
+    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _register_kernels()
+    try:
+        rc = app(args=argv, standalone_mode=False, prog_name="tune")
+    except (CliError, UnknownKernel, StoreError, PackError) as e:
+        err_console.print(f"error: {e}", highlight=False, soft_wrap=True)
+        return 2
+    except (typer.Exit, typer.Abort, Exception) as e:
+        # click (vendored or not, depending on the typer release) signals usage errors with
+        # an exception carrying exit_code 2 and format_message(): one line, no traceback.
+        code = getattr(e, "exit_code", None)
+        if code == 2 and hasattr(e, "format_message"):
+            err_console.print(f"error: {e.format_message()}", highlight=False, soft_wrap=True)
+            return 2
+        if isinstance(e, typer.Abort) or type(e).__name__ == "Abort":
+            err_console.print("aborted: finished trials are in the database; run again to resume")
+            return 130
+        if code is not None and type(e).__name__ == "Exit":
+            return int(code)
+        raise
+    if isinstance(rc, int):
+        return rc
+    return 0
+
+
+def run() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

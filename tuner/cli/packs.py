@@ -1,0 +1,55 @@
+"""`tune export` and `tune verify-pack`."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from tuner.cli.common import CliError, DbOption, console
+
+app = typer.Typer()
+
+
+@app.command("export")
+def export(out: Annotated[Path, typer.Option("--out", help="Pack folder to write, e.g. packs/nvidia-h200.")],
+           db: DbOption = None,
+           name: Annotated[Optional[str], typer.Option("--name", help="Pack name (default: the folder name).")] = None,
+           gpu: Annotated[Optional[str], typer.Option("--gpu", help="Export this GPU's winners (default: newest).")] = None,
+           kernel: Annotated[Optional[list[str]], typer.Option("--kernel", help="Only these kernels.")] = None) -> None:
+    """Export the tuned winners of one environment as a versioned kernel pack (JSON only)."""
+    from tuner import registry
+    from tuner.pack import ExportError, export_pack
+    from tuner.store import open_store
+
+    kernels = [registry.get(k).name for k in kernel] if kernel else None
+    store = open_store(db, create=False)
+    try:
+        path = export_pack(store, out, name=name, gpu=gpu, kernels=kernels)
+    except ExportError as e:
+        raise CliError(str(e)) from None
+    import json
+
+    m = json.loads((path / "manifest.json").read_text())
+    console.print(f"wrote {path}: " + ", ".join(f"{k} ({v['entries']} entries)" for k, v in m["kernels"].items())
+                  + f" for {m['fingerprint'].get('gpu')}" + ("" if m["meaningful"] else " (interpreter times)"))
+
+
+@app.command("verify-pack")
+def verify(path: Annotated[Path, typer.Argument(help="Pack folder.")]) -> None:
+    """Check a pack: manifest schema, checksums of every file, configs inside the search spaces."""
+    from tuner.pack import verify_pack
+    from tuner.runtime import PackError
+
+    try:
+        report = verify_pack(path)
+    except PackError as e:
+        raise CliError(str(e)) from None
+    m = report.pack.manifest
+    console.print(f"{path}: schema {m['schema']}, {m['name']!r}, made on {m['fingerprint'].get('gpu')} "
+                  f"({m.get('created')}); " + ", ".join(f"{k}: {len(t.entries)} entries" for k, t in report.pack.tables.items()))
+    if report.problems:
+        for p in report.problems:
+            console.print(f"[red]problem:[/red] {p}")
+        raise typer.Exit(1)
+    console.print("[green]ok[/green]: checksums match, every config is inside its search space")

@@ -1,0 +1,139 @@
+"""`tune <kernel>`: one command per registered family, its workload axes as options."""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tuner.cli.common import CliError, DbOption, console, expand_grid, parse_duration
+from tuner.registry import Kernel
+from tuner.study import SAMPLERS, Settings, Tuner
+from tuner.timing import gpu_available
+
+
+def _common_params() -> list[inspect.Parameter]:
+    kw = inspect.Parameter.KEYWORD_ONLY
+    P = inspect.Parameter
+    return [
+        P("trials", kw, default=None, annotation=Annotated[Optional[int], typer.Option(
+            "--trials", help="Candidates evaluated per workload (default 16; 4 with --quick).")]),
+        P("budget", kw, default=None, annotation=Annotated[Optional[str], typer.Option(
+            "--budget", help="Wall-clock budget for the whole command, e.g. 90s, 5m, 1h.")]),
+        P("patience", kw, default=None, annotation=Annotated[Optional[int], typer.Option(
+            "--patience", help="Stop a workload after this many trials without improvement.")]),
+        P("sampler", kw, default="tpe", annotation=Annotated[str, typer.Option(
+            "--sampler", help=f"Search algorithm: {', '.join(SAMPLERS)}.")]),
+        P("quick", kw, default=False, annotation=Annotated[bool, typer.Option(
+            "--quick", help="A short search (CI, smoke tests); small workloads without a GPU anyway.")]),
+        P("retune", kw, default=False, annotation=Annotated[bool, typer.Option(
+            "--retune", help="Search again even where this environment already has a winner.")]),
+        P("seed", kw, default=0, annotation=Annotated[int, typer.Option("--seed", help="Sampler and input seed.")]),
+        P("timeout", kw, default=None, annotation=Annotated[Optional[str], typer.Option(
+            "--timeout", help="Per-trial timeout (default 120s; 600s without a GPU).")]),
+        P("db", kw, default=None, annotation=DbOption),
+    ]
+
+
+def _axis_params(kernel: Kernel) -> list[inspect.Parameter]:
+    params = []
+    hints = typing.get_type_hints(kernel.spec.workload)
+    for f in dataclasses.fields(kernel.spec.workload):
+        values = sorted({getattr(w, f.name) for w in kernel.workloads}, key=str)
+        kind = "values a,b,c or a range lo..hi" if hints[f.name] in (int, float) else "values a,b,c"
+        shown = ", ".join(map(str, values[:8])) + (" ..." if len(values) > 8 else "")
+        params.append(inspect.Parameter(
+            f.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+            annotation=Annotated[Optional[str], typer.Option(
+                f"--{f.name.replace('_', '-')}", help=f"{f.name}: {kind} (default grid: {shown}).")]))
+    return params
+
+
+def _limits(kernel: Kernel) -> dict[str, Any]:
+    limits = dict(getattr(kernel.space_module, "LIMITS", {}))
+    hints = typing.get_type_hints(kernel.spec.workload)
+    for f in dataclasses.fields(kernel.spec.workload):
+        if f.name not in limits and hints[f.name] is str:
+            limits[f.name] = frozenset(getattr(w, f.name) for w in kernel.workloads + kernel.small_workloads)
+    return limits
+
+
+def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, patience, sampler, quick, retune,
+             seed, timeout, db) -> None:
+    from tuner.store import open_store
+
+    if sampler not in SAMPLERS:
+        raise CliError(f"--sampler: unknown {sampler!r} (choose from {', '.join(SAMPLERS)})")
+    if trials is not None and trials < 1:
+        raise CliError("--trials must be at least 1")
+    if patience is not None and patience < 1:
+        raise CliError("--patience must be at least 1")
+    gpu = gpu_available()
+    base = list(kernel.workloads if gpu else kernel.small_workloads)
+    workloads = expand_grid(kernel.spec.workload, base, axes, _limits(kernel))
+    over: dict[str, Any] = {"sampler": sampler, "seed": seed, "retune": retune,
+                            "trial_timeout_s": parse_duration(timeout) if timeout else (120.0 if gpu else 600.0)}
+    if trials is not None:
+        over["n_trials"] = trials
+    if patience is not None:
+        over["patience"] = patience
+    if budget:
+        over["budget_s"] = parse_duration(budget)
+    settings = Settings.quick(**over) if quick else Settings(**over)
+    store = open_store(db)
+    if not gpu:
+        console.print("[yellow]No GPU: running through the Triton interpreter on small workloads; "
+                      "times are not meaningful.[/yellow]")
+    total = len(workloads) * settings.n_trials
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[status]}"), console=console, transient=False) as progress:
+        task = progress.add_task(kernel.cli_name, total=total, status="")
+
+        def on_event(kind: str, info: dict[str, Any]) -> None:
+            if kind == "trial":
+                r = info["result"]
+                best = info["best"]
+                progress.update(task, advance=1, status=f"{info['workload']}  last {r.status}"
+                                + (f"  best {best:.2f} us" if best != float("inf") else ""))
+            elif kind == "workload_done":
+                o = info["outcome"]
+                # a workload that stopped early (patience, budget) frees its share of the bar
+                progress.update(task, completed=min(total, progress.tasks[task].completed
+                                                    + max(0, settings.n_trials - _counted(o))))
+
+        outcomes = Tuner(store, kernel, settings, on_event).run(workloads)
+    table = Table(title=f"{kernel.name}: {len(outcomes)} workloads"
+                  + ("" if gpu else " (interpreter: times not meaningful)"))
+    for col in ("workload", "trials", "statuses", "winner us", "default us", "speedup", "winner"):
+        table.add_column(col)
+    for o in outcomes:
+        sp = f"{o.default_us / o.winner_us:.2f}x" if o.default_us and o.winner_us else "-"
+        table.add_row(o.workload_key, str(o.evaluated), " ".join(f"{k}:{v}" for k, v in sorted(o.statuses.items())),
+                      f"{o.winner_us:.2f}" if o.winner_us else "-", f"{o.default_us:.2f}" if o.default_us else "-",
+                      sp, o.skipped or ("default" if o.is_default else "tuned"))
+    console.print(table)
+
+
+def _counted(outcome) -> int:
+    return outcome.evaluated if not outcome.skipped else 0
+
+
+def register(app: typer.Typer, kernel: Kernel) -> None:
+    """Add `tune <kernel-cli-name>` to ``app``."""
+    axis_names = [f.name for f in dataclasses.fields(kernel.spec.workload)]
+
+    def command(**kw: Any) -> None:
+        axes = {a: kw.pop(a) for a in axis_names}
+        run_tune(kernel, axes, **kw)
+
+    params = _axis_params(kernel) + _common_params()
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    doc = (kernel.spec.description or kernel.template.__doc__ or "").strip().splitlines()
+    app.command(kernel.cli_name, help=f"Tune {kernel.name}: {doc[0] if doc else ''}\n\n"
+                "Without options: the default workload grid (small interpreter workloads without a GPU). "
+                "Every trial is committed as it finishes; running again resumes.")(command)

@@ -1,0 +1,120 @@
+"""Export winners from the store as a kernel pack, and check a pack against the registry.
+
+A pack is a folder of JSON: ``manifest.json`` (schema, name, created, environment
+fingerprint, kernels, the sha256 of every file, the source database and commit) and one
+``<kernel>.json`` per family mapping workloads to configs with their measured times.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from tuner import registry
+from tuner.device import git_commit
+from tuner.runtime import PACK_SCHEMA, Pack, PackError, load_pack, sha256_file
+from tuner.spec import numeric_axes, workload_from_dict
+from tuner.store import Environment, Store, Winner
+from tuner.store.models import utcnow
+
+
+class ExportError(Exception):
+    """Nothing (or nothing unambiguous) to export."""
+
+
+def _safe_url(url: str) -> str:
+    return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
+
+
+def _pick_environment(store: Store, gpu: str | None) -> Environment:
+    with store.session() as s:
+        q = select(Environment).join(Winner, Winner.environment_id == Environment.id)
+        if gpu:
+            q = q.where(Environment.gpu == gpu)
+        env = s.scalars(q.order_by(Environment.id.desc())).first()
+    if env is None:
+        raise ExportError(f"no tuned winners in the database{f' for GPU {gpu!r}' if gpu else ''}; run `tune <kernel>` first")
+    return env
+
+
+def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | None = None,
+                kernels: list[str] | None = None) -> Path:
+    """Write the winners of one environment (the newest, or ``gpu``'s) as a pack at ``out``."""
+    env = _pick_environment(store, gpu)
+    with store.session() as s:
+        rows = s.scalars(select(Winner).where(Winner.environment_id == env.id).order_by(Winner.updated)).all()
+    by_kernel: dict[str, dict[str, Winner]] = {}
+    for r in rows:  # newest row per (kernel, workload) wins when the source changed in between
+        if kernels and r.kernel not in kernels:
+            continue
+        by_kernel.setdefault(r.kernel, {})[r.workload_key] = r
+    if not by_kernel:
+        raise ExportError("no winners for the requested kernels")
+    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, str] = {}
+    kinfo: dict[str, Any] = {}
+    meaningful = True
+    for kname, entries in sorted(by_kernel.items()):
+        k = registry.kernels().get(kname)
+        if k is None:
+            continue
+        num = numeric_axes(k.spec.workload)
+        cat = [a for a in entries[next(iter(entries))].workload if a not in num]
+        table = {
+            "schema": PACK_SCHEMA, "kernel": kname, "categorical_axes": cat, "numeric_axes": num,
+            "entries": [{"workload": w.workload, "config": w.config, "median_us": w.median_us, "p20_us": w.p20_us,
+                         "p80_us": w.p80_us, "default_median_us": w.default_median_us, "floor_us": w.floor_us,
+                         "noise": w.noise, "is_default": w.is_default, "source_hash": w.source_hash}
+                        for _, w in sorted(entries.items())],
+        }
+        meaningful &= all(w.meaningful for w in entries.values())
+        fname = f"{kname}.json"
+        (out / fname).write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+        files[fname] = sha256_file(out / fname)
+        kinfo[kname] = {"file": fname, "entries": len(entries),
+                        "source_hashes": sorted({w.source_hash for w in entries.values()}),
+                        "current_source_hash": k.source_hash}
+    manifest = {
+        "schema": PACK_SCHEMA, "name": name or out.name, "created": utcnow().isoformat() + "Z",
+        "fingerprint": env.fingerprint, "meaningful": meaningful, "kernels": kinfo, "files": files,
+        "source": {"database": _safe_url(store.url), "commit": git_commit()},
+    }
+    if not meaningful:
+        manifest["note"] = "times measured through the Triton interpreter: correct configs, not GPU results"
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return out
+
+
+@dataclass
+class PackReport:
+    pack: Pack
+    problems: list[str]
+
+
+def verify_pack(path: Path) -> PackReport:
+    """Load (checksums, schema) and check every entry's config against the kernel's space."""
+    pack = load_pack(path)
+    problems: list[str] = []
+    for kname, table in pack.tables.items():
+        k = registry.kernels().get(kname)
+        if k is None:
+            problems.append(f"{kname}: unknown kernel")
+            continue
+        for e in table.entries:
+            try:
+                w = workload_from_dict(k.spec.workload, e["workload"])
+            except (KeyError, TypeError, ValueError) as ex:
+                problems.append(f"{kname} {e.get('workload')}: bad workload ({ex})")
+                continue
+            if not k.space.contains(e["config"]):
+                problems.append(f"{kname} {e['workload']}: config {e['config']} is outside the search space")
+            elif not k.constraints(e["config"], w):
+                problems.append(f"{kname} {e['workload']}: config {e['config']} violates the constraints")
+    return PackReport(pack, problems)
+
+
+__all__ = ["ExportError", "PackError", "PackReport", "export_pack", "verify_pack"]

@@ -1,0 +1,312 @@
+"""The search driver: one Optuna study per (kernel, workload, environment, source).
+
+Per workload: seed the study with the default config and the winners of tuned
+neighbours, ask the sampler, prune by constraints before compiling, evaluate in the
+isolated worker, record every trial as it finishes, stop on trials / budget / patience,
+then re-time the finalists interleaved and admit a winner only if it beats the default
+by more than the measured noise. A killed run resumes from what it recorded.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import statistics
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from sqlalchemy import select
+
+from tuner import roofline
+from tuner.device import fingerprint, fingerprint_hash, git_commit
+from tuner.registry import Kernel
+from tuner.spec import TrialResult, numeric_axes, workload_dict, workload_key
+from tuner.store import Environment, Run, Store, Trial, TrialStatus, Winner
+from tuner.store.models import utcnow
+from tuner.worker import Worker
+
+log = logging.getLogger(__name__)
+
+SAMPLERS = ("tpe", "random", "gp", "cmaes", "grid")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How hard to search. Defaults suit a GPU; ``quick()`` suits CI and the interpreter."""
+
+    n_trials: int = 16
+    patience: int = 8
+    budget_s: float | None = None
+    sampler: str = "tpe"
+    finalists: int = 3
+    rounds: int = 3
+    trial_timeout_s: float = 120.0
+    seed: int = 0
+    retune: bool = False
+
+    @classmethod
+    def quick(cls, **kw: Any) -> "Settings":
+        return cls(**{"n_trials": 4, "patience": 3, "finalists": 2, "rounds": 1, **kw})
+
+
+@dataclass
+class Outcome:
+    """What tuning one workload produced."""
+
+    workload_key: str
+    evaluated: int
+    statuses: dict[str, int] = field(default_factory=dict)
+    winner: dict[str, Any] | None = None
+    winner_us: float | None = None
+    default_us: float | None = None
+    is_default: bool = True
+    skipped: str | None = None
+
+
+def config_key(config: dict[str, Any]) -> str:
+    return json.dumps(config, sort_keys=True)
+
+
+def make_sampler(name: str, kernel: Kernel, seed: int):
+    import optuna
+
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, multivariate=True, warn_independent_sampling=False)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "grid":
+        return optuna.samplers.GridSampler({n: list(p.values()) for n, p in kernel.space.items()}, seed=seed)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed)
+    if name == "cmaes":
+        return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
+    raise ValueError(f"unknown sampler {name!r} (choose from {', '.join(SAMPLERS)})")
+
+
+def ensure_environment(store: Store) -> Environment:
+    fp = fingerprint()
+    h = fingerprint_hash(fp)
+    with store.session() as s:
+        env = s.scalar(select(Environment).where(Environment.fingerprint_hash == h))
+        if env is None:
+            env = Environment(fingerprint_hash=h, gpu=fp["gpu"], cc=fp["cc"], fingerprint=fp)
+            s.add(env)
+            s.commit()
+        return env
+
+
+class Tuner:
+    """Tunes the workloads of one kernel into the store, through one worker process."""
+
+    def __init__(self, store: Store, kernel: Kernel, settings: Settings,
+                 on_event: Callable[[str, dict[str, Any]], None] | None = None) -> None:
+        self.store, self.kernel, self.settings = store, kernel, settings
+        self.on_event = on_event or (lambda kind, info: None)
+        self.env = ensure_environment(store)
+        self.meaningful = self.env.gpu != "cpu-interpreter"
+
+    def run(self, workloads: list[Any]) -> list[Outcome]:
+        """Tune every workload in turn; the run row records how it ended."""
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        s = self.settings
+        with self.store.session() as sess:
+            run = Run(kind="tune", kernel=self.kernel.name, environment_id=self.env.id,
+                      source_hash=self.kernel.source_hash, git_commit=git_commit(),
+                      settings={**s.__dict__, "workloads": [workload_key(w) for w in workloads]})
+            sess.add(run)
+            sess.commit()
+        self.run_id = run.id
+        deadline = time.monotonic() + s.budget_s if s.budget_s else math.inf
+        storage = self.store.optuna_storage()
+        outcomes: list[Outcome] = []
+        status = "interrupted"
+        try:
+            with Worker(timeout_s=s.trial_timeout_s) as worker:
+                for i, w in enumerate(workloads):
+                    share = (deadline - time.monotonic()) / (len(workloads) - i) if deadline != math.inf else math.inf
+                    outcomes.append(self._tune_one(w, worker, storage, time.monotonic() + share))
+                    self.on_event("workload_done", {"outcome": outcomes[-1]})
+            status = "done"
+        finally:
+            with self.store.session() as sess:
+                r = sess.get(Run, self.run_id)
+                r.status, r.finished = status, utcnow()
+                sess.commit()
+        return outcomes
+
+    # -- one workload -------------------------------------------------------------
+    def _history(self, wkey: str) -> dict[str, Trial]:
+        """Search trials already recorded for this workload in this environment and source."""
+        with self.store.session() as sess:
+            rows = sess.scalars(
+                select(Trial).join(Run, Trial.run_id == Run.id).where(
+                    Trial.kernel == self.kernel.name, Trial.workload_key == wkey, Trial.phase == "search",
+                    Run.environment_id == self.env.id, Run.source_hash == self.kernel.source_hash)).all()
+        return {t.config_key: t for t in rows}
+
+    def _record(self, wkey: str, wd: dict, cfg: dict, res: TrialResult, floor: float | None,
+                phase: str = "search", number: int | None = None) -> Trial:
+        row = Trial(run_id=self.run_id, kernel=self.kernel.name, workload_key=wkey, workload=wd, config=cfg,
+                    config_key=config_key(cfg), phase=phase, status=TrialStatus(res.status),
+                    median_us=res.median_us, p20_us=res.p20_us, p80_us=res.p80_us, floor_us=floor,
+                    meaningful=res.meaningful, error=res.error, optuna_number=number)
+        with self.store.session() as sess:  # committed as it finishes: nothing measured is lost
+            sess.add(row)
+            sess.commit()
+        return row
+
+    def _neighbours(self, workload: Any, limit: int = 2) -> list[dict[str, Any]]:
+        """Configs of tuned workloads nearest in log space with the same categorical axes."""
+        wd = workload_dict(workload)
+        num = numeric_axes(type(workload))
+        with self.store.session() as sess:
+            rows = sess.scalars(select(Winner).where(Winner.kernel == self.kernel.name,
+                                                     Winner.environment_id == self.env.id)).all()
+        scored = []
+        for r in rows:
+            if r.workload_key == workload_key(workload):
+                continue
+            if any(str(r.workload.get(a)) != str(v) for a, v in wd.items() if a not in num):
+                continue
+            d = sum((math.log2(max(float(r.workload[a]), 1)) - math.log2(max(float(wd[a]), 1))) ** 2 for a in num)
+            scored.append((d, r.config))
+        return [c for _, c in sorted(scored, key=lambda x: x[0])[:limit]]
+
+    def _tune_one(self, workload: Any, worker: Worker, storage, deadline: float) -> Outcome:
+        import optuna
+        from optuna.trial import TrialState
+
+        k, s = self.kernel, self.settings
+        wd, wkey = workload_dict(workload), workload_key(workload)
+        why = k.feasible(workload)
+        if why:
+            log.warning("skipping %s %s: %s", k.name, wkey, why)
+            return Outcome(wkey, 0, skipped=why)
+        cost = k.spec.cost(workload)
+        floor = roofline.floor_us(cost[0], cost[1], self.env.gpu)
+        seen = self._history(wkey)
+        evaluated = sum(t.status != TrialStatus.pruned for t in seen.values())
+        if not s.retune and evaluated >= s.n_trials and self._winner(wkey) is not None:
+            return Outcome(wkey, evaluated, skipped="already tuned (use --retune to tune again)")
+        study = optuna.create_study(
+            storage=storage, load_if_exists=True, direction="minimize",
+            study_name=f"{k.name}|{wkey}|{self.env.fingerprint_hash}|{k.source_hash}",
+            sampler=make_sampler(s.sampler, k, s.seed))
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
+            if t.state == TrialState.RUNNING:  # left running by a killed process
+                storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        default = dict(k.spec.default_config(workload))
+        for cfg in [default, *self._neighbours(workload)]:
+            if k.space.contains(cfg) and config_key(cfg) not in seen:
+                study.enqueue_trial(cfg, skip_if_exists=True)
+        ok_times = [t.median_us for t in seen.values() if t.status == TrialStatus.ok]
+        best = min(ok_times) if ok_times else math.inf
+        since_best, streak = 0, 0
+        base_seed = self._seed(wkey)
+        while evaluated < s.n_trials and since_best < s.patience and time.monotonic() < deadline:
+            trial = study.ask()
+            cfg = k.space.suggest(trial)
+            ck = config_key(cfg)
+            if not k.constraints(cfg, workload):
+                study.tell(trial, state=TrialState.PRUNED)
+                if ck not in seen:
+                    seen[ck] = self._record(wkey, wd, cfg, TrialResult("pruned", meaningful=self.meaningful), floor,
+                                            number=trial.number)
+                streak += 1
+            elif ck in seen:  # already measured: tell the sampler again, spend nothing
+                prev = seen[ck]
+                if prev.status == TrialStatus.ok:
+                    study.tell(trial, prev.median_us)
+                else:
+                    study.tell(trial, state=TrialState.FAIL)
+                streak += 1
+            else:
+                streak = 0
+                res = worker.evaluate(k.name, wd, cfg, base_seed + evaluated % 2)
+                seen[ck] = self._record(wkey, wd, cfg, res, floor, number=trial.number)
+                if res.status == "ok":
+                    study.tell(trial, res.median_us)
+                else:
+                    study.tell(trial, state=TrialState.FAIL)
+                evaluated += 1
+                if res.status == "ok" and res.median_us < best:
+                    best, since_best = res.median_us, 0
+                else:
+                    since_best += 1
+                self.on_event("trial", {"workload": wkey, "config": cfg, "result": res, "best": best})
+            if streak >= max(50, 4 * s.n_trials):  # the sampler keeps proposing what is known or illegal
+                break
+        outcome = self._finalize(workload, wd, wkey, default, seen, worker, floor)
+        outcome.evaluated = evaluated
+        return outcome
+
+    def _seed(self, wkey: str) -> int:
+        """Input seed of a workload, stable across processes (str hash is not)."""
+        return self.settings.seed * 100_003 + zlib.crc32(wkey.encode()) % 100_000
+
+    def _winner(self, wkey: str) -> Winner | None:
+        with self.store.session() as sess:
+            return sess.scalar(select(Winner).where(
+                Winner.kernel == self.kernel.name, Winner.workload_key == wkey,
+                Winner.environment_id == self.env.id, Winner.source_hash == self.kernel.source_hash))
+
+    def _finalize(self, workload, wd, wkey, default, seen, worker: Worker, floor) -> Outcome:
+        s = self.settings
+        statuses: dict[str, int] = {}
+        for t in seen.values():
+            statuses[t.status.value] = statuses.get(t.status.value, 0) + 1
+        ok = sorted((t for t in seen.values() if t.status == TrialStatus.ok), key=lambda t: t.median_us)
+        if not ok:
+            return Outcome(wkey, 0, statuses)
+        dkey = config_key(default)
+        default_ok = dkey in seen and seen[dkey].status == TrialStatus.ok
+        finalists = [t.config for t in ok[: s.finalists] if t.config_key != dkey]
+        if default_ok:
+            finalists.append(default)
+        rounds = worker.retime(self.kernel.name, wd, finalists, s.rounds, self._seed(wkey)) if len(finalists) > 1 else None
+        if rounds is None:  # one finalist, or the re-timing failed: keep the search times
+            rounds = [[[seen[config_key(c)].median_us, seen[config_key(c)].p20_us, seen[config_key(c)].p80_us]]
+                      for c in finalists]
+        # per finalist: median over rounds of the median, p20 and p80
+        stats = [[statistics.median(x[j] for x in r) for j in range(3)] for r in rounds]
+        meds = [st[0] for st in stats]
+        for cfg, st in zip(finalists, stats):
+            self._record(wkey, wd, cfg, TrialResult("ok", *st, meaningful=self.meaningful), floor, phase="final")
+        best_i = min(range(len(finalists)), key=lambda i: meds[i])
+
+        def noise(i: int) -> float:
+            t = seen[config_key(finalists[i])]
+            band = (t.p80_us - t.p20_us) / (2 * t.median_us) if t.median_us else 0.0
+            r = [x[0] for x in rounds[i]]
+            return max(band, (max(r) - min(r)) / (2 * meds[i]) if len(r) > 1 else 0.0)
+
+        d_i = len(finalists) - 1 if default_ok else None
+        if d_i is None:
+            win_i, nz = best_i, noise(best_i)
+        else:
+            nz = max(noise(best_i), noise(d_i))
+            win_i = best_i if best_i != d_i and meds[best_i] < meds[d_i] * (1 - nz) else d_i
+        win_cfg = finalists[win_i]
+        self._store_winner(wkey, wd, win_cfg, win_i == d_i, stats[win_i],
+                           meds[d_i] if d_i is not None else None, floor, nz)
+        return Outcome(wkey, 0, statuses, win_cfg, meds[win_i], meds[d_i] if d_i is not None else None,
+                       win_i == d_i)
+
+    def _store_winner(self, wkey, wd, cfg, is_default, stats, default_med, floor, nz) -> None:
+        with self.store.session() as sess:
+            row = sess.scalar(select(Winner).where(
+                Winner.kernel == self.kernel.name, Winner.workload_key == wkey,
+                Winner.environment_id == self.env.id, Winner.source_hash == self.kernel.source_hash))
+            if row is None:
+                row = Winner(kernel=self.kernel.name, workload_key=wkey, environment_id=self.env.id,
+                             source_hash=self.kernel.source_hash)
+                sess.add(row)
+            row.workload, row.run_id, row.config, row.is_default = wd, self.run_id, cfg, is_default
+            row.median_us, row.p20_us, row.p80_us = stats
+            row.default_median_us, row.floor_us, row.noise, row.meaningful = default_med, floor, nz, self.meaningful
+            row.updated = utcnow()
+            sess.commit()
