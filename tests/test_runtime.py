@@ -1,0 +1,146 @@
+"""The runtime loader: verification of packs, selection, fallbacks, and its import hygiene."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tuner import runtime
+from tuner.runtime import PackError, gpu_identity, load_pack, sha256_file
+
+ENTRIES = [
+    {"workload": {"tokens": 1, "profile": "dsv3"}, "config": {"BLOCK_T": 1, "num_warps": 1}},
+    {"workload": {"tokens": 64, "profile": "dsv3"}, "config": {"BLOCK_T": 8, "num_warps": 4}},
+    {"workload": {"tokens": 4096, "profile": "dsv3"}, "config": {"BLOCK_T": 32, "num_warps": 8}},
+    {"workload": {"tokens": 64, "profile": "dsv41-flash"}, "config": {"BLOCK_T": 4, "num_warps": 2}},
+]
+
+
+def write_pack(root: Path, *, gpu: str | None = None, entries=ENTRIES, kernel: str = "toy", schema: int = 1) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    table = {"schema": 1, "kernel": kernel, "categorical_axes": ["profile"], "numeric_axes": ["tokens"],
+             "entries": entries}
+    (root / f"{kernel}.json").write_text(json.dumps(table))
+    fp = dict(gpu_identity())
+    if gpu is not None:
+        fp["gpu"], fp["cc"] = gpu, "9.0"
+    manifest = {"schema": schema, "name": root.name, "fingerprint": fp,
+                "kernels": {kernel: {"file": f"{kernel}.json", "entries": len(entries)}},
+                "files": {f"{kernel}.json": sha256_file(root / f"{kernel}.json")}}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _defaults():
+    runtime.register_defaults("toy", lambda w: {"BLOCK_T": 2, "num_warps": 4, "tokens_seen": w.get("tokens")})
+    yield
+    runtime.use_pack(None)
+
+
+def test_exact_nearest_default_and_counters(tmp_path):
+    pack = load_pack(write_pack(tmp_path / "p"))
+    s = pack.select("toy", {"tokens": 64, "profile": "dsv3"})
+    assert (s.how, s.config) == ("exact", {"BLOCK_T": 8, "num_warps": 4})
+    # 200 is nearer 64 than 4096 in log space (log2 ratio 1.6 vs 4.4)
+    s = pack.select("toy", {"tokens": 200, "profile": "dsv3"})
+    assert s.how == "nearest" and s.config["BLOCK_T"] == 8 and s.workload["tokens"] == 64
+    s = pack.select("toy", {"tokens": 3000, "profile": "dsv3"})
+    assert s.how == "nearest" and s.config["BLOCK_T"] == 32
+    # categorical axes must match: no dsv4-flash entries at all -> default
+    s = pack.select("toy", {"tokens": 64, "profile": "dsv4-flash"})
+    assert s.how == "default" and s.config == {"BLOCK_T": 2, "num_warps": 4, "tokens_seen": 64}
+    pack.select("toy", {"tokens": 64, "profile": "dsv3"})
+    assert pack.stats()["toy"] == {"exact": 2, "nearest": 2, "default": 1}
+
+
+def test_unknown_kernel_warns_once_and_defaults(tmp_path, caplog):
+    pack = load_pack(write_pack(tmp_path / "p"))
+    runtime.register_defaults("other", lambda w: {"X": 1})
+    with caplog.at_level(logging.WARNING, logger="tuner.runtime"):
+        for t in (1, 2, 3):
+            assert pack.select("other", {"tokens": t}).how == "default"
+    assert sum("no entries for kernel 'other'" in r.message for r in caplog.records) == 1
+
+
+def test_pack_of_another_gpu_falls_back_with_one_warning(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="tuner.runtime"):
+        pack = load_pack(write_pack(tmp_path / "p", gpu="NVIDIA B200"))
+        sels = [pack.select("toy", {"tokens": 64, "profile": "dsv3"}) for _ in range(3)]
+    assert all(s.how == "default" for s in sels)
+    assert sum("NVIDIA B200" in r.message for r in caplog.records) == 1
+
+
+def test_corrupt_and_tampered_packs_raise(tmp_path):
+    p = write_pack(tmp_path / "tampered")
+    data = json.loads((p / "toy.json").read_text())
+    data["entries"][0]["config"]["BLOCK_T"] = 128
+    (p / "toy.json").write_text(json.dumps(data))
+    with pytest.raises(PackError, match="checksum"):
+        load_pack(p)
+
+    p = write_pack(tmp_path / "corrupt")
+    (p / "manifest.json").write_text("{not json")
+    with pytest.raises(PackError, match="JSON"):
+        load_pack(p)
+
+    p = write_pack(tmp_path / "schema", schema=99)
+    with pytest.raises(PackError, match="schema"):
+        load_pack(p)
+
+    p = write_pack(tmp_path / "missing")
+    (p / "toy.json").unlink()
+    with pytest.raises(PackError, match="missing"):
+        load_pack(p)
+
+    with pytest.raises(PackError, match="manifest"):
+        load_pack(tmp_path / "nowhere")
+
+    p = write_pack(tmp_path / "escape")
+    m = json.loads((p / "manifest.json").read_text())
+    m["files"] = {"../toy.json": "0" * 64}
+    (p / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(PackError):
+        load_pack(p)
+
+
+def test_active_pack_and_module_select(tmp_path):
+    assert runtime.select("toy", {"tokens": 64, "profile": "dsv3"}).how == "default"
+    runtime.use_pack(write_pack(tmp_path / "p"))
+    assert runtime.select("toy", {"tokens": 64, "profile": "dsv3"}).how == "exact"
+
+
+def _run(code: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          cwd=Path(__file__).resolve().parents[1], timeout=300)
+
+
+def test_tuner_pack_env_var(tmp_path):
+    p = write_pack(tmp_path / "p")
+    code = ("from tuner import runtime\n"
+            "runtime.register_defaults('toy', lambda w: {})\n"
+            "print(runtime.select('toy', {'tokens': 64, 'profile': 'dsv3'}).how)")
+    r = _run(code, {"TUNER_PACK": str(p)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "exact"
+    r = _run(code, {"TUNER_PACK": str(tmp_path / "nope")})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "default" and "TUNER_PACK ignored" in r.stderr
+
+
+def test_runtime_and_templates_do_not_import_tuning_dependencies():
+    code = ("import sys, pkgutil, importlib, kernel_templates\n"
+            "import tuner.runtime\n"
+            "for m in pkgutil.iter_modules(kernel_templates.__path__):\n"
+            "    importlib.import_module('kernel_templates.' + m.name)\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('optuna', 'sqlalchemy', 'alembic'))\n"
+            "print(bad)")
+    r = _run(code, {"TRITON_INTERPRET": "1"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
