@@ -101,7 +101,8 @@ def reference_align(topk_ids: torch.Tensor, num_experts: int, block_m: int,
     flat = topk_ids.reshape(-1).long()
     n = flat.numel()
     dev = flat.device
-    counts = torch.bincount(flat, minlength=num_experts)
+    # scatter_add, not bincount: bincount syncs with the host on CUDA (not capturable)
+    counts = torch.zeros(num_experts, dtype=torch.long, device=dev).scatter_add_(0, flat, torch.ones_like(flat))
     padded = (counts + block_m - 1) // block_m * block_m
     off_incl = torch.cumsum(padded, 0)
     off = off_incl - padded
@@ -473,7 +474,8 @@ def default_config(workload: Workload) -> dict[str, Any]:
     if T <= 16:
         cfg = dict(BLOCK_T=min(cap, triton.next_power_of_2(T)), MAX_PROGRAMS=1)
     else:
-        cfg = dict(BLOCK_T=min(cap, max(4, triton.next_power_of_2(triton.cdiv(T, 128)))), MAX_PROGRAMS=128)
+        bt = min(cap, max(4, triton.next_power_of_2(triton.cdiv(T, 128))))
+        cfg = dict(BLOCK_T=bt, MAX_PROGRAMS=min(128, triton.next_power_of_2(triton.cdiv(T, bt))))
     bt = cfg["BLOCK_T"]
     cfg.update(FUSED=True, num_warps=4 if bt * e_pad >= 2048 else 2, num_stages=1)
     if interpreting() and grid_programs(T, cfg)[0] > 1:
@@ -543,7 +545,7 @@ def _torch_eager(logits: torch.Tensor, bias: torch.Tensor | None, *, top_k: int,
         gmask = torch.zeros_like(gscore).scatter_(1, gidx, 1)
         smask = gmask.unsqueeze(-1).expand(T, n_group, E // n_group).reshape(T, E)
         s = s.masked_fill(~smask.bool(), float("-inf"))
-    ids = torch.topk(s, k=top_k, dim=-1, sorted=False)[1]
+    ids = torch.topk(s, k=top_k, dim=-1, sorted=True)[1]  # sorted: the slot order the kernel and verify use
     w = scores.gather(1, ids)
     if renormalize:
         w = w / w.sum(dim=-1, keepdim=True)
@@ -556,16 +558,14 @@ baselines = {"torch_eager": _torch_eager}
 
 # ----------------------------------------------------------------------------- lowering
 
-_TY = {torch.float32: "*fp32", torch.bfloat16: "*bf16"}
-
-
 def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[Any, dict[str, str], dict[str, Any]]]:
-    """Each launch ``launch`` does for this workload/config: (jit fn, signature, constexprs)."""
+    """Each launch ``launch`` does on a GPU for this workload/config: (jit fn, signature, constexprs).
+
+    Needs ``TRITON_INTERPRET`` unset (the interpreter wraps the kernel in a non-compilable object).
+    """
     p = _profile(workload)
     E, k = p["num_experts"], p["top_k"]
-    fused = bool(config["FUSED"])
-    np_, _ = grid_programs(workload.tokens, config, 132 if fused else None)
-    fused = fused and not (interpreting() and np_ > 1)
+    fused = bool(config["FUSED"])  # GPU lowering: the interpreter's two-launch fallback does not apply
     sig = {"logits_ptr": "*fp32", "bias_ptr": "*fp32", "emap_ptr": "*i32", "w_ptr": "*fp32", "ids_ptr": "*i32",
            "sorted_ptr": "*i32", "eids_ptr": "*i32", "npad_ptr": "*i32", "cnt_ptr": "*i32", "cur_ptr": "*i32",
            "sync_ptr": "*i32", "T": "i32", "E": "i32", "stride_lt": "i32", "n_sorted": "i32", "max_blocks": "i32",

@@ -285,6 +285,22 @@ def _e2m1_encode_f32(y):
 
 
 @triton.jit
+def _f32_to_e4m3_bits(s):
+    """Positive fp32 in [2^-9, 448] -> E4M3 bits (int32), round to nearest even.
+
+    Done on integers because the interpreter's fp8 cast does not round ties to even.
+    """
+    bits = s.to(tl.int32, bitcast=True)
+    # normal range: keep 3 mantissa bits, RNE on the 20 dropped ones; a carry bumps the exponent
+    r = (bits + 0x7FFFF + ((bits >> 20) & 1)) >> 20
+    normal = r - ((127 - 7) << 3)
+    # subnormal range (< 2^-6): m * 2^-9 with m = RNE(s * 512); m == 8 is 2^-6, bits 0x08 too
+    y = s * 512.0
+    sub = ((y + 8388608.0) - 8388608.0).to(tl.int32)  # adding 2^23 rounds to an integer, ties to even
+    return tl.where(s < 0.015625, sub, normal)
+
+
+@triton.jit
 def nvfp4_quantize_tile(x):
     """``[R, D]`` fp32 -> (``[R, D//2]`` uint8 codes, ``[R, D//16]`` uint8 E4M3 scales), the V4.1 rule."""
     R: tl.constexpr = x.shape[0]
@@ -293,12 +309,12 @@ def nvfp4_quantize_tile(x):
     amax = tl.max(tl.abs(xb), axis=2)
     s = tl.math.div_rn(amax, tl.full(amax.shape, 6.0, tl.float32))
     s = tl.minimum(tl.maximum(s, 0.001953125), 448.0)
-    s8 = s.to(tl.float8e4nv, fp_downcast_rounding="rtne")
-    sf = s8.to(tl.float32)
+    s8 = _f32_to_e4m3_bits(s)
+    sf = e4m3_bits_to_f32(s8)
     y = tl.math.div_rn(xb, tl.broadcast_to(sf[:, :, None], xb.shape))
     codes = tl.reshape(_e2m1_encode_f32(y), (R, D // 2, 2))
     lo, hi = tl.split(codes)
-    return (lo | (hi << 4)).to(tl.uint8), s8.to(tl.uint8, bitcast=True)
+    return (lo | (hi << 4)).to(tl.uint8), s8.to(tl.uint8)
 
 
 # Row-wise kernels over 2-D views, used by the tests and by users who dequantize or

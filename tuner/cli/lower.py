@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -67,10 +70,20 @@ def lower(kernel: Annotated[str, typer.Argument(help="Kernel name.")],
           pack: Annotated[Optional[Path], typer.Option("--pack", help="Also compile this pack's configs.")] = None) -> None:
     """Compile the template (default configs of its grid, plus a pack's) for a GPU target, no GPU needed."""
     from tuner import registry
+    from tuner.runtime.env import interpreting
     from tuner.spec import workload_from_dict
 
     if target not in TARGETS:
         raise CliError(f"--target: unknown {target!r} (choose from {', '.join(TARGETS)})")
+    if interpreting():
+        # The interpreter patches triton.language in this process; compile in a clean one.
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        cmd = [sys.executable, "-m", "tuner.cli.main", "lower", kernel, "--target", target]
+        r = subprocess.run(cmd + (["--pack", str(pack)] if pack else []), env=env, capture_output=True, text=True)
+        console.print(r.stdout, end="")
+        if r.returncode:
+            raise CliError((r.stderr.strip().splitlines() or ["lowering failed"])[-1].removeprefix("error: "))
+        return
     k = registry.get(kernel)
     configs = [(w, k.spec.default_config(w)) for w in k.workloads]
     if pack is not None:

@@ -21,8 +21,10 @@ def _register_kernels() -> None:
     from tuner import registry
     from tuner.cli import tune
 
+    have = {c.name for c in app.registered_commands}
     for k in registry.kernels().values():
-        tune.register(app, k)
+        if k.cli_name not in have:
+            tune.register(app, k)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,10 +34,18 @@ def main(argv: list[str] | None = None) -> int:
     from tuner.store import StoreError
 
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    args = sys.argv[1:] if argv is None else argv
+    if not (args and args[0] == "lower"):
+        # Without a GPU, kernels run through Triton's interpreter; it must be switched on
+        # before any template module is imported. `lower` compiles for a GPU instead.
+        import torch
+
+        if not torch.cuda.is_available():
+            os.environ["TRITON_INTERPRET"] = "1"
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     _register_kernels()
     try:
-        rc = app(args=argv, standalone_mode=False, prog_name="tune")
+        rc = app(args=args, standalone_mode=False, prog_name="tune")
     except (CliError, UnknownKernel, StoreError, PackError) as e:
         err_console.print(f"error: {e}", highlight=False, soft_wrap=True)
         return 2

@@ -1,0 +1,132 @@
+"""Benchmark the mHC kernels on a GPU: tuned (or default) config vs PyTorch eager, the
+same eager math in a CUDA graph, and the roofline floor, all measured in ONE run.
+
+    python benchmarks/mhc.py --pack packs/nvidia-h200 [--op seam] [--tokens 1,64] [--dim 5120]
+
+Every config is verified against the float64 reference before it is timed. The floor is
+``cost(workload).bytes`` over the device-to-device copy bandwidth measured in this run
+(never below the graph-replay launch floor, also measured here). Raw numbers go to
+``--out`` as JSON; a short table is printed last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pack", type=Path, default=None, help="kernel pack folder with tuned configs (defaults if absent)")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results", help="folder for the raw JSON")
+    p.add_argument("--op", default="pre,post,seam", help="comma list of ops (pre, post, seam)")
+    p.add_argument("--tokens", default=None, help="comma list of T (default: the search-space grid)")
+    p.add_argument("--dim", default=None, help="comma list of D (default: the search-space grid)")
+    p.add_argument("--reps", type=int, default=100, help="timed repetitions per measurement")
+    return p.parse_args(argv)
+
+
+def _ceilings(reps: int) -> dict[str, float]:
+    """Device-to-device copy bandwidth (read + write bytes / s) and the launch floors."""
+    import torch
+
+    from tuner.timing import bench, empty_launch_floor
+
+    n = 1 << 28  # 512 MiB of bf16 each way, far beyond L2
+    src = torch.empty(n, dtype=torch.bfloat16, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    t = bench(lambda: dst.copy_(src), reps=max(20, reps // 5), flush_l2=False)
+    del src, dst
+    return {"copy_bytes_per_s": 2 * n * 2 / (t.median_us * 1e-6),
+            "launch_graph_us": empty_launch_floor(graph=True).median_us,
+            "launch_eager_us": empty_launch_floor(graph=False).median_us}
+
+
+def _timing(t: Any) -> dict[str, float]:
+    return {"median_us": t.median_us, "p20_us": t.p20_us, "p80_us": t.p80_us}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from kernel_templates import mhc
+    from search_spaces.mhc import WORKLOADS
+    from tuner import runtime
+    from tuner.spec import workload_dict, workload_key
+    from tuner.timing import bench, gpu_available
+
+    if not gpu_available():
+        raise SystemExit("benchmarks/mhc.py needs a CUDA GPU (and TRITON_INTERPRET unset)")
+    pack = runtime.load_pack(args.pack) if args.pack else None
+    ops = set(args.op.split(","))
+    toks = {int(x) for x in args.tokens.split(",")} if args.tokens else None
+    dims = {int(x) for x in args.dim.split(",")} if args.dim else None
+    wls = [w for w in WORKLOADS if w.op in ops and (toks is None or w.tokens in toks) and (dims is None or w.dim in dims)]
+    ceil = _ceilings(args.reps)
+    rows = []
+    for wl in wls:
+        inputs = mhc.make_inputs(wl, "cuda", 0)
+        ref = mhc.reference(**inputs)
+        default = mhc.default_config(wl)
+        sel = pack.select("mhc", workload_dict(wl)) if pack else None
+        tuned = sel.config if sel is not None and sel.how != "default" else None
+        configs = {"default": default} | ({"tuned": tuned} if tuned else {})
+        row: dict[str, Any] = {"workload": workload_dict(wl), "key": workload_key(wl),
+                               "how": sel.how if sel else "default", "configs": configs}
+        for name, cfg in configs.items():
+            try:
+                mhc.verify(mhc.launch(config=cfg, **inputs), ref, inputs)
+            except AssertionError as e:  # a wrong config is reported, never timed
+                row[f"{name}_error"] = str(e)
+                continue
+            row[name] = _timing(bench(lambda c=cfg: mhc.launch(config=c, **inputs), graph=True, reps=args.reps))
+        eager = mhc.baselines["torch_eager"]
+        row["torch_eager"] = _timing(bench(lambda: eager(**inputs), reps=args.reps))
+        row["torch_graph"] = _timing(bench(lambda: eager(**inputs), graph=True, reps=args.reps))
+        nbytes, flops = mhc.cost(wl)
+        row["bytes"], row["flops"] = nbytes, flops
+        row["floor_us"] = max(nbytes / ceil["copy_bytes_per_s"] * 1e6, ceil["launch_graph_us"])
+        rows.append(row)
+        del inputs, ref
+        torch.cuda.empty_cache()
+    return {"kernel": "mhc", "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "gpu": runtime.gpu_identity(),
+            "pack": str(args.pack) if args.pack else None, "ceilings": ceil, "rows": rows}
+
+
+def _table(result: dict[str, Any]) -> str:
+    head = f"{'workload':<28}{'how':>8}{'kernel us':>11}{'eager us':>10}{'graph us':>10}{'floor us':>10}" \
+           f"{'x eager':>9}{'x graph':>9}{'% floor':>9}"
+    lines = [head, "-" * len(head)]
+    for r in result["rows"]:
+        best = r.get("tuned") or r.get("default")
+        if best is None:
+            lines.append(f"{r['key']:<28}  FAILED VERIFY: {r.get('tuned_error') or r.get('default_error')}")
+            continue
+        k, e, g, f = best["median_us"], r["torch_eager"]["median_us"], r["torch_graph"]["median_us"], r["floor_us"]
+        lines.append(f"{r['key']:<28}{r['how']:>8}{k:>11.2f}{e:>10.1f}{g:>10.1f}{f:>10.2f}"
+                     f"{e / k:>9.2f}{g / k:>9.2f}{100 * f / k:>8.0f}%")
+    c = result["ceilings"]
+    lines.append(f"copy {c['copy_bytes_per_s'] / 1e12:.2f} TB/s; graph launch floor {c['launch_graph_us']:.2f} us; "
+                 f"GPU {result['gpu'].get('gpu')}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
+    result = run(args)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"mhc-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(result, indent=1))
+    print(f"raw results: {path}")
+    print(_table(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,701 @@
+"""NVFP4 decode attention: shared-KV MQA over a paged latent cache + FP8 SWA window + sink.
+
+KERNELS.md section 2. One query token per sequence, ``H`` query heads against one latent
+per entry (used as both K and V), global entries from a paged cache in ``nvfp4`` /
+``fp8`` / ``bf16``, the last ``W = 128`` entries (SWA window) in FP8 E4M3 + UE8M0, and a
+per-head sink logit that joins the softmax and is dropped.
+
+Design:
+- Split-KV (flash-decoding), two launches. ``_split_kernel`` runs on a grid
+  ``(B, cdiv(H, BLOCK_H), NUM_SPLITS + 1)``: programs ``0..NUM_SPLITS-1`` each scan one
+  contiguous chunk of the sequence's global entries (dense) or of its top-k list
+  (sparse); program ``NUM_SPLITS`` scans the SWA window. Each writes a partial
+  (max, sum, unnormalised acc) in fp32; ``_reduce_kernel`` merges them with the sink.
+- MQA is what makes it MMA-friendly: ``BLOCK_H`` heads share every KV tile, so a tile is
+  dequantized once into registers and used by two ``tl.dot`` (``q @ K^T`` and
+  ``P @ V``, BF16 or FP16 MMA, fp32 accumulation). Dense tiles never straddle a page
+  (``BLOCK_N`` divides ``PAGE``), so one block-table load per tile and contiguous rows.
+- ``DQ_FP16`` (nvfp4): the cheap dequant of ``nvfp4.nvfp4_tile_to_f16_scaled`` (two
+  integer ops + one fp16 multiply per element, exact) and FP16 MMA; the 2^14 it leaves
+  out is folded into the softmax scale and the partial output. Off: the generic exact
+  fp32 decode, then BF16. Either way the K/V values are exact; only P is rounded (to
+  bf16 / fp16) for the MMA.
+- ``USE_DOT_SCALED`` (nvfp4, sm_100 only): ``q @ K^T`` through ``tl.dot_scaled`` on E2M1
+  with E4M3 block-16 scales, which lowers to ``tcgen05.mma ... kind::mxf4nvf4
+  .block_scale.block16``. Native FP4 MMA needs both operands in FP4, so q is split in
+  the kernel into three NVFP4 terms (q ~ q1 + q2 + q3, residual quantization, ~bf16
+  accuracy) and the product is three block-scaled MMAs. ``P @ V`` cannot use it (V's
+  scales run along D, not along the reduction axis), so V is still dequantized.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from kernel_templates.nvfp4 import (
+    F16_SHIFT, dequantize_fp8_ue8m0, dequantize_nvfp4, e4m3_bits_to_f32, fp8_ue8m0_tile_to_f32,
+    nvfp4_quantize_tile, nvfp4_tile_to_f16_scaled, nvfp4_tile_to_f32, quantize_fp8_ue8m0, quantize_nvfp4,
+)
+from tuner import runtime
+from tuner.runtime.env import interpreting
+from tuner.spec import KernelSpec
+from tuner.verify import assert_close
+
+log = logging.getLogger(__name__)
+
+D_LATENT = 512
+SWA_WINDOW = 128
+TOPK = 512
+KV_DTYPES = ("nvfp4", "fp8", "bf16")
+MODES = ("dense", "sparse")
+BYTES_PER_ENTRY = {"nvfp4": 288, "fp8": 528, "bf16": 1024}
+SWA_BYTES_PER_ENTRY = 528
+_KV_CODE = {"nvfp4": 0, "fp8": 1, "bf16": 2}
+LOG2E = 1.4426950408889634
+_F16_SHIFT = tl.constexpr(F16_SHIFT)
+
+
+# ----------------------------------------------------------------------------- reference
+
+
+def _dequant_entries(kv_dtype: str, codes: torch.Tensor, scales: torch.Tensor | None) -> torch.Tensor:
+    if kv_dtype == "nvfp4":
+        return dequantize_nvfp4(codes, scales)
+    if kv_dtype == "fp8":
+        return dequantize_fp8_ue8m0(codes, scales)
+    return codes.float()
+
+
+def reference(q: torch.Tensor, kv_codes: torch.Tensor, kv_scales: torch.Tensor | None, block_table: torch.Tensor,
+              seq_lens: torch.Tensor, swa_kv: torch.Tensor, swa_scales: torch.Tensor, sink: torch.Tensor, *,
+              sm_scale: float | None = None, topk_idx: torch.Tensor | None = None, kv_dtype: str = "nvfp4"
+              ) -> torch.Tensor:
+    """KERNELS.md section 2 in fp32, one sequence at a time: ``[B, H, D]`` fp32."""
+    B, H, D = q.shape
+    page = kv_codes.shape[1]
+    tau = D ** -0.5 if sm_scale is None else sm_scale
+    W = swa_kv.shape[1]
+    out = torch.empty(B, H, D, dtype=torch.float32, device=q.device)
+    for b in range(B):
+        n = int(seq_lens[b])
+        if topk_idx is not None:
+            idx = topk_idx[b].long()
+            idx = idx[(idx >= 0) & (idx < n)]
+        else:
+            idx = torch.arange(n, device=q.device)
+        pages = block_table[b].long()[idx // page]
+        slots = idx % page
+        c = _dequant_entries(kv_dtype, kv_codes[pages, slots], None if kv_scales is None else kv_scales[pages, slots])
+        nw = min(n, W)
+        sw = dequantize_fp8_ue8m0(swa_kv[b, :nw], swa_scales[b, :nw])
+        ent = torch.cat([c, sw], dim=0)  # [n_att, D]
+        logits = tau * (q[b].float() @ ent.t())  # [H, n_att]
+        full = torch.cat([logits, sink.float()[:, None]], dim=1)
+        p = torch.softmax(full, dim=1)[:, :-1]
+        out[b] = p @ ent
+    return out
+
+
+# ----------------------------------------------------------------------------- Triton kernels
+
+
+@triton.jit
+def _load_kv_tile(kv_ptr, kvs_ptr, row_c, row_s, valid, D: tl.constexpr, KV_DTYPE: tl.constexpr,
+                  DQ_FP16: tl.constexpr):
+    """[BLOCK_N, D] tile in the MMA dtype; invalid rows are zero (never NaN garbage)."""
+    if KV_DTYPE == 0:
+        codes = tl.load(kv_ptr + row_c[:, None] + tl.arange(0, D // 2)[None, :], mask=valid[:, None], other=0)
+        scales = tl.load(kvs_ptr + row_s[:, None] + tl.arange(0, D // 16)[None, :], mask=valid[:, None], other=0)
+        if DQ_FP16:
+            kv = nvfp4_tile_to_f16_scaled(codes, scales)
+        else:
+            kv = nvfp4_tile_to_f32(codes, scales).to(tl.bfloat16)
+    elif KV_DTYPE == 1:
+        raw = tl.load(kv_ptr + row_c[:, None] + tl.arange(0, D)[None, :], mask=valid[:, None], other=0)
+        scales = tl.load(kvs_ptr + row_s[:, None] + tl.arange(0, D // 32)[None, :], mask=valid[:, None], other=127)
+        kv = fp8_ue8m0_tile_to_f32(raw.to(tl.float8e4nv, bitcast=True), scales).to(tl.bfloat16)
+    else:
+        kv = tl.load(kv_ptr + row_c[:, None] + tl.arange(0, D)[None, :], mask=valid[:, None], other=0.0)
+    return kv
+
+
+@triton.jit
+def _mma(a, b, INTERPRET: tl.constexpr):
+    """``tl.dot`` with fp32 accumulation; the interpreter of Triton 3.9 multiplies bf16
+    operands as their raw bits, so there both go through fp32 (exact for bf16/fp16)."""
+    if INTERPRET:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32))
+    else:
+        return tl.dot(a, b)
+
+
+@triton.jit
+def _attend(s, kv, valid, m_i, l_i, acc, SWAP_AB: tl.constexpr, INTERPRET: tl.constexpr):
+    """Online-softmax update with one tile of log2-domain scores.
+
+    ``SWAP_AB``: scores are ``[BLOCK_N, BLOCK_H]`` and ``acc`` is ``[D, BLOCK_H]`` (the
+    entries / latent axis is the MMA's M, >= 64, so Hopper can use wgmma even at 16
+    heads); else ``[BLOCK_H, BLOCK_N]`` and ``[BLOCK_H, D]``.
+    """
+    if SWAP_AB:
+        s = tl.where(valid[:, None], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 0))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # all-masked so far: no NaN
+        alpha = tl.exp2(m_i - m_use)
+        p = tl.exp2(s - m_use[None, :])
+        l_i = l_i * alpha + tl.sum(p, 0)
+        acc = acc * alpha[None, :] + _mma(tl.trans(kv), p.to(kv.dtype), INTERPRET)
+    else:
+        s = tl.where(valid[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_use)
+        p = tl.exp2(s - m_use[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None] + _mma(p.to(kv.dtype), kv, INTERPRET)
+    return m_new, l_i, acc
+
+
+@triton.jit
+def _scores(qd, kv, sc, SWAP_AB: tl.constexpr, INTERPRET: tl.constexpr):
+    if SWAP_AB:
+        return _mma(kv, tl.trans(qd), INTERPRET) * sc
+    else:
+        return _mma(qd, tl.trans(kv), INTERPRET) * sc
+
+
+@triton.jit
+def _scaled_scores(q1, s1, q2, s2, q3, s3, kv_ptr, kvs_ptr, row_c, row_s, valid, D: tl.constexpr,
+                   SWAP_AB: tl.constexpr):
+    """q @ K^T with native block-scaled FP4 MMA: q as three NVFP4 terms, K as stored."""
+    codes = tl.load(kv_ptr + row_c[:, None] + tl.arange(0, D // 2)[None, :], mask=valid[:, None], other=0)
+    ks = tl.load(kvs_ptr + row_s[:, None] + tl.arange(0, D // 16)[None, :], mask=valid[:, None], other=0)
+    ks = ks.to(tl.float8e4nv, bitcast=True)
+    s1 = s1.to(tl.float8e4nv, bitcast=True)
+    s2 = s2.to(tl.float8e4nv, bitcast=True)
+    s3 = s3.to(tl.float8e4nv, bitcast=True)
+    if SWAP_AB:  # [BLOCK_N, BLOCK_H] = K [BLOCK_N, D] @ q^T [D, BLOCK_H]
+        acc = tl.dot_scaled(codes, ks, "e2m1", tl.trans(q1), s1, "e2m1")
+        acc = tl.dot_scaled(codes, ks, "e2m1", tl.trans(q2), s2, "e2m1", acc)
+        acc = tl.dot_scaled(codes, ks, "e2m1", tl.trans(q3), s3, "e2m1", acc)
+    else:
+        kt = tl.trans(codes)  # [D/2, BLOCK_N]: packed along the reduction axis
+        acc = tl.dot_scaled(q1, s1, "e2m1", kt, ks, "e2m1")
+        acc = tl.dot_scaled(q2, s2, "e2m1", kt, ks, "e2m1", acc)
+        acc = tl.dot_scaled(q3, s3, "e2m1", kt, ks, "e2m1", acc)
+    return acc
+
+
+@triton.jit
+def _split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr, topk_ptr,
+                  m_ptr, l_ptr, acc_ptr,
+                  H, n_topk, W, qk_scale,
+                  stride_qb, stride_qh, stride_kp, stride_ks, stride_sp, stride_ss, stride_btb,
+                  stride_wb, stride_ww, stride_wsb, stride_wsw, stride_tb,
+                  stride_mb, stride_mh, stride_ab, stride_ah, stride_as,
+                  D: tl.constexpr, PAGE: tl.constexpr, KV_DTYPE: tl.constexpr, SPARSE: tl.constexpr,
+                  BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, NUM_SPLITS: tl.constexpr,
+                  DQ_FP16: tl.constexpr, USE_DOT_SCALED: tl.constexpr, SWAP_AB: tl.constexpr,
+                  INTERPRET: tl.constexpr):
+    b = tl.program_id(0)
+    hb = tl.program_id(1)
+    split = tl.program_id(2)
+    heads = hb * BLOCK_H + tl.arange(0, BLOCK_H)
+    hmask = heads < H
+    d = tl.arange(0, D)
+    offs_n = tl.arange(0, BLOCK_N)
+    q = tl.load(q_ptr + b.to(tl.int64) * stride_qb + heads[:, None] * stride_qh + d[None, :],
+                mask=hmask[:, None], other=0.0)
+    seq_len = tl.load(seqlen_ptr + b)
+    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_H], tl.float32)
+    if SWAP_AB:
+        acc = tl.zeros([D, BLOCK_H], tl.float32)
+    else:
+        acc = tl.zeros([BLOCK_H, D], tl.float32)
+    if split < NUM_SPLITS:
+        # ---- global entries: one contiguous chunk of the sequence (dense) or of its top-k list
+        if SPARSE:
+            n_items = n_topk
+        else:
+            n_items = seq_len
+        chunk = tl.cdiv(tl.cdiv(n_items, NUM_SPLITS), BLOCK_N) * BLOCK_N
+        start = split * chunk
+        end = tl.minimum(start + chunk, n_items)
+        if DQ_FP16 and KV_DTYPE == 0:
+            qd = q.to(tl.float16)
+            sc = qk_scale * _F16_SHIFT  # the fp16 tile holds value * 2^-14
+        else:
+            qd = q
+            sc = qk_scale
+        if USE_DOT_SCALED:
+            # q = q1 + q2 + q3 (+ a residual below bf16 precision), each term NVFP4
+            qf = q.to(tl.float32)
+            q1, s1 = nvfp4_quantize_tile(qf)
+            qf = qf - nvfp4_tile_to_f32(q1, s1)
+            q2, s2 = nvfp4_quantize_tile(qf)
+            qf = qf - nvfp4_tile_to_f32(q2, s2)
+            q3, s3 = nvfp4_quantize_tile(qf)
+        bt_row = bt_ptr + b.to(tl.int64) * stride_btb
+        for n0 in range(start, end, BLOCK_N):
+            if SPARSE:
+                pos = n0 + offs_n
+                idx = tl.load(topk_ptr + b.to(tl.int64) * stride_tb + pos, mask=pos < end, other=-1)
+                valid = (idx >= 0) & (idx < seq_len)
+                idx = tl.where(valid, idx, 0)
+                page = tl.load(bt_row + idx // PAGE, mask=valid, other=0).to(tl.int64)
+                slot = idx % PAGE
+            elif BLOCK_N <= PAGE:
+                valid = n0 + offs_n < end
+                page = tl.load(bt_row + n0 // PAGE).to(tl.int64)  # BLOCK_N | PAGE: one page per tile
+                slot = n0 % PAGE + offs_n
+            else:  # a tile spans BLOCK_N // PAGE whole pages
+                idx = n0 + offs_n
+                valid = idx < end
+                page = tl.load(bt_row + idx // PAGE, mask=valid, other=0).to(tl.int64)
+                slot = idx % PAGE
+            row_c = page * stride_kp + slot * stride_ks
+            row_s = page * stride_sp + slot * stride_ss
+            kv = _load_kv_tile(kv_ptr, kvs_ptr, row_c, row_s, valid, D, KV_DTYPE, DQ_FP16)
+            if USE_DOT_SCALED:
+                s = _scaled_scores(q1, s1, q2, s2, q3, s3, kv_ptr, kvs_ptr, row_c, row_s, valid, D,
+                                   SWAP_AB) * qk_scale
+            else:
+                s = _scores(qd, kv, sc, SWAP_AB, INTERPRET)
+            m_i, l_i, acc = _attend(s, kv, valid, m_i, l_i, acc, SWAP_AB, INTERPRET)
+        if DQ_FP16 and KV_DTYPE == 0:
+            acc = acc * _F16_SHIFT
+    else:
+        # ---- the SWA window: min(seq_len, W) FP8 entries, always BF16 MMA (UE8M0 range)
+        n_w = tl.minimum(seq_len, W)
+        for n0 in range(0, n_w, BLOCK_N):
+            w = n0 + offs_n
+            valid = w < n_w
+            row_c = b.to(tl.int64) * stride_wb + w * stride_ww
+            row_s = b.to(tl.int64) * stride_wsb + w * stride_wsw
+            kv = _load_kv_tile(swa_ptr, swas_ptr, row_c, row_s, valid, D, 1, False)
+            s = _scores(q, kv, qk_scale, SWAP_AB, INTERPRET)
+            m_i, l_i, acc = _attend(s, kv, valid, m_i, l_i, acc, SWAP_AB, INTERPRET)
+    mo = b.to(tl.int64) * stride_mb + heads * stride_mh + split
+    tl.store(m_ptr + mo, m_i, mask=hmask)
+    tl.store(l_ptr + mo, l_i, mask=hmask)
+    ab = acc_ptr + b.to(tl.int64) * stride_ab + split * stride_as
+    if SWAP_AB:
+        tl.store(ab + heads[None, :] * stride_ah + d[:, None], acc, mask=hmask[None, :])
+    else:
+        tl.store(ab + heads[:, None] * stride_ah + d[None, :], acc, mask=hmask[:, None])
+
+
+@triton.jit
+def _reduce_kernel(m_ptr, l_ptr, acc_ptr, sink_ptr, out_ptr, H,
+                   stride_mb, stride_mh, stride_ab, stride_ah, stride_as, stride_ob, stride_oh,
+                   D: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK_HR: tl.constexpr):
+    b = tl.program_id(0)
+    heads = tl.program_id(1) * BLOCK_HR + tl.arange(0, BLOCK_HR)
+    hmask = heads < H
+    d = tl.arange(0, D)
+    # the sink joins the softmax as one more logit with a zero value; it also keeps the
+    # running max finite, so empty splits (m = -inf, l = 0) merge without NaN
+    m_run = tl.load(sink_ptr + heads, mask=hmask, other=0.0) * 1.4426950408889634
+    l_run = tl.full([BLOCK_HR], 1.0, tl.float32)
+    acc = tl.zeros([BLOCK_HR, D], tl.float32)
+    mo = b.to(tl.int64) * stride_mb + heads * stride_mh
+    ao = b.to(tl.int64) * stride_ab + heads[:, None] * stride_ah + d[None, :]
+    for s in range(0, NUM_SPLITS + 1):
+        m_s = tl.load(m_ptr + mo + s, mask=hmask, other=float("-inf"))
+        l_s = tl.load(l_ptr + mo + s, mask=hmask, other=0.0)
+        a_s = tl.load(acc_ptr + ao + s * stride_as, mask=hmask[:, None], other=0.0)
+        m_new = tl.maximum(m_run, m_s)
+        alpha = tl.exp2(m_run - m_new)
+        beta = tl.exp2(m_s - m_new)
+        l_run = l_run * alpha + l_s * beta
+        acc = acc * alpha[:, None] + a_s * beta[:, None]
+        m_run = m_new
+    out = acc / l_run[:, None]
+    tl.store(out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh + d[None, :],
+             out.to(tl.bfloat16), mask=hmask[:, None])
+
+
+# ----------------------------------------------------------------------------- launcher
+
+
+def _check(name: str, t: Any, shape: tuple, dtypes: tuple[torch.dtype, ...]) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a tensor, got {type(t).__name__}")
+    if t.dtype not in dtypes:
+        raise ValueError(f"{name} must be {' or '.join(str(d) for d in dtypes)}, got {t.dtype}")
+    if len(shape) != t.dim() or any(s is not None and s != ts for s, ts in zip(shape, t.shape)):
+        want = ", ".join("?" if s is None else str(s) for s in shape)
+        raise ValueError(f"{name} must have shape [{want}], got {list(t.shape)}")
+    if t.numel() and t.stride(-1) != 1:
+        raise ValueError(f"{name} must be contiguous in its last dimension")
+
+
+def _validate(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink, topk_idx, kv_dtype) -> None:
+    if kv_dtype not in KV_DTYPES:
+        raise ValueError(f"kv_dtype must be one of {KV_DTYPES}, got {kv_dtype!r}")
+    _check("q", q, (None, None, None), (torch.bfloat16,))
+    B, H, D = q.shape
+    if D < 32 or D & (D - 1):
+        raise ValueError(f"latent width D={D} must be a power of two >= 32")
+    P = kv_codes.shape[0] if isinstance(kv_codes, torch.Tensor) and kv_codes.dim() == 3 else None
+    page = kv_codes.shape[1] if P is not None else None
+    if kv_dtype == "nvfp4":
+        _check("kv_codes", kv_codes, (None, None, D // 2), (torch.uint8,))
+        _check("kv_scales", kv_scales, (P, page, D // 16), (torch.uint8,))
+    elif kv_dtype == "fp8":
+        _check("kv_codes", kv_codes, (None, None, D), (torch.float8_e4m3fn,))
+        _check("kv_scales", kv_scales, (P, page, D // 32), (torch.uint8,))
+    else:
+        _check("kv_codes", kv_codes, (None, None, D), (torch.bfloat16,))
+        if kv_scales is not None:
+            raise ValueError("kv_scales must be None for kv_dtype='bf16'")
+    page = kv_codes.shape[1]
+    if page < 16 or page & (page - 1):
+        raise ValueError(f"page size {page} must be a power of two >= 16")
+    _check("block_table", block_table, (B, None), (torch.int32,))
+    _check("seq_lens", seq_lens, (B,), (torch.int32,))
+    _check("swa_kv", swa_kv, (B, None, D), (torch.float8_e4m3fn,))
+    _check("swa_scales", swa_scales, (B, swa_kv.shape[1], D // 32), (torch.uint8,))
+    _check("sink", sink, (H,), (torch.float32,))
+    if topk_idx is not None:
+        _check("topk_idx", topk_idx, (B, None), (torch.int32,))
+
+
+def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink, topk_idx, kv_dtype,
+          sm_scale, config, out, partials):
+    """The two launches as (kernel, grid, args dict); shared by ``launch`` and ``lower_signatures``."""
+    B, H, D = q.shape
+    page = kv_codes.shape[1]
+    S = int(config["NUM_SPLITS"])
+    BH, BN = int(config["BLOCK_H"]), int(config["BLOCK_N"])
+    if page % BN and BN % page:
+        raise ValueError(f"BLOCK_N={BN} and the page size {page} must divide one another")
+    if BH < 16 or BN < 16:
+        raise ValueError("BLOCK_H and BLOCK_N must be >= 16 (MMA tile)")
+    if (config["DQ_FP16"] or config["USE_DOT_SCALED"]) and kv_dtype != "nvfp4":
+        raise ValueError("DQ_FP16 / USE_DOT_SCALED apply to kv_dtype='nvfp4' only")
+    m_buf, l_buf, acc_buf = partials
+    tau = D ** -0.5 if sm_scale is None else float(sm_scale)
+    kv = kv_codes.view(torch.uint8) if kv_dtype == "fp8" else kv_codes
+    kvs = kv_scales if kv_scales is not None else kv_codes  # unused for bf16: any pointer
+    tk = topk_idx if topk_idx is not None else seq_lens
+    split_args = dict(
+        q_ptr=q, kv_ptr=kv, kvs_ptr=kvs, bt_ptr=block_table, seqlen_ptr=seq_lens,
+        swa_ptr=swa_kv.view(torch.uint8), swas_ptr=swa_scales, topk_ptr=tk,
+        m_ptr=m_buf, l_ptr=l_buf, acc_ptr=acc_buf,
+        H=H, n_topk=topk_idx.shape[1] if topk_idx is not None else 0, W=swa_kv.shape[1], qk_scale=tau * LOG2E,
+        stride_qb=q.stride(0), stride_qh=q.stride(1), stride_kp=kv.stride(0), stride_ks=kv.stride(1),
+        stride_sp=kvs.stride(0), stride_ss=kvs.stride(1), stride_btb=block_table.stride(0),
+        stride_wb=swa_kv.stride(0), stride_ww=swa_kv.stride(1), stride_wsb=swa_scales.stride(0),
+        stride_wsw=swa_scales.stride(1), stride_tb=tk.stride(0),
+        stride_mb=m_buf.stride(0), stride_mh=m_buf.stride(1), stride_ab=acc_buf.stride(0),
+        stride_ah=acc_buf.stride(1), stride_as=acc_buf.stride(2),
+        D=D, PAGE=page, KV_DTYPE=_KV_CODE[kv_dtype], SPARSE=topk_idx is not None,
+        BLOCK_N=BN, BLOCK_H=BH, NUM_SPLITS=S, DQ_FP16=bool(config["DQ_FP16"]),
+        USE_DOT_SCALED=bool(config["USE_DOT_SCALED"]), SWAP_AB=bool(config["SWAP_AB"]),
+        INTERPRET=interpreting(),
+        num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]),
+    )
+    bhr = min(16, triton.next_power_of_2(H))
+    reduce_args = dict(
+        m_ptr=m_buf, l_ptr=l_buf, acc_ptr=acc_buf, sink_ptr=sink, out_ptr=out, H=H,
+        stride_mb=m_buf.stride(0), stride_mh=m_buf.stride(1), stride_ab=acc_buf.stride(0),
+        stride_ah=acc_buf.stride(1), stride_as=acc_buf.stride(2), stride_ob=out.stride(0), stride_oh=out.stride(1),
+        D=D, NUM_SPLITS=S, BLOCK_HR=bhr, num_warps=4, num_stages=1,
+    )
+    return [(_split_kernel, (B, triton.cdiv(H, BH), S + 1), split_args),
+            (_reduce_kernel, (B, triton.cdiv(H, bhr)), reduce_args)]
+
+
+def launch(*, config: dict[str, Any], q: torch.Tensor, kv_codes: torch.Tensor, kv_scales: torch.Tensor | None,
+           block_table: torch.Tensor, seq_lens: torch.Tensor, swa_kv: torch.Tensor, swa_scales: torch.Tensor,
+           sink: torch.Tensor, sm_scale: float | None = None, topk_idx: torch.Tensor | None = None,
+           kv_dtype: str = "nvfp4") -> torch.Tensor:
+    """Validate, allocate the partials and the output, and run split + reduce. ``[B, H, D]`` bf16.
+
+    ``seq_lens[b]`` must not exceed ``block_table.shape[1] * PAGE`` (not checked: a host sync).
+    """
+    _validate(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink, topk_idx, kv_dtype)
+    B, H, D = q.shape
+    S = int(config["NUM_SPLITS"])
+    dev = q.device
+    out = torch.empty(B, H, D, dtype=torch.bfloat16, device=dev)
+    partials = (torch.empty(B, H, S + 1, dtype=torch.float32, device=dev),
+                torch.empty(B, H, S + 1, dtype=torch.float32, device=dev),
+                torch.empty(B, H, S + 1, D, dtype=torch.float32, device=dev))
+    for kern, grid, args in _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink, topk_idx,
+                                  kv_dtype, sm_scale, config, out, partials):
+        kern[grid](**args)
+    return out
+
+
+# ----------------------------------------------------------------------------- public API
+
+
+def nvfp4_decode_attention(q: torch.Tensor, kv_codes: torch.Tensor, kv_scales: torch.Tensor | None,
+                           block_table: torch.Tensor, seq_lens: torch.Tensor, swa_kv: torch.Tensor,
+                           swa_scales: torch.Tensor, sink: torch.Tensor, *, sm_scale: float | None = None,
+                           topk_idx: torch.Tensor | None = None, kv_dtype: str = "nvfp4",
+                           config: dict[str, Any] | None = None) -> torch.Tensor:
+    """Decode attention over the paged global KV + FP8 SWA window + sink: ``[B, H, 512]`` bf16.
+
+    Layouts (KERNELS.md section 2): ``q [B, H, D]`` bf16; ``nvfp4``: ``kv_codes [pages,
+    PAGE, D/2] uint8`` + ``kv_scales [pages, PAGE, D/16] uint8`` (E4M3 bits); ``fp8``:
+    ``float8_e4m3fn [pages, PAGE, D]`` + UE8M0 ``[pages, PAGE, D/32]``; ``bf16``: bf16
+    codes, ``kv_scales=None``. ``block_table [B, max_pages] int32``, ``seq_lens [B]
+    int32``, ``swa_kv [B, W, D] float8_e4m3fn`` + ``swa_scales [B, W, D/32]`` (the first
+    ``min(seq_len, W)`` rows valid), ``sink [H] fp32``; ``topk_idx [B, K] int32`` (sparse
+    mode, -1 skipped). ``config=None`` picks the tuned config of the active pack.
+    """
+    if config is None:
+        if kv_dtype not in KV_DTYPES:
+            raise ValueError(f"kv_dtype must be one of {KV_DTYPES}, got {kv_dtype!r}")
+        B, H, _ = q.shape
+        wl = Workload(batch=B, context=int(block_table.shape[1]) * int(kv_codes.shape[1]), heads=H,
+                      kv_dtype=kv_dtype, mode="dense" if topk_idx is None else "sparse", page=int(kv_codes.shape[1]))
+        config = runtime.select("nvfp4_attention", _wdict(wl)).config
+    return launch(config=config, q=q, kv_codes=kv_codes, kv_scales=kv_scales, block_table=block_table,
+                  seq_lens=seq_lens, swa_kv=swa_kv, swa_scales=swa_scales, sink=sink, sm_scale=sm_scale,
+                  topk_idx=topk_idx, kv_dtype=kv_dtype)
+
+
+# ----------------------------------------------------------------------------- workloads
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One decode step: ``batch`` sequences of ``context`` global entries each."""
+
+    batch: int
+    context: int
+    heads: int
+    kv_dtype: str
+    mode: str
+    page: int = 64
+
+    def __post_init__(self) -> None:
+        if self.kv_dtype not in KV_DTYPES:
+            raise ValueError(f"kv_dtype must be one of {KV_DTYPES}, got {self.kv_dtype!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+
+
+def _wdict(w: Workload) -> dict[str, Any]:
+    return {"batch": w.batch, "context": w.context, "heads": w.heads, "kv_dtype": w.kv_dtype, "mode": w.mode,
+            "page": w.page}
+
+
+def n_attended(w: Workload) -> int:
+    """Global entries each query attends (the SWA window comes on top)."""
+    return min(TOPK, w.context) if w.mode == "sparse" else w.context
+
+
+def make_inputs(workload: Workload, device: str, seed: int) -> dict[str, Any]:
+    """Latents ~ N(0, 1) quantized to the workload's KV dtype, pages shuffled across the
+    pool, q with logits of std ~2, sinks ~ N(1, 1); sparse mode draws 512 distinct
+    indices per sequence. A pool of at most 64K distinct quantized entries is tiled over
+    the cache so inputs for 100+ GB caches are built in seconds."""
+    w = workload
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    B, H, N, D, page = w.batch, w.heads, w.context, D_LATENT, w.page
+    pages_per_seq = triton.cdiv(N, page)
+    n_pages = B * pages_per_seq
+    n_rows = n_pages * page
+    n_pool = min(n_rows, 65536)
+    pool = torch.randn(n_pool, D, generator=g).to(device)
+    pick = torch.randint(0, n_pool, (n_rows,), generator=g).to(device)
+    if w.kv_dtype == "nvfp4":
+        pc, ps = quantize_nvfp4(pool)
+        kv_codes, kv_scales = pc[pick].view(n_pages, page, D // 2), ps[pick].view(n_pages, page, D // 16)
+    elif w.kv_dtype == "fp8":
+        pc, ps = quantize_fp8_ue8m0(pool)
+        kv_codes = pc.view(torch.uint8)[pick].view(torch.float8_e4m3fn).view(n_pages, page, D)
+        kv_scales = ps[pick].view(n_pages, page, D // 32)
+    else:
+        kv_codes, kv_scales = pool.to(torch.bfloat16)[pick].view(n_pages, page, D), None
+    del pool, pick
+    block_table = torch.randperm(n_pages, generator=g).to(torch.int32).view(B, pages_per_seq).to(device)
+    seq_lens = torch.full((B,), N, dtype=torch.int32, device=device)
+    swa_kv, swa_scales = quantize_fp8_ue8m0(torch.randn(B, SWA_WINDOW, D, generator=g).to(device))
+    q = (2.0 * torch.randn(B, H, D, generator=g)).to(torch.bfloat16).to(device)
+    sink = (1.0 + torch.randn(H, generator=g)).to(device)
+    topk_idx = None
+    if w.mode == "sparse":
+        k = min(TOPK, N)
+        topk_idx = torch.stack([torch.randperm(N, generator=g)[:k] for _ in range(B)]).to(torch.int32).to(device)
+    return dict(q=q, kv_codes=kv_codes, kv_scales=kv_scales, block_table=block_table, seq_lens=seq_lens,
+                swa_kv=swa_kv, swa_scales=swa_scales, sink=sink, sm_scale=None, topk_idx=topk_idx,
+                kv_dtype=w.kv_dtype)
+
+
+def default_splits(w: Workload, block_h: int, block_n: int, sms: int = 132) -> int:
+    """Enough splits for ~2 waves of programs, none shorter than 4 tiles."""
+    progs = w.batch * triton.cdiv(w.heads, block_h)
+    want = triton.next_power_of_2(max(1, triton.cdiv(2 * sms, progs)))
+    most = max(1, n_attended(w) // (4 * block_n))
+    s = 1
+    while s * 2 <= min(want, most, 64):
+        s *= 2
+    return s
+
+
+def default_config(workload: Workload) -> dict[str, Any]:
+    """Heuristic: 16 heads per program (32 at H >= 32), 64-entry tiles as the MMA's M
+    (SWAP_AB: one warpgroup's wgmma on Hopper), fp16 fast dequant for nvfp4."""
+    w = workload
+    bh = 16 if w.heads <= 16 else 32
+    bn = 64
+    return {"BLOCK_N": bn, "BLOCK_H": bh, "NUM_SPLITS": default_splits(w, bh, bn),
+            "DQ_FP16": w.kv_dtype == "nvfp4", "USE_DOT_SCALED": False, "SWAP_AB": True,
+            "num_warps": 4, "num_stages": 2}
+
+
+def cost(workload: Workload) -> tuple[float, float]:
+    """KERNELS.md floor: ``B*(N_att*b_kv + 128*528 + H*512*2*2)`` bytes, ``4*H*512*(N_att+128)*B`` flops."""
+    w = workload
+    n = n_attended(w)
+    nbytes = w.batch * (n * BYTES_PER_ENTRY[w.kv_dtype] + SWA_WINDOW * SWA_BYTES_PER_ENTRY + w.heads * D_LATENT * 4)
+    flops = 4 * w.heads * D_LATENT * (n + SWA_WINDOW) * w.batch
+    return float(nbytes), float(flops)
+
+
+def memory_bytes(workload: Workload, num_splits: int = 64) -> int:
+    """Device memory the kernel's inputs, partials and output take (no baseline, no reference)."""
+    w = workload
+    rows = w.batch * triton.cdiv(w.context, w.page) * w.page
+    cache = rows * BYTES_PER_ENTRY[w.kv_dtype]
+    swa = w.batch * SWA_WINDOW * SWA_BYTES_PER_ENTRY
+    partials = w.batch * w.heads * (num_splits + 1) * (D_LATENT + 2) * 4
+    return cache + swa + partials + w.batch * w.heads * D_LATENT * 4 + w.batch * 4 * triton.cdiv(w.context, w.page)
+
+
+def feasible(workload: Workload, budget_bytes: int | None = None) -> str | None:
+    """None when the workload fits on the device, else the reason (the point is skipped).
+
+    Budget: 70% of the GPU's memory when one is visible (room for the reference and
+    the timing buffers), else the 141 GB of an H200.
+    """
+    if budget_bytes is None:
+        total = 141 * 10**9
+        if torch.cuda.is_available() and not interpreting():
+            total = torch.cuda.get_device_properties(0).total_memory
+        budget_bytes = int(0.7 * total)
+    need = memory_bytes(workload)
+    if need > budget_bytes:
+        return (f"needs {need / 1e9:.1f} GB of device memory for the {workload.kv_dtype} cache and partials, "
+                f"budget {budget_bytes / 1e9:.1f} GB")
+    return None
+
+
+# ----------------------------------------------------------------------------- baselines, verify
+
+
+def torch_eager(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink, *, sm_scale=None,
+                topk_idx=None, kv_dtype="nvfp4") -> torch.Tensor:
+    """What a user would write: dequantize the whole cache to BF16, gather each
+    sequence's entries, append the SWA window and a zero "sink" key whose logit comes
+    from the mask, then ``F.scaled_dot_product_attention`` (MQA via ``enable_gqa``).
+    No host syncs, so it can be captured in a CUDA graph."""
+    B, H, D = q.shape
+    page = kv_codes.shape[1]
+    tau = D ** -0.5 if sm_scale is None else sm_scale
+    if kv_dtype == "nvfp4":
+        cache = dequantize_nvfp4(kv_codes, kv_scales, dtype=torch.bfloat16)
+    elif kv_dtype == "fp8":
+        cache = dequantize_fp8_ue8m0(kv_codes, kv_scales, dtype=torch.bfloat16)
+    else:
+        cache = kv_codes
+    dense = cache[block_table.long()].reshape(B, -1, D)  # [B, max_pages*PAGE, D]
+    if topk_idx is not None:
+        idx = topk_idx.long()
+        valid_g = (idx >= 0) & (idx < seq_lens[:, None])
+        glob = torch.gather(dense, 1, idx.clamp(min=0)[..., None].expand(-1, -1, D))
+    else:
+        glob = dense
+        valid_g = torch.arange(dense.shape[1], device=q.device)[None, :] < seq_lens[:, None]
+    W = swa_kv.shape[1]
+    swa = dequantize_fp8_ue8m0(swa_kv, swa_scales, dtype=torch.bfloat16)
+    valid_w = torch.arange(W, device=q.device)[None, :] < seq_lens.clamp(max=W)[:, None]
+    kv = torch.cat([torch.zeros(B, 1, D, dtype=torch.bfloat16, device=q.device), glob, swa], dim=1)
+    valid = torch.cat([valid_g, valid_w], dim=1)
+    base = torch.zeros(valid.shape, dtype=torch.bfloat16, device=q.device).masked_fill(~valid, float("-inf"))
+    mask = torch.cat([sink.to(torch.bfloat16)[None, :, None, None].expand(B, H, 1, 1),
+                      base[:, None, None, :].expand(B, H, 1, base.shape[1])], dim=-1)
+    o = torch.nn.functional.scaled_dot_product_attention(q[:, :, None, :], kv[:, None], kv[:, None], attn_mask=mask,
+                                                         scale=tau, enable_gqa=True)
+    return o[:, :, 0, :]
+
+
+baselines = {"torch_eager": torch_eager}
+
+
+def verify(out: torch.Tensor, ref: torch.Tensor, inputs: dict[str, Any]) -> None:
+    """bf16 output against the fp32 reference: P is rounded to 16 bits for the MMA and the
+    output to bf16, so ``|out - ref| <= 1e-2 * |ref| + 4e-3 * max|ref|`` per sequence."""
+    if out.dtype != torch.bfloat16:
+        raise AssertionError(f"out: dtype {out.dtype}, want torch.bfloat16")
+    scale = ref.abs().amax(dim=(1, 2), keepdim=True).clamp(min=1e-6)
+    assert_close("out", out.float() / scale, ref.float() / scale, atol=4e-3, rtol=1e-2)
+
+
+def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[Any, dict[str, str], dict[str, Any]]]:
+    """Each launch ``launch`` does for this workload/config: (jit fn, signature, constexprs).
+
+    Needs ``TRITON_INTERPRET`` unset (under the interpreter the kernels are not compilable).
+    """
+    w = workload
+    B, H, D, page = w.batch, w.heads, D_LATENT, w.page
+    m = lambda *s, dt=torch.float32: torch.empty(*s, dtype=dt, device="meta")  # noqa: E731
+    pages = B * triton.cdiv(w.context, page)
+    codes = {"nvfp4": m(pages, page, D // 2, dt=torch.uint8), "fp8": m(pages, page, D, dt=torch.float8_e4m3fn),
+             "bf16": m(pages, page, D, dt=torch.bfloat16)}[w.kv_dtype]
+    scales = {"nvfp4": m(pages, page, D // 16, dt=torch.uint8), "fp8": m(pages, page, D // 32, dt=torch.uint8),
+              "bf16": None}[w.kv_dtype]
+    S = int(config["NUM_SPLITS"])
+    partials = (m(B, H, S + 1), m(B, H, S + 1), m(B, H, S + 1, D))
+    launches = _plan(m(B, H, D, dt=torch.bfloat16), codes, scales, m(B, pages // B, dt=torch.int32),
+                     m(B, dt=torch.int32), m(B, SWA_WINDOW, D, dt=torch.float8_e4m3fn),
+                     m(B, SWA_WINDOW, D // 32, dt=torch.uint8), m(H),
+                     m(B, TOPK, dt=torch.int32) if w.mode == "sparse" else None, w.kv_dtype, None, config,
+                     m(B, H, D, dt=torch.bfloat16), partials)
+    tnames = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.uint8: "u8", torch.int32: "i32",
+              torch.float8_e4m3fn: "fp8e4nv"}
+    out = []
+    for kern, _grid, args in launches:
+        sig, cx = {}, {}
+        for prm in kern.params:
+            name, v = prm.name, args[prm.name]
+            if prm.is_constexpr:
+                sig[name], cx[name] = "constexpr", v
+            elif isinstance(v, torch.Tensor):
+                sig[name] = "*" + tnames[v.dtype]
+            elif isinstance(v, float):
+                sig[name] = "fp32"
+            else:
+                sig[name] = "i32"
+        out.append((kern, sig, cx))
+    return out
+
+
+runtime.register_defaults("nvfp4_attention", lambda wd: default_config(Workload(**wd)))
+
+SPEC = KernelSpec(
+    name="nvfp4_attention",
+    workload=Workload,
+    make_inputs=make_inputs,
+    reference=reference,
+    launch=launch,
+    default_config=default_config,
+    cost=cost,
+    verify=verify,
+    baselines=baselines,
+    launch_bound=False,
+    description="NVFP4 / FP8 / BF16 paged decode attention (MQA latent 512 + FP8 SWA window + sink), split-KV",
+)

@@ -1,0 +1,50 @@
+"""Search space of the fused MoE routing kernel (kernel_templates/moe_routing.py)."""
+from __future__ import annotations
+
+from typing import Any
+
+import triton
+
+from kernel_templates.moe_routing import PROFILES, Workload, grid_programs
+from tuner.runtime.env import interpreting
+from tuner.space import Bool, Choice, Pow2, Space
+
+SPACE = Space(
+    BLOCK_T=Pow2(1, 32),         # tokens per chunk: the [BLOCK_T, E_PAD] score tile
+    MAX_PROGRAMS=Pow2(1, 256),   # grid cap; FUSED also caps it at the SM count
+    FUSED=Bool(),                # one launch with a grid barrier, or two launches
+    num_warps=Pow2(1, 8),
+    num_stages=Choice((1, 2)),
+)
+
+# Values a thread may hold in one live tile before spills are likely (several such tiles
+# are live at once: logits/scores/masked scores, or the pairwise rank tile).
+_MAX_PER_THREAD = 64
+
+
+def constraints(config: dict[str, Any], workload: Workload) -> bool:
+    """Register-pressure estimates, no duplicate grids, no grid barrier in the interpreter."""
+    prof = PROFILES.get(workload.profile)
+    e_pad = triton.next_power_of_2(prof["num_experts"]) if prof else 512
+    top_k = prof["top_k"] if prof else 8
+    bt, nw = config["BLOCK_T"], config["num_warps"]
+    threads = 32 * nw
+    tile = bt * e_pad
+    if tile > _MAX_PER_THREAD * threads or tile < threads:
+        return False
+    n_pad = triton.next_power_of_2(bt * top_k)
+    if n_pad * n_pad > 2 * _MAX_PER_THREAD * threads:  # the [N, N] same-expert tile (int1)
+        return False
+    T = max(1, workload.tokens)
+    chunks = triton.cdiv(T, bt)
+    # Larger chunks or caps than the work needs only duplicate smaller configs.
+    if bt > triton.next_power_of_2(T) or config["MAX_PROGRAMS"] > triton.next_power_of_2(chunks):
+        return False
+    if config["FUSED"] and interpreting() and grid_programs(T, config)[0] > 1:
+        return False  # the interpreter runs programs one after another: the barrier would deadlock
+    return True
+
+
+_TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+WORKLOADS = [Workload(t, p) for p in PROFILES for t in _TOKENS]
+SMALL_WORKLOADS = [Workload(3, "dsv3"), Workload(20, "dsv41-flash")]

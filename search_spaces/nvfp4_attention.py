@@ -1,0 +1,92 @@
+"""Search space of the NVFP4 decode attention template (kernel_templates/nvfp4_attention.py)."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+
+from kernel_templates.nvfp4_attention import (
+    BYTES_PER_ENTRY, D_LATENT, KV_DTYPES, Workload, feasible, n_attended,
+)
+from tuner.runtime.env import interpreting
+from tuner.space import Bool, Choice, Pow2, Space
+
+__all__ = ["SPACE", "constraints", "feasible", "WORKLOADS", "SMALL_WORKLOADS", "target_cc"]
+
+SPACE = Space(
+    BLOCK_N=Pow2(16, 128),      # entries per KV tile (the MMA's M under SWAP_AB)
+    BLOCK_H=Pow2(16, 64),       # heads per program sharing each dequantized tile
+    NUM_SPLITS=Pow2(1, 64),     # KV splits per sequence (flash-decoding), + 1 SWA program
+    DQ_FP16=Bool(),             # nvfp4: 2-op fp16 dequant + FP16 MMA, or fp32 decode + BF16 MMA
+    USE_DOT_SCALED=Bool(),      # nvfp4 on sm_100: q @ K^T on native block-scaled FP4 MMA
+    SWAP_AB=Bool(),             # compute K q^T and V^T P^T so entries / latent are the MMA's M
+    num_warps=Pow2(4, 8),
+    num_stages=Choice((1, 2, 3)),
+)
+
+SMEM_BYTES = 232448   # opt-in shared memory per block on H100/H200 and B200 (227 KB)
+SMS = 132             # H200; only used to tell over-splitting apart
+_MAX_ACC_REGS = 128   # fp32 accumulator registers per thread before spills are likely
+_MAX_REGS = 384       # accumulator + dequantized tile (part of it lives in shared memory)
+
+
+def target_cc() -> int:
+    """Compute capability (e.g. 90, 100) of the visible GPU; 0 under the interpreter or without one."""
+    if interpreting() or not torch.cuda.is_available():
+        return 0
+    major, minor = torch.cuda.get_device_capability()
+    return 10 * major + minor
+
+
+def constraints(config: dict[str, Any], workload: Workload) -> bool:
+    """Shared-memory and register estimates, page / tile divisibility, variants that only
+    make sense for one KV dtype or GPU, and splits that only duplicate smaller ones."""
+    w = workload
+    bn, bh, S, nw = config["BLOCK_N"], config["BLOCK_H"], config["NUM_SPLITS"], config["num_warps"]
+    nvfp4 = w.kv_dtype == "nvfp4"
+    if w.page % bn and bn % w.page:
+        return False
+    if bh > max(16, triton.next_power_of_2(w.heads)):
+        return False
+    if not nvfp4 and (config["DQ_FP16"] or config["USE_DOT_SCALED"]):
+        return False  # no effect: would only duplicate trials
+    if config["USE_DOT_SCALED"]:
+        # native tcgen05 block-scaled MMA: sm_100+, M = BLOCK_N = 128 entries (SWAP_AB);
+        # the interpreter decodes E4M3 block scales of dot_scaled as UE8M0, so never there
+        if target_cc() < 100 or not config["SWAP_AB"] or bn != 128:
+            return False
+    # splits: at least one tile each, and no more than it takes to fill the GPU ~4 times
+    n = n_attended(w)
+    if S > max(1, triton.cdiv(n, bn)):
+        return False
+    progs = w.batch * triton.cdiv(w.heads, bh)
+    if S > 1 and progs * S // 2 >= 4 * SMS:
+        return False
+    # registers: fp32 accumulator [BLOCK_H, D] plus the dequantized tile (fp32 while decoding
+    # on the generic path, 16-bit otherwise)
+    threads = 32 * nw
+    acc_words = bh * D_LATENT
+    wide = nvfp4 and not config["DQ_FP16"] or w.kv_dtype == "fp8"
+    tile_words = bn * D_LATENT * (1 if wide else 0.5)
+    if acc_words / threads > _MAX_ACC_REGS or (acc_words + tile_words) / threads > _MAX_REGS:
+        return False
+    # shared memory: pipelined raw tiles, the 16-bit MMA operand copy of the tile, q, P
+    raw = bn * BYTES_PER_ENTRY[w.kv_dtype]
+    operand = 0 if w.kv_dtype == "bf16" else bn * D_LATENT * 2
+    smem = config["num_stages"] * raw + operand + bh * D_LATENT * 2 + bh * bn * 2
+    if smem > SMEM_BYTES:
+        return False
+    return True
+
+
+_BATCH = (1, 4, 16, 64, 256)
+_CONTEXT = (8192, 32768, 131072, 524288)
+_HEADS = (16, 64)
+WORKLOADS = (
+    [Workload(b, n, h, kv, "dense") for kv in KV_DTYPES for h in _HEADS for n in _CONTEXT for b in _BATCH]
+    + [Workload(b, 131072, h, kv, "sparse") for kv in KV_DTYPES for h in _HEADS for b in (1, 16, 64)]
+)
+"""The default GPU grid (memory-infeasible points are reported by ``feasible`` and skipped)."""
+
+SMALL_WORKLOADS = [Workload(2, 200, 16, "nvfp4", "dense"), Workload(2, 600, 16, "fp8", "sparse")]

@@ -1,0 +1,125 @@
+"""The `tune` command line end to end on a temporary database (interpreter on the CPU)."""
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tuner.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tune(*args: str) -> int:
+    return main(list(args))
+
+
+def test_help_and_list(capsys):
+    assert tune("--help") == 0
+    assert tune("list") == 0
+    out = capsys.readouterr().out
+    assert "moe-routing" in out and "profile" in out
+    assert tune("moe-routing", "--help") == 0
+    assert "--tokens" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["nope"], "No such command"),
+    (["show", "nope"], "unknown kernel"),
+    (["moe-routing", "--tokens", "5..1"], "empty range"),
+    (["moe-routing", "--tokens", "abc"], "not a valid int"),
+    (["moe-routing", "--tokens", "0"], "must be positive"),
+    (["moe-routing", "--tokens", "100000"], "outside 1..8192"),
+    (["moe-routing", "--profile", "gpt5"], "unknown value"),
+    (["moe-routing", "--sampler", "annealing"], "unknown 'annealing'"),
+    (["moe-routing", "--budget", "soon"], "bad duration"),
+    (["moe-routing", "--trials", "0"], "at least 1"),
+    (["lower", "moe-routing", "--target", "sm_42"], "unknown 'sm_42'"),
+    (["verify-pack", "/nonexistent/pack"], "no manifest.json"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, tmp_path):
+    assert tune(*args, *(["--db", str(tmp_path / "r.db")] if args[0] == "moe-routing" else [])) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+
+
+def test_unreadable_database_exits_2(tmp_path, capsys):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database" * 64)
+    for args in (["moe-routing", "--quick", "--db", str(junk)], ["show", "moe-routing", "--db", str(junk)],
+                 ["export", "--out", str(tmp_path / "p"), "--db", str(junk)]):
+        assert tune(*args) == 2
+        err = capsys.readouterr().err.strip()
+        assert "cannot use database" in err and len(err.splitlines()) == 1
+
+
+def test_quick_tune_export_load_select_round_trip(tmp_path, capsys):
+    db = str(tmp_path / "r.db")
+    assert tune("moe-routing", "--quick", "--tokens", "3", "--profile", "dsv3", "--db", db) == 0
+    assert tune("show", "moe-routing", "--db", db) == 0
+    assert "tokens=3,profile=dsv3" in capsys.readouterr().out
+    pack_dir = tmp_path / "pack"
+    assert tune("export", "--out", str(pack_dir), "--db", db) == 0
+    assert tune("verify-pack", str(pack_dir)) == 0
+    from tuner import runtime
+    from tuner.store import Winner, open_store
+    from sqlalchemy import select
+
+    with open_store(db).session() as s:
+        winner = s.scalars(select(Winner)).one()
+    pack = runtime.load_pack(pack_dir)
+    assert pack.manifest["meaningful"] is False  # interpreter times are never a GPU result
+    sel = pack.select("moe_routing", {"tokens": 3, "profile": "dsv3"})
+    assert sel.how == "exact" and sel.config == winner.config
+    assert pack.select("moe_routing", {"tokens": 5, "profile": "dsv3"}).how == "nearest"
+    assert pack.select("moe_routing", {"tokens": 5, "profile": "dsv4-flash"}).how == "default"
+    assert tune("lower", "moe-routing", "--target", "sm_90", "--pack", str(pack_dir)) == 0
+
+
+def _count(db: Path, where: str) -> int:
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(f"SELECT COUNT(*) FROM tuner_trials WHERE {where}").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        con.close()
+
+
+def test_killed_study_resumes_without_losing_trials(tmp_path):
+    db = tmp_path / "r.db"
+    args = [sys.executable, "-m", "tuner.cli.main", "moe-routing", "--trials", "5", "--patience", "5",
+            "--tokens", "3", "--profile", "dsv3", "--db", str(db)]
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    done = "phase = 'search' AND status != 'pruned'"
+    t0 = time.time()
+    while _count(db, done) < 2 and time.time() - t0 < 300 and proc.poll() is None:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its worker, mid-study
+    proc.wait()
+    before = _count(db, done)
+    assert before >= 2
+    con = sqlite3.connect(db)
+    ids_before = {r[0] for r in con.execute("SELECT id FROM tuner_trials")}
+    con.close()
+    r = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    con = sqlite3.connect(db)
+    ids_after = {row[0] for row in con.execute("SELECT id FROM tuner_trials")}
+    runs = con.execute("SELECT status FROM tuner_runs ORDER BY id").fetchall()
+    winners = con.execute("SELECT COUNT(*) FROM tuner_winners").fetchone()[0]
+    running = con.execute("SELECT COUNT(*) FROM trials WHERE state = 'RUNNING'").fetchone()[0]
+    con.close()
+    assert ids_before <= ids_after  # nothing measured was lost
+    assert _count(db, done) == 5  # the second run only did what was missing
+    assert [s for (s,) in runs] == ["running", "done"]  # the killed run never finished; the resumed one did
+    assert winners == 1 and running == 0

@@ -1,0 +1,188 @@
+"""mHC kernels against the float64 reference, through the interpreter on the CPU."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kernel_templates import mhc
+from search_spaces.mhc import SPACE, SMALL_WORKLOADS, WORKLOADS, constraints
+from tuner.verify import assert_equal
+
+
+def _run(op: str, T: int, D: int, device: str, seed: int = 0, config: dict | None = None):
+    wl = mhc.Workload(op, T, D)
+    inputs = mhc.make_inputs(wl, device, seed)
+    out = mhc.launch(config=config or mhc.default_config(wl), **inputs)
+    return inputs, out
+
+
+def _assert_doubly_stochastic(comb: torch.Tensor) -> None:
+    one = torch.ones(comb.shape[:2], device=comb.device)
+    assert torch.allclose(comb.sum(-1), one, atol=1e-3), (comb.sum(-1) - 1).abs().max()
+    assert torch.allclose(comb.sum(-2), one, atol=1e-3), (comb.sum(-2) - 1).abs().max()
+
+
+@pytest.mark.parametrize("op", mhc.OPS)
+@pytest.mark.parametrize("T", [1, 3, 37])
+@pytest.mark.parametrize("D", [48, 80])
+def test_matches_reference(op, T, D, device):
+    inputs, out = _run(op, T, D, device, seed=T * 100 + D)
+    ref = mhc.reference(**inputs)
+    mhc.verify(out, ref, inputs)
+    if op != "post":
+        assert out[-1].dtype == torch.float32 and out[-2].shape == (T, 4)
+        _assert_doubly_stochastic(out[-1])
+        assert (out[-2] > 0).all() and (out[-2] < 2).all()  # post = 2 sigmoid
+
+
+@pytest.mark.parametrize("op", mhc.OPS)
+def test_model_width(op, device):
+    """D = 4096 (V4-Flash): split chunks over a real width, odd T (wide blocks: the
+    interpreter's cost is per step)."""
+    cfg = dict(BLOCK_T=16, BLOCK_D=256, SPLIT_K=4, DOT_PRECISION="ieee", num_warps=4, num_stages=2)
+    if op == "post":
+        cfg.update(SPLIT_K=1, DOT_PRECISION="fma")
+    inputs, out = _run(op, 3, 4096, device, seed=7, config=cfg)
+    mhc.verify(out, mhc.reference(**inputs), inputs)
+
+
+CONFIGS = [
+    dict(BLOCK_T=16, BLOCK_D=16, SPLIT_K=1, DOT_PRECISION="tf32", num_warps=4, num_stages=2),  # fused
+    dict(BLOCK_T=16, BLOCK_D=32, SPLIT_K=2, DOT_PRECISION="ieee", num_warps=4, num_stages=2),  # split, last chunk short
+    dict(BLOCK_T=4, BLOCK_D=16, SPLIT_K=4, DOT_PRECISION="fma", num_warps=2, num_stages=1),   # tiny token blocks
+    dict(BLOCK_T=64, BLOCK_D=64, SPLIT_K=1, DOT_PRECISION="tf32x3", num_warps=8, num_stages=3),  # block > T, D tail
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"T{c['BLOCK_T']}-D{c['BLOCK_D']}-K{c['SPLIT_K']}-{c['DOT_PRECISION']}")
+@pytest.mark.parametrize("op", ["pre", "seam"])
+def test_configs(op, config, device):
+    inputs, out = _run(op, 37, 80, device, seed=3, config=config)
+    mhc.verify(out, mhc.reference(**inputs), inputs)
+
+
+def test_post_configs(device):
+    for cfg in (dict(BLOCK_T=1, BLOCK_D=16, SPLIT_K=1, DOT_PRECISION="fma", num_warps=1, num_stages=1),
+                dict(BLOCK_T=8, BLOCK_D=128, SPLIT_K=1, DOT_PRECISION="fma", num_warps=4, num_stages=1)):
+        inputs, out = _run("post", 37, 80, device, seed=5, config=cfg)
+        mhc.verify(out, mhc.reference(**inputs), inputs)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(T=st.integers(1, 40), D16=st.integers(1, 6), seed=st.integers(0, 2**16), split=st.sampled_from([1, 2]))
+def test_seam_is_post_then_pre(T, D16, seed, split):
+    """The fused seam equals post followed by pre, and its comb is doubly stochastic."""
+    D = 16 * D16
+    inputs = mhc.make_inputs(mhc.Workload("seam", T, D), "cpu", seed)
+    cfg = dict(BLOCK_T=16, BLOCK_D=16, SPLIT_K=min(split, D16), DOT_PRECISION="ieee", num_warps=4, num_stages=2)
+    Xn, u, post, comb = mhc.mhc_seam(inputs["X"], inputs["y"], inputs["post"], inputs["comb"], inputs["fn"],
+                                     inputs["scale"], inputs["base"], inputs["norm_w"], config=cfg)
+    Xn2 = mhc.mhc_post(inputs["X"], inputs["y"], inputs["post"], inputs["comb"],
+                       config=dict(cfg, SPLIT_K=1, DOT_PRECISION="fma"))
+    u2, post2, comb2 = mhc.mhc_pre(Xn2, inputs["fn"], inputs["scale"], inputs["base"], inputs["norm_w"], config=cfg)
+    assert_equal("X_new", Xn.view(torch.int16), Xn2.view(torch.int16))
+    torch.testing.assert_close(post, post2, rtol=0, atol=1e-6)
+    torch.testing.assert_close(comb, comb2, rtol=0, atol=1e-6)
+    torch.testing.assert_close(u.float(), u2.float(), rtol=0, atol=float(u2.float().abs().max()) * 2**-8)
+    _assert_doubly_stochastic(comb)
+
+
+def test_public_api_default_config(device):
+    inputs = mhc.make_inputs(mhc.Workload("pre", 5, 32), device, 1)
+    u, post, comb = mhc.mhc_pre(inputs["X"], inputs["fn"], inputs["scale"], inputs["base"], inputs["norm_w"])
+    mhc.verify((u, post, comb), mhc.reference(**inputs), inputs)
+
+
+def test_bad_inputs_raise(device):
+    inputs = mhc.make_inputs(mhc.Workload("seam", 2, 32), device, 0)
+    cfg = mhc.default_config(mhc.Workload("seam", 2, 32))
+    with pytest.raises(ValueError, match="X must be"):
+        mhc.launch(config=cfg, **dict(inputs, X=inputs["X"].float()))
+    with pytest.raises(ValueError, match="fn must have shape"):
+        mhc.launch(config=cfg, **dict(inputs, fn=inputs["fn"][:, :-16]))
+    with pytest.raises(ValueError, match="comb must have shape"):
+        mhc.launch(config=cfg, **dict(inputs, comb=inputs["comb"][:, 0]))
+    with pytest.raises(ValueError, match="op must be"):
+        mhc.launch(config=cfg, **dict(inputs, op="mid"))
+
+
+def test_verify_catches_wrong_output(device):
+    inputs, out = _run("seam", 3, 32, device)
+    ref = mhc.reference(**inputs)
+    bad = list(out)
+    bad[3] = out[3].clone()
+    bad[3][1, 2, 3] += 0.01
+    with pytest.raises(AssertionError, match="comb"):
+        mhc.verify(tuple(bad), ref, inputs)
+    bad = list(out)
+    bad[1] = (out[1].float() * 1.05).to(torch.bfloat16)
+    with pytest.raises(AssertionError, match="u"):
+        mhc.verify(tuple(bad), ref, inputs)
+
+
+def test_space_matches_kernels():
+    names = set()
+    for kern in (mhc._mhc_pre_kernel, mhc._mhc_seam_kernel, mhc._mhc_finish_kernel, mhc._mhc_post_kernel):
+        names |= mhc.constexpr_names(kern)
+    assert names | {"num_warps", "num_stages"} == set(SPACE)
+    for wl in WORKLOADS + SMALL_WORKLOADS:
+        cfg = mhc.default_config(wl)
+        assert SPACE.contains(cfg) and constraints(cfg, wl), (wl, cfg)
+
+
+def test_cost_floor():
+    b, f = mhc.cost(mhc.Workload("seam", 1, 5120))
+    assert 1.9e6 < b < 2.1e6 and f == 2 * 24 * 4 * 5120  # the fn weights dominate at T = 1
+    b8k, _ = mhc.cost(mhc.Workload("seam", 8192, 5120))
+    assert b8k == 24 * 4 * 5120 * 4 + 8192 * 20 * 5120
+
+
+_LOWER = """
+import json, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kernel_templates import mhc
+done = []
+for op, T in (("seam", 64), ("seam", 8192), ("pre", 1), ("post", 64)):
+    wl = mhc.Workload(op, T, 5120)
+    cfg = mhc.default_config(wl)
+    for fn, sig, cx in mhc.lower_signatures(wl, cfg):
+        for cc in (90, 100):
+            k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
+                               options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
+            done.append([op, T, cfg["SPLIT_K"], fn.__name__, cc, bool(k.asm.get("cubin") or k.asm.get("ptx"))])
+print(json.dumps(done))
+"""
+
+
+def test_lowers_for_hopper_and_blackwell():
+    """`tune lower mhc --target sm_90|sm_100`: split, fused and post launches all compile.
+    In a clean process: the interpreter swaps jit functions for uncompilable wrappers."""
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-c", _LOWER], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    done = json.loads(r.stdout.strip().splitlines()[-1])
+    assert all(d[-1] for d in done)
+    kernels = {(d[3], d[4]) for d in done}
+    assert kernels == {(k, cc) for cc in (90, 100) for k in ("_mhc_seam_kernel", "_mhc_finish_kernel",
+                                                              "_mhc_pre_kernel", "_mhc_post_kernel")}
+    assert any(d[2] == 1 and d[3] == "_mhc_seam_kernel" for d in done)  # the fused single-launch path
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", mhc.OPS)
+@pytest.mark.parametrize("T", [1, 256, 4096])
+def test_gpu_model_shapes(op, T, device):
+    wl = mhc.Workload(op, T, 5120)
+    inputs = mhc.make_inputs(wl, device, 0)
+    mhc.verify(mhc.launch(config=mhc.default_config(wl), **inputs), mhc.reference(**inputs), inputs)

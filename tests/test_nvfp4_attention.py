@@ -1,0 +1,218 @@
+"""NVFP4 decode attention: kernel == reference through the interpreter on small odd shapes,
+the SDPA baseline, validation, the search space, and lowering for sm_90 / sm_100."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernel_templates import nvfp4 as F
+from kernel_templates import nvfp4_attention as A
+from search_spaces import nvfp4_attention as S
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def ragged_inputs(kv_dtype: str, mode: str, *, page: int = 64, heads: int = 5, device: str = "cpu", seed: int = 0):
+    """Three sequences: shorter than the window (and than one page), a partly filled
+    last page, and several pages; sparse indices with -1 and out-of-range entries."""
+    w = A.Workload(batch=3, context=300, heads=heads, kv_dtype=kv_dtype, mode="dense", page=page)
+    inp = A.make_inputs(w, device, seed)
+    inp["seq_lens"] = torch.tensor([37, 130, 300], dtype=torch.int32, device=device)
+    if mode == "sparse":
+        g = torch.Generator().manual_seed(seed + 1)
+        k = 45
+        idx = torch.stack([torch.randint(0, n, (k,), generator=g) for n in (37, 130, 300)]).to(torch.int32)
+        idx[0, 5:20] = -1   # unused slots
+        idx[1, -3:] = -1
+        idx[2, 7] = 299     # last valid entry
+        idx[0, 3] = 40      # beyond seq_len 37: skipped like -1
+        inp["topk_idx"] = idx.to(device)
+    return inp
+
+
+def run_and_check(inp, config):
+    ref = A.reference(**inp)
+    out = A.launch(config=config, **inp)
+    assert out.shape == ref.shape and out.dtype == torch.bfloat16
+    A.verify(out, ref, inp)
+    return out, ref
+
+
+CASES = [
+    # kv_dtype, mode, config overrides
+    ("nvfp4", "dense", dict(DQ_FP16=True, SWAP_AB=True, BLOCK_N=32, NUM_SPLITS=4)),
+    ("nvfp4", "dense", dict(DQ_FP16=False, SWAP_AB=False, BLOCK_N=16, NUM_SPLITS=1)),
+    ("nvfp4", "sparse", dict(DQ_FP16=True, SWAP_AB=False, BLOCK_N=16, NUM_SPLITS=2)),
+    ("nvfp4", "sparse", dict(DQ_FP16=False, SWAP_AB=True, BLOCK_N=32, NUM_SPLITS=1)),
+    ("fp8", "dense", dict(SWAP_AB=True, BLOCK_N=64, NUM_SPLITS=2)),
+    ("fp8", "sparse", dict(SWAP_AB=False, BLOCK_N=16, NUM_SPLITS=4)),
+    ("bf16", "dense", dict(SWAP_AB=False, BLOCK_N=128, NUM_SPLITS=2)),  # tiles spanning two pages
+    ("bf16", "sparse", dict(SWAP_AB=True, BLOCK_N=16, NUM_SPLITS=1)),
+]
+
+
+@pytest.mark.parametrize("kv_dtype, mode, over", CASES)
+def test_kernel_matches_reference(kv_dtype, mode, over, device):
+    inp = ragged_inputs(kv_dtype, mode, device=device)
+    cfg = dict(A.default_config(A.Workload(3, 300, 5, kv_dtype, mode)), **over)
+    run_and_check(inp, cfg)
+
+
+def test_page_256_and_many_heads(device):
+    inp = ragged_inputs("nvfp4", "dense", page=256, heads=33, device=device)
+    cfg = dict(A.default_config(A.Workload(3, 300, 33, "nvfp4", "dense", 256)), BLOCK_N=64, BLOCK_H=16, NUM_SPLITS=2)
+    run_and_check(inp, cfg)
+
+
+def test_sink_and_scale_matter(device):
+    inp = ragged_inputs("nvfp4", "dense", device=device)
+    cfg = dict(A.default_config(A.Workload(3, 300, 5, "nvfp4", "dense")), BLOCK_N=32, NUM_SPLITS=2)
+    base, _ = run_and_check(inp, cfg)
+    inp2 = dict(inp, sink=inp["sink"] + 3.0, sm_scale=0.07)
+    other, _ = run_and_check(inp2, cfg)
+    assert (other.float() - base.float()).abs().max() > 0.05
+
+
+def test_empty_splits_and_tiny_sequence(device):
+    # many splits for a 1-entry sequence: empty splits must merge without NaN
+    inp = ragged_inputs("fp8", "dense", device=device)
+    inp["seq_lens"] = torch.tensor([1, 2, 65], dtype=torch.int32, device=device)
+    cfg = dict(A.default_config(A.Workload(3, 300, 5, "fp8", "dense")), BLOCK_N=16, NUM_SPLITS=8)
+    out, _ = run_and_check(inp, cfg)
+    assert torch.isfinite(out.float()).all()
+
+
+@pytest.mark.parametrize("kv_dtype, mode", [("nvfp4", "dense"), ("fp8", "sparse"), ("bf16", "dense")])
+def test_sdpa_baseline_matches_reference(kv_dtype, mode, device):
+    inp = ragged_inputs(kv_dtype, mode, device=device)
+    A.verify(A.torch_eager(**inp), A.reference(**inp), inp)
+
+
+def test_public_api_default_config(device):
+    inp = ragged_inputs("nvfp4", "sparse", device=device)
+    out = A.nvfp4_decode_attention(inp["q"], inp["kv_codes"], inp["kv_scales"], inp["block_table"], inp["seq_lens"],
+                                   inp["swa_kv"], inp["swa_scales"], inp["sink"], topk_idx=inp["topk_idx"])
+    A.verify(out, A.reference(**inp), inp)
+
+
+def test_spec_round_trip_small_workloads(device):
+    for w in S.SMALL_WORKLOADS:
+        inp = A.make_inputs(w, device, 1)
+        cfg = A.default_config(w)
+        assert S.constraints(cfg, w) and S.SPACE.contains(cfg)
+        A.SPEC.verify(A.SPEC.launch(config=cfg, **inp), A.SPEC.reference(**inp), inp)
+
+
+def test_validation_errors():
+    inp = ragged_inputs("nvfp4", "dense")
+    cfg = A.default_config(A.Workload(3, 300, 5, "nvfp4", "dense"))
+    with pytest.raises(ValueError, match="q must be torch.bfloat16"):
+        A.launch(config=cfg, **dict(inp, q=inp["q"].float()))
+    with pytest.raises(ValueError, match="kv_scales must have shape"):
+        A.launch(config=cfg, **dict(inp, kv_scales=inp["kv_scales"][:, :, :8]))
+    with pytest.raises(ValueError, match="kv_dtype must be one of"):
+        A.launch(config=cfg, **dict(inp, kv_dtype="fp4"))
+    with pytest.raises(ValueError, match="kv_codes must be torch.float8_e4m3fn"):
+        A.launch(config=dict(cfg, DQ_FP16=False), **dict(inp, kv_dtype="fp8"))
+    with pytest.raises(ValueError, match="sink must have shape"):
+        A.launch(config=cfg, **dict(inp, sink=inp["sink"][:2]))
+    with pytest.raises(ValueError, match="DQ_FP16"):
+        A.launch(config=cfg, **ragged_inputs("bf16", "dense"))
+
+
+def test_cost_and_bytes_per_entry():
+    assert A.BYTES_PER_ENTRY == {"nvfp4": 288, "fp8": 528, "bf16": 1024}
+    kv, _ = F.quantize_nvfp4(torch.randn(1, 512))
+    assert kv.numel() + 512 // 16 == 288
+    w = A.Workload(8, 32768, 16, "nvfp4", "dense")
+    nbytes, flops = A.cost(w)
+    assert nbytes == 8 * (32768 * 288 + 128 * 528 + 16 * 512 * 4)
+    assert flops == 4 * 16 * 512 * (32768 + 128) * 8
+    assert A.cost(A.Workload(8, 32768, 16, "nvfp4", "sparse"))[1] == 4 * 16 * 512 * (512 + 128) * 8
+
+
+def test_search_space_defaults_and_feasibility():
+    reasons = {}
+    for w in S.WORKLOADS:
+        cfg = A.default_config(w)
+        assert S.SPACE.contains(cfg), (w, cfg)
+        assert S.constraints(cfg, w), (w, cfg)
+        r = S.feasible(w, budget_bytes=int(0.7 * 141e9))
+        if r:
+            reasons[w] = r
+    assert A.Workload(256, 524288, 64, "bf16", "dense") in reasons
+    assert all(w.batch == 256 for w in reasons), reasons
+    assert A.Workload(256, 524288, 64, "nvfp4", "dense") not in reasons
+    # variants are pruned where they do nothing or cannot run
+    w = A.Workload(4, 32768, 16, "fp8", "dense")
+    assert not S.constraints(dict(A.default_config(w), DQ_FP16=True), w)
+    wn = A.Workload(4, 32768, 16, "nvfp4", "dense")
+    assert not S.constraints(dict(A.default_config(wn), USE_DOT_SCALED=True, BLOCK_N=128), wn)  # no sm_100 here
+    assert sum(S.constraints(c, wn) for c in S.SPACE.grid()) > 20
+
+
+def test_q_residual_split_is_bf16_accurate():
+    # the USE_DOT_SCALED variant multiplies q as three NVFP4 terms; their sum is ~bf16-exact
+    q = (2.0 * torch.randn(64, 512)).to(torch.bfloat16).float()
+    r, total = q.clone(), torch.zeros_like(q)
+    for _ in range(3):
+        c, s = F.quantize_nvfp4(r)
+        part = F.dequantize_nvfp4(c, s)
+        total, r = total + part, r - part
+    assert ((total - q).abs() <= 2.0 ** -7 * q.abs().amax(-1, keepdim=True)).all()
+
+
+_LOWER = r"""
+import json, os, sys
+os.environ.pop("TRITON_INTERPRET", None)
+import triton
+from triton.compiler import ASTSource
+from triton.backends.compiler import GPUTarget
+from kernel_templates import nvfp4_attention as A
+res = []
+for cc, kv, over in json.loads(sys.argv[1]):
+    w = A.Workload(4, 32768, 16, kv, "dense")
+    cfg = dict(A.default_config(w), **over)
+    for fn, sig, cx in A.lower_signatures(w, cfg):
+        nw = cfg["num_warps"] if fn is A._split_kernel else 4
+        c = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
+                           options={"num_warps": nw, "num_stages": cfg["num_stages"]})
+        ptx = c.asm["ptx"]
+        res.append([cc, kv, fn.__name__, "wgmma" in ptx, "tcgen05.mma" in ptx, "block_scale.block16" in ptx])
+print(json.dumps(res))
+"""
+
+
+def _lower(cases):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    p = subprocess.run([sys.executable, "-c", _LOWER, json.dumps(cases)], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_lowers_for_sm90_and_sm100():
+    res = _lower([[90, "nvfp4", {}], [100, "nvfp4", {}],
+                  [100, "nvfp4", {"USE_DOT_SCALED": True, "BLOCK_N": 128, "num_stages": 1}]])
+    split = [r for r in res if r[2] == "_split_kernel"]
+    assert split[0][3], "sm_90: the default config should use wgmma"
+    assert split[1][4] and not split[1][5], "sm_100 default: tcgen05 BF16/FP16 MMA"
+    assert split[2][4] and split[2][5], "sm_100 USE_DOT_SCALED: tcgen05 mxf4nvf4 block_scale.block16"
+    assert len(res) == 6
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kv_dtype", ["nvfp4", "fp8", "bf16"])
+def test_gpu_default_configs(kv_dtype, device):
+    for mode in ("dense", "sparse"):
+        w = A.Workload(4, 8192, 64, kv_dtype, mode)
+        inp = A.make_inputs(w, device, 0)
+        A.verify(A.launch(config=A.default_config(w), **inp), A.reference(**inp), inp)
