@@ -13,8 +13,11 @@ Design:
   (max, sum, unnormalised acc) in fp32; ``_reduce_kernel`` merges them with the sink.
 - MQA is what makes it MMA-friendly: ``BLOCK_H`` heads share every KV tile, so a tile is
   dequantized once into registers and used by two ``tl.dot`` (``q @ K^T`` and
-  ``P @ V``, BF16 or FP16 MMA, fp32 accumulation). Dense tiles never straddle a page
-  (``BLOCK_N`` divides ``PAGE``), so one block-table load per tile and contiguous rows.
+  ``P @ V``, BF16 or FP16 MMA, fp32 accumulation). Dense tiles with ``BLOCK_N <= PAGE``
+  never straddle a page: one block-table load per tile and contiguous rows.
+- ``SWAP_AB``: compute ``K q^T`` and ``V^T P^T`` so that the entries (``BLOCK_N``) and
+  the latent (512) are the MMA's M: Hopper's wgmma needs M >= 64, which 16 heads cannot
+  give (without it Triton falls back to mma.sync); on sm_100 it is tcgen05 either way.
 - ``DQ_FP16`` (nvfp4): the cheap dequant of ``nvfp4.nvfp4_tile_to_f16_scaled`` (two
   integer ops + one fp16 multiply per element, exact) and FP16 MMA; the 2^14 it leaves
   out is folded into the softmax scale and the partial output. Off: the generic exact
@@ -24,8 +27,10 @@ Design:
   with E4M3 block-16 scales, which lowers to ``tcgen05.mma ... kind::mxf4nvf4
   .block_scale.block16``. Native FP4 MMA needs both operands in FP4, so q is split in
   the kernel into three NVFP4 terms (q ~ q1 + q2 + q3, residual quantization, ~bf16
-  accuracy) and the product is three block-scaled MMAs. ``P @ V`` cannot use it (V's
-  scales run along D, not along the reduction axis), so V is still dequantized.
+  accuracy) and the product is three block-scaled MMAs (needs SWAP_AB and BLOCK_N = 128:
+  the native instruction's M). ``P @ V`` cannot use it (V's scales run along D, not
+  along the reduction axis), so V is still dequantized. Triton 3.9's interpreter decodes
+  E4M3 block scales of ``dot_scaled`` as UE8M0, so this variant is verified on the GPU only.
 """
 from __future__ import annotations
 

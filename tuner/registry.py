@@ -10,6 +10,7 @@ import functools
 import hashlib
 import importlib
 import inspect
+import logging
 import pkgutil
 from dataclasses import dataclass
 from types import ModuleType
@@ -19,6 +20,8 @@ import kernel_templates
 import search_spaces
 from tuner.space import Space
 from tuner.spec import KernelSpec
+
+log = logging.getLogger(__name__)
 
 
 class UnknownKernel(KeyError):
@@ -69,11 +72,15 @@ def kernels() -> dict[str, Kernel]:
     """All families, by name, in alphabetical order."""
     found: dict[str, Kernel] = {}
     for info in sorted(pkgutil.iter_modules(search_spaces.__path__), key=lambda i: i.name):
-        tmpl = importlib.import_module(f"kernel_templates.{info.name}")
-        spec = getattr(tmpl, "SPEC", None)
-        if not isinstance(spec, KernelSpec):
+        try:
+            tmpl = importlib.import_module(f"kernel_templates.{info.name}")
+            spec = getattr(tmpl, "SPEC", None)
+            if not isinstance(spec, KernelSpec):
+                continue
+            sp = importlib.import_module(f"search_spaces.{info.name}")
+        except Exception as e:  # noqa: BLE001 - one broken family must not take the tool down
+            log.warning("kernel family %r is unavailable: %s: %s", info.name, type(e).__name__, e)
             continue
-        sp = importlib.import_module(f"search_spaces.{info.name}")
         found[spec.name] = Kernel(spec, sp.SPACE, sp.constraints, tuple(sp.WORKLOADS),
                                   tuple(sp.SMALL_WORKLOADS), tmpl, sp)
     return found
