@@ -1,0 +1,199 @@
+"""Benchmark: sparse MQA indexer (scoring + top-k) vs the chunked PyTorch pipeline vs the floor.
+
+One run on one GPU: measures the ceilings (device-to-device copy bandwidth, empty
+launch), then for every feasible workload of the grid verifies the config (tuned from
+``--pack``, else the default) against the float64 reference on a few sequences and times
+three things on the same inputs: the fused kernel returning indices only, the same
+template's scoring alone (``top_k=0, return_logits=True``: what top-k costs on top), and
+the PyTorch baseline (dequantize, einsum, relu, weighted sum, ``torch.topk``, chunked).
+Raw numbers go to ``--out`` as JSON; the table printed last gives % of the HBM floor,
+the top-k overhead and the speedup over the baseline, then the issue's target checks.
+
+    python benchmarks/sparse_mqa.py --pack packs/nvidia-h200 [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+log = logging.getLogger("bench.sparse_mqa")
+VERIFY_SEQS = 4  # sequences checked against the (per-sequence, float64) reference per workload
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pack", type=Path, default=None, help="tuned kernel pack (defaults where an entry is missing)")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results", help="folder for the raw JSON")
+    p.add_argument("--quick", action="store_true", help="only batch 1 and 32, next_n 1")
+    p.add_argument("--profiles", default="dsv32,dsv41-flash", help="comma-separated profiles")
+    p.add_argument("--no-baseline", action="store_true", help="skip the PyTorch baseline")
+    p.add_argument("--reps", type=int, default=50, help="timed repetitions per measurement")
+    return p.parse_args(argv)
+
+
+def measure_ceilings(reps: int) -> dict[str, float]:
+    """Device-to-device copy bandwidth (read + write) and the empty-launch time."""
+    import torch
+
+    from tuner.timing import bench, empty_launch_floor
+
+    n = 2 * 2**30
+    src = torch.empty(n, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    t = bench(lambda: dst.copy_(src), reps=reps)
+    copy_bw = 2 * n / (t.median_us * 1e-6)
+    del src, dst
+    torch.cuda.empty_cache()
+    return {"hbm_bytes_per_s": copy_bw, "empty_launch_us": empty_launch_floor(graph=False).median_us}
+
+
+def workloads(args: argparse.Namespace) -> list[Any]:
+    from search_spaces.sparse_mqa import WORKLOADS
+
+    profs = args.profiles.split(",")
+    ws = [w for w in WORKLOADS if w.profile in profs]
+    if args.quick:
+        ws = [w for w in ws if w.batch in (1, 32) and w.next_n == 1]
+    return ws
+
+
+def _slice(inputs: dict[str, Any], n: int) -> dict[str, Any]:
+    out = dict(inputs)
+    for k in ("q", "weights", "block_table", "seq_lens"):
+        out[k] = out[k][:n]
+    return out
+
+
+def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float], args: argparse.Namespace
+            ) -> dict[str, Any]:
+    import torch
+
+    from kernel_templates import sparse_mqa as M
+    from tuner.spec import workload_dict
+    from tuner.timing import bench
+
+    rec: dict[str, Any] = {"workload": workload_dict(w), "config": config, "config_from": how}
+    inputs = M.make_inputs(w, "cuda", 0)
+    sub = _slice(inputs, VERIFY_SEQS)
+    ref = M.reference(**sub)
+    try:
+        M.verify(M.launch(config=config, **sub), ref, sub)
+        M.verify(M.launch(config=config, **inputs)[:VERIFY_SEQS], ref, sub)
+        rec["verified"] = True
+    except AssertionError as e:
+        rec.update(verified=False, error=str(e))
+        return rec
+    hbm = ceilings["hbm_bytes_per_s"]
+    nbytes, flops = M.cost(w)
+    t = bench(lambda: M.launch(config=config, **inputs), reps=args.reps)
+    score_only = dict(inputs, top_k=0, return_logits=True)
+    ts = bench(lambda: M.launch(config=config, **score_only), reps=args.reps)
+    logit_bytes = 4 * w.batch * w.next_n * w.context
+    rec.update(median_us=t.median_us, p20_us=t.p20_us, p80_us=t.p80_us, bytes=nbytes, flops=flops,
+               floor_us=nbytes / hbm * 1e6, pct_floor=100 * nbytes / hbm / (t.median_us * 1e-6),
+               score_us=ts.median_us, score_floor_us=(nbytes + logit_bytes) / hbm * 1e6,
+               score_pct_floor=100 * (nbytes + logit_bytes) / hbm / (ts.median_us * 1e-6),
+               topk_overhead=t.median_us / ts.median_us - 1)
+    if not args.no_baseline:
+        try:
+            M.verify(M.torch_eager(**sub), ref, sub)
+            tb = bench(lambda: M.torch_eager(**inputs), reps=max(5, args.reps // 5), max_seconds=20)
+            rec["baseline_us"] = tb.median_us
+            rec["speedup_vs_baseline"] = tb.median_us / t.median_us
+        except torch.cuda.OutOfMemoryError:
+            rec["baseline_us"] = None
+            rec["baseline_skipped"] = "out of memory"
+    del inputs, score_only
+    torch.cuda.empty_cache()
+    return rec
+
+
+def summarize(records: list[dict[str, Any]]) -> list[str]:
+    """Table rows (strings) and the target checks of the issue."""
+    lines = [f"{'profile':12} {'n':>1} {'ctx':>7} {'B':>4} {'us':>9} {'%floor':>6} {'score us':>9} {'%floor':>6} "
+             f"{'topk +%':>7} {'base us':>10} {'speedup':>7}"]
+    checks = []
+    key = lambda r: (r["workload"]["profile"], r["workload"]["next_n"], r["workload"]["context"],  # noqa: E731
+                     r["workload"]["batch"])
+    for r in sorted(records, key=key):
+        p, n, ctx, b = key(r)
+        if "median_us" not in r:
+            lines.append(f"{p:12} {n:>1} {ctx:>7} {b:>4}  FAILED: {r.get('error', '')[:70]}")
+            continue
+        sp = r.get("speedup_vs_baseline")
+        lines.append(f"{p:12} {n:>1} {ctx:>7} {b:>4} {r['median_us']:>9.1f} {r['pct_floor']:>6.0f} "
+                     f"{r['score_us']:>9.1f} {r['score_pct_floor']:>6.0f} {100 * r['topk_overhead']:>7.0f} "
+                     f"{(r.get('baseline_us') or float('nan')):>10.1f} {(sp or float('nan')):>7.1f}")
+        tag = f"{p} n={n} ctx={ctx} B={b}"
+        if ctx == 524288 and sp:
+            checks.append((f"{tag}: >= 20x baseline", sp >= 20, f"{sp:.1f}x"))
+        if ctx >= 131072:
+            checks.append((f"{tag}: scoring >= 60% of HBM floor", r["score_pct_floor"] >= 60,
+                           f"{r['score_pct_floor']:.0f}%"))
+        checks.append((f"{tag}: top-k adds <= 30%", r["topk_overhead"] <= 0.30, f"{100 * r['topk_overhead']:.0f}%"))
+    if checks:
+        ok = sum(c[1] for c in checks)
+        lines.append(f"targets: {ok}/{len(checks)} met")
+        lines += [f"  {'ok  ' if c[1] else 'MISS'} {c[0]} ({c[2]})" for c in checks]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    import torch
+
+    if not torch.cuda.is_available():
+        print("no CUDA GPU: this benchmark only runs on one", file=sys.stderr)
+        return 2
+    from kernel_templates import sparse_mqa as M
+    from tuner import runtime
+    from tuner.runtime.env import gpu_identity
+    from tuner.spec import workload_dict
+
+    pack = runtime.load_pack(args.pack) if args.pack else None
+    ceilings = measure_ceilings(args.reps)
+    log.info("ceilings: copy %.2f TB/s, empty launch %.1f us", ceilings["hbm_bytes_per_s"] / 1e12,
+             ceilings["empty_launch_us"])
+    records, skipped = [], []
+    for w in workloads(args):
+        reason = M.feasible(w)
+        if reason:
+            log.info("skip %s: %s", w, reason)
+            skipped.append({"workload": workload_dict(w), "reason": reason})
+            continue
+        if pack is not None:
+            sel = pack.select("sparse_mqa", workload_dict(w))
+            cfg, how = sel.config, sel.how
+        else:
+            cfg, how = M.default_config(w), "default"
+        t0 = time.perf_counter()
+        try:
+            rec = run_one(w, cfg, how, ceilings, args)
+        except torch.cuda.OutOfMemoryError as e:
+            rec = {"workload": workload_dict(w), "config": cfg, "error": f"out of memory: {e}"}
+            torch.cuda.empty_cache()
+        log.info("%s %s: %s us (%.0fs)", w, how, f"{rec.get('median_us', float('nan')):.1f}", time.perf_counter() - t0)
+        records.append(rec)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"sparse_mqa_{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps({"gpu": gpu_identity(), "ceilings": ceilings,
+                                "pack": str(args.pack) if args.pack else None,
+                                "bytes_per_key": M.BYTES_PER_KEY, "records": records, "skipped": skipped}, indent=1))
+    print(f"raw results: {path}")
+    print("\n".join(summarize(records)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

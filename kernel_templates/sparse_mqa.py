@@ -1,0 +1,804 @@
+"""Sparse MQA indexer ("lightning indexer"): scoring over a paged key cache fused with top-k.
+
+KERNELS.md section 3. ``I[t, s] = sum_j w[t, j] * relu(q[t, j] . k[s]) * k_scale[s]`` for
+the keys a query token sees, then the ``top_k`` keys by descending score (ties: lower
+index first), ``-1`` where fewer keys are visible. Key formats: ``fp8`` (128 E4M3 + one
+fp32 scale per key, 132 B) and ``mxfp4`` (64 B of E2M1 codes + 4 UE8M0 scales, 68 B, no
+per-key scale). Causality for ``next_n > 1``: query ``i`` sees ``seq_len - next_n + i + 1`` keys.
+
+Design:
+- ``_score_kernel`` runs on ``(B, NUM_SPLITS)``: each program scans one contiguous chunk
+  of a sequence's keys in tiles of ``BLOCK_N`` and scores the tile for every query token
+  of the step at once: the ``next_n * H`` query rows share each key tile (MQA), so one
+  ``tl.dot`` of ``[BLOCK_N, 128] x [128, next_n*H]`` (FP8 MMA for fp8 keys), relu, the
+  weight, a per-token head sum and the key scale. mxfp4 keys are decoded in registers:
+  either exactly to BF16 with their block scales (``nvfp4.mxfp4_tile_to_f32``) for one
+  BF16 MMA, or (``MX_FP8_DOT``) the E2M1 nibbles straight into E4M3 bit patterns (value
+  * 2^-6, exact) for four FP8 MMAs over the 32-wide scale blocks, each block's partial
+  scaled by its UE8M0 scale (* 2^6) in fp32.
+- Top-k without writing the logits: every (score, index) becomes one 63-bit key
+  ``order(score) << 31 | (2^31 - 1 - index)`` (unique, larger = better, ties to the lower
+  index), so selection is exact on integers. Each program keeps, per token, a candidate
+  list in a small scratch buffer (``CAND_MULT`` x the top-k capacity, L2-resident):
+  tile keys at or above a running threshold are appended compactly (cumsum positions).
+  After each group of tiles that could fill the list, a list holding more than allowed
+  is pruned to its ``top_k`` best by an exact radix select (eight 8-bit digit passes,
+  one 256-bin histogram each) and the threshold becomes its k-th key, so the pass rate
+  falls like k / keys-seen. ``SHARE_THRESHOLD`` publishes each pruned threshold with an
+  atomic max per (sequence, token): any split's k-th key is a lower bound of the row's,
+  so later programs filter with the best bound any split has found.
+- ``_merge_kernel`` merges the per-split lists ``MERGE_GROUP`` at a time (one launch per
+  level, programs over (row, group)) with the same streaming radix select, and the last
+  level sorts the at most ``top_k`` survivors (``tl.sort`` on the 63-bit keys) and
+  writes the indices. Only ``return_logits=True`` writes the ``[B, next_n, max_len]`` scores.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from kernel_templates.nvfp4 import dequantize_mxfp4, mxfp4_tile_to_f32, quantize_mxfp4, ue8m0_to_f32
+from tuner import runtime
+from tuner.runtime.env import interpreting
+from tuner.spec import KernelSpec
+from tuner.verify import assert_close
+
+log = logging.getLogger(__name__)
+
+SOURCE_DEPENDENCIES = ("kernel_templates.nvfp4",)
+
+D_INDEX = 128
+PAGE = 64
+K_FORMATS = ("fp8", "mxfp4")
+BYTES_PER_KEY = {"fp8": 132, "mxfp4": 68}
+PROFILES: dict[str, dict[str, Any]] = {
+    "dsv32": dict(heads=64, top_k=2048, k_format="fp8"),
+    "dsv41-flash": dict(heads=32, top_k=512, k_format="mxfp4"),
+}
+MAX_TOPK = 4096  # the last merge level sorts next_pow2(top_k) 64-bit keys in registers
+_FMT = {"fp8": 0, "mxfp4": 1}
+
+
+# ----------------------------------------------------------------------------- reference
+
+
+def _dequant_rows(k_rows: torch.Tensor, s_rows: torch.Tensor, k_format: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gathered cache rows -> (keys [n, 128] float64, per-key scale [n] float64)."""
+    if k_format == "fp8":
+        return k_rows.view(torch.float8_e4m3fn).double(), s_rows.double()
+    return dequantize_mxfp4(k_rows, s_rows).double(), torch.ones(k_rows.shape[0], dtype=torch.float64,
+                                                                  device=k_rows.device)
+
+
+def visible(seq_lens: torch.Tensor, next_n: int) -> torch.Tensor:
+    """``[B, next_n]`` keys each query token sees: ``seq_len - next_n + i + 1`` (>= 0)."""
+    i = torch.arange(next_n, device=seq_lens.device)
+    return (seq_lens.long()[:, None] - next_n + i[None, :] + 1).clamp(min=0)
+
+
+def reference(q: torch.Tensor, weights: torch.Tensor, k_cache: torch.Tensor, k_scales: torch.Tensor,
+              block_table: torch.Tensor, seq_lens: torch.Tensor, *, top_k: int, k_format: str = "fp8",
+              return_logits: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """KERNELS.md section 3 in float64, one sequence at a time.
+
+    The order is an explicit stable sort of the fp32-rounded scores (descending; equal
+    scores keep ascending index order). Returns ``topk_idx [B, next_n, top_k] int32`` and,
+    with ``return_logits``, the fp32 logits ``[B, next_n, max_pages * PAGE]`` (-inf where not seen).
+    """
+    B, T, H, D = q.shape
+    page = k_cache.shape[1]
+    max_len = block_table.shape[1] * page
+    dev = q.device
+    idx_out = torch.full((B, T, top_k), -1, dtype=torch.int32, device=dev)
+    logits = torch.full((B, T, max_len), float("-inf"), dtype=torch.float32, device=dev)
+    vis = visible(seq_lens, T).clamp(max=max_len)
+    for b in range(B):
+        n = int(vis[b].max()) if T else 0
+        if n == 0:
+            continue
+        pos = torch.arange(n, device=dev)
+        pages = block_table[b].long()[pos // page]
+        k, ks = _dequant_rows(k_cache[pages, pos % page], k_scales[pages, pos % page], k_format)
+        dots = torch.relu(q[b].double() @ k.t())                              # [T, H, n]
+        score = ((dots * weights[b].double()[..., None]).sum(1) * ks).float()  # [T, n]
+        score = score + 0.0  # -0.0 -> +0.0: one score
+        for t in range(T):
+            nt = int(vis[b, t])
+            if nt == 0:
+                continue
+            logits[b, t, :nt] = score[t, :nt]
+            order = torch.sort(score[t, :nt], descending=True, stable=True).indices[:top_k]
+            idx_out[b, t, :order.numel()] = order.to(torch.int32)
+    return (idx_out, logits) if return_logits else idx_out
+
+
+# ----------------------------------------------------------------------------- Triton kernels
+
+
+@triton.jit
+def _order_key(s, idx):
+    """fp32 score + key index -> non-negative int64, larger = better; equal scores rank the
+    lower index higher. -0.0 is folded into +0.0 so the order is the float order."""
+    s = tl.where(s == 0.0, 0.0, s)
+    bits = s.to(tl.int32, bitcast=True)
+    u = tl.where(bits < 0, ~bits, bits ^ -2147483648).to(tl.int64)  # unsigned reading is monotone
+    u = tl.where(u < 0, u + 4294967296, u)
+    return (u << 31) | (2147483647 - idx.to(tl.int64))
+
+
+@triton.jit
+def _mma(a, b, INTERPRET: tl.constexpr):
+    """``tl.dot`` with fp32 accumulation; under Triton 3.9's interpreter bf16 operands
+    are multiplied as raw bits, so there they go through fp32 (exact for bf16)."""
+    if INTERPRET:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32))
+    else:
+        return tl.dot(a, b)
+
+
+@triton.jit
+def _e2m1x2_to_e4m3_scaled(packed):
+    """``[R, C]`` uint8 (two E2M1 codes, low nibble first) -> ``[R, 2C]`` fp8e4nv equal to
+    the E2M1 value * 2^-6, exactly: the nibble ``s e1 e0 m`` placed at E4M3 bits 7 and
+    4..2 reads as ``2^(e-7) * (1 + m/2)`` (e = 0 lands on E4M3 subnormals, also exact)."""
+    p = packed.to(tl.int32) & 0xFF
+    lo = ((p & 0x7) << 2) | ((p & 0x8) << 4)
+    hi = ((p & 0x70) >> 2) | (p & 0x80)
+    R: tl.constexpr = packed.shape[0]
+    C: tl.constexpr = packed.shape[1]
+    return tl.reshape(tl.join(lo, hi), (R, 2 * C)).to(tl.uint8).to(tl.float8e4nv, bitcast=True)
+
+
+@triton.jit
+def _mx_block_dot(k_ptr, ks_ptr, row_k, row_s, valid, qj, J: tl.constexpr):
+    """Scores of one 32-wide MXFP4 block: FP8 MMA on the 2^-6-scaled codes, then * 2^(s+6)."""
+    codes = tl.load(k_ptr + row_k[:, None] + J * 16 + tl.arange(0, 16)[None, :], mask=valid[:, None], other=0)
+    sc = ue8m0_to_f32(tl.load(ks_ptr + row_s + J, mask=valid, other=127)) * 64.0
+    return tl.dot(_e2m1x2_to_e4m3_scaled(codes), tl.trans(qj)) * sc[:, None]
+
+
+@triton.jit
+def _kth_key(base, stride_l, cnt_ptr, n_lists, k, BLOCK: tl.constexpr):
+    """Exact k-th largest of the keys in lists ``base + l * stride_l`` (``cnt_ptr[l]`` keys
+    each, l < n_lists; at least k keys in all): radix select from the top, 8 bits a pass,
+    streaming the lists through one 256-bin histogram per pass."""
+    bins = tl.arange(0, 256)
+    offs = tl.arange(0, BLOCK)
+    prefix = tl.full([], 0, tl.int64)
+    rem = k
+    for p in tl.static_range(8):
+        SHIFT = 56 - 8 * p
+        hist = tl.zeros([256], tl.int32)
+        for li in range(n_lists):
+            n = tl.load(cnt_ptr + li)
+            for o in range(0, n, BLOCK):
+                m = o + offs < n
+                key = tl.load(base + li * stride_l + o + offs, mask=m, other=-1)
+                if p > 0:
+                    m = m & ((key >> (SHIFT + 8)) == (prefix >> (SHIFT + 8)))
+                hist += tl.histogram(((key >> SHIFT) & 255).to(tl.int32), 256, mask=m)
+        ge = tl.cumsum(hist, 0, reverse=True)  # keys (matching the prefix) with digit >= bin
+        d = tl.max(tl.where(ge >= rem, bins, -1), 0)
+        rem = rem - tl.sum(tl.where(bins > d, hist, 0), 0)
+        prefix = prefix | (d.to(tl.int64) << SHIFT)
+    return prefix
+
+
+@triton.jit
+def _compact(src, stride_l, cnt_ptr, n_lists, kth, dst, BLOCK: tl.constexpr):
+    """Copy the keys >= kth of the lists densely to ``dst`` (in place is safe: every key
+    moves down, and a block's stores wait on its cumsum, i.e. on all its loads)."""
+    offs = tl.arange(0, BLOCK)
+    oc = 0
+    for li in range(n_lists):
+        n = tl.load(cnt_ptr + li)
+        for o in range(0, n, BLOCK):
+            m = o + offs < n
+            key = tl.load(src + li * stride_l + o + offs, mask=m, other=-1)
+            keep = m & (key >= kth)
+            kk = keep.to(tl.int32)
+            tl.store(dst + oc + tl.cumsum(kk, 0) - 1, key, mask=keep)
+            oc += tl.sum(kk, 0)
+    return oc
+
+
+@triton.jit
+def _prune_lists(cand_ptr, cnt_ptr, thr_ptr, list_base, cnt, thr, tok, b, top_k, limit, NEXT_N: tl.constexpr,
+                 CAP: tl.constexpr, SELECT_BLOCK: tl.constexpr, SHARE_THRESHOLD: tl.constexpr):
+    """Prune every token's list holding more than ``limit`` keys to its ``top_k`` best."""
+    for t in tl.static_range(NEXT_N):
+        c_t = tl.sum(tl.where(tok == t, cnt, 0), 0)
+        if c_t > limit:
+            lb = tl.sum(tl.where(tok == t, list_base, 0), 0)
+            tl.store(cnt_ptr + lb // CAP, c_t)
+            tl.debug_barrier()  # the count and every appended key visible to all threads
+            kth = _kth_key(cand_ptr + lb, CAP, cnt_ptr + lb // CAP, 1, top_k, SELECT_BLOCK)
+            _compact(cand_ptr + lb, CAP, cnt_ptr + lb // CAP, 1, kth, cand_ptr + lb, SELECT_BLOCK)
+            tl.debug_barrier()
+            cnt = tl.where(tok == t, top_k, cnt)
+            thr = tl.where(tok == t, kth, thr)
+            if SHARE_THRESHOLD:
+                tl.atomic_max(thr_ptr + b * NEXT_N + t, kth)
+    return cnt, thr
+
+
+@triton.jit
+def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, cand_ptr, cnt_ptr, thr_ptr,
+                  H, top_k,
+                  stride_qb, stride_qt, stride_qh, stride_wb, stride_wt, stride_kp, stride_ks, stride_sp,
+                  stride_ss, stride_btb, stride_lb, stride_lt,
+                  D: tl.constexpr, PAGE: tl.constexpr, K_FORMAT: tl.constexpr, NEXT_N: tl.constexpr,
+                  TP: tl.constexpr, HP: tl.constexpr, LIST_UNIT: tl.constexpr, DO_TOPK: tl.constexpr,
+                  WRITE_LOGITS: tl.constexpr,
+                  BLOCK_N: tl.constexpr, NUM_SPLITS: tl.constexpr, CAND_MULT: tl.constexpr,
+                  SELECT_BLOCK: tl.constexpr, SHARE_THRESHOLD: tl.constexpr, MX_FP8_DOT: tl.constexpr,
+                  INTERPRET: tl.constexpr):
+    b = tl.program_id(0)
+    split = tl.program_id(1)
+    QR: tl.constexpr = TP * HP
+    CAP: tl.constexpr = CAND_MULT * LIST_UNIT
+    GROUP_KEYS: tl.constexpr = ((CAP - LIST_UNIT) // BLOCK_N) * BLOCK_N  # appended at most between prunes
+    d = tl.arange(0, D)
+    offs_n = tl.arange(0, BLOCK_N)
+    tok = tl.arange(0, TP)
+    # query rows (token, head) of this step, padded to TP x HP with zero q and zero weight
+    r = tl.arange(0, QR)
+    rt = r // HP
+    rh = r % HP
+    rmask = (rt < NEXT_N) & (rh < H)
+    q_rows = q_ptr + b.to(tl.int64) * stride_qb + rt * stride_qt + rh * stride_qh
+    w = tl.load(w_ptr + b.to(tl.int64) * stride_wb + rt * stride_wt + rh, mask=rmask, other=0.0)
+    if K_FORMAT == 1 and MX_FP8_DOT:
+        # one [QR, 32] slice per scale block, kept in registers for the whole scan
+        d32 = tl.arange(0, 32)
+        q0 = tl.load(q_rows[:, None] + d32[None, :], mask=rmask[:, None], other=0).to(tl.float8e4nv, bitcast=True)
+        q1 = tl.load(q_rows[:, None] + 32 + d32[None, :], mask=rmask[:, None], other=0).to(tl.float8e4nv,
+                                                                                          bitcast=True)
+        q2 = tl.load(q_rows[:, None] + 64 + d32[None, :], mask=rmask[:, None], other=0).to(tl.float8e4nv,
+                                                                                          bitcast=True)
+        q3 = tl.load(q_rows[:, None] + 96 + d32[None, :], mask=rmask[:, None], other=0).to(tl.float8e4nv,
+                                                                                          bitcast=True)
+    else:
+        q = tl.load(q_rows[:, None] + d[None, :], mask=rmask[:, None], other=0).to(tl.float8e4nv, bitcast=True)
+        if K_FORMAT == 1:
+            q = q.to(tl.bfloat16)  # exact: every E4M3 value is a BF16 value
+    seq_len = tl.load(seqlen_ptr + b)
+    n_vis = tl.maximum(seq_len - NEXT_N + tok + 1, 0)  # [TP] keys each token sees
+    n_vis = tl.where(tok < NEXT_N, n_vis, 0)
+    chunk = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    start = split * chunk
+    end = tl.minimum(start + chunk, seq_len)
+    bt_row = bt_ptr + b.to(tl.int64) * stride_btb
+    # per token: candidate list start (in keys), count, threshold (a lower bound of the k-th key)
+    list_base = ((b * NEXT_N + tok).to(tl.int64) * NUM_SPLITS + split) * CAP
+    cnt = tl.zeros([TP], tl.int32)
+    thr = tl.zeros([TP], tl.int64)
+    for g0 in range(start, end, GROUP_KEYS):
+        if DO_TOPK and SHARE_THRESHOLD:
+            thr = tl.maximum(thr, tl.load(thr_ptr + b * NEXT_N + tok, mask=tok < NEXT_N, other=0, volatile=True))
+        g1 = tl.minimum(g0 + GROUP_KEYS, end)
+        for n0 in range(g0, g1, BLOCK_N):
+            idx = n0 + offs_n
+            valid = idx < g1
+            if BLOCK_N <= PAGE:
+                page = tl.load(bt_row + n0 // PAGE).to(tl.int64)  # BLOCK_N | PAGE: one page per tile
+                slot = n0 % PAGE + offs_n
+            else:
+                page = tl.load(bt_row + idx // PAGE, mask=valid, other=0).to(tl.int64)
+                slot = idx % PAGE
+            row_k = page * stride_kp + slot * stride_ks
+            row_s = page * stride_sp + slot * stride_ss
+            if K_FORMAT == 0:
+                kt = tl.load(k_ptr + row_k[:, None] + d[None, :], mask=valid[:, None], other=0)
+                s = tl.dot(kt.to(tl.float8e4nv, bitcast=True), tl.trans(q))  # [BLOCK_N, QR]
+                ksc = tl.load(ks_ptr + row_s, mask=valid, other=0.0)
+            elif MX_FP8_DOT:
+                s = _mx_block_dot(k_ptr, ks_ptr, row_k, row_s, valid, q0, 0)
+                s += _mx_block_dot(k_ptr, ks_ptr, row_k, row_s, valid, q1, 1)
+                s += _mx_block_dot(k_ptr, ks_ptr, row_k, row_s, valid, q2, 2)
+                s += _mx_block_dot(k_ptr, ks_ptr, row_k, row_s, valid, q3, 3)
+            else:
+                codes = tl.load(k_ptr + row_k[:, None] + tl.arange(0, D // 2)[None, :], mask=valid[:, None],
+                                other=0)
+                scl = tl.load(ks_ptr + row_s[:, None] + tl.arange(0, D // 32)[None, :], mask=valid[:, None],
+                              other=127)
+                kt = mxfp4_tile_to_f32(codes, scl).to(tl.bfloat16)  # exact
+                s = _mma(kt, tl.trans(q), INTERPRET)
+            s = tl.maximum(s, 0.0) * w[None, :]
+            sc = tl.sum(tl.reshape(s, (BLOCK_N, TP, HP)), axis=2)  # [BLOCK_N, TP]: per-token head sum
+            if K_FORMAT == 0:
+                sc = sc * ksc[:, None]
+            vis = valid[:, None] & (idx[:, None] < n_vis[None, :])
+            if WRITE_LOGITS:
+                lp = logits_ptr + b.to(tl.int64) * stride_lb + tok[None, :] * stride_lt + idx[:, None]
+                tl.store(lp, sc, mask=vis)
+            if DO_TOPK:
+                key = _order_key(sc, idx[:, None])
+                ok = vis & (key >= thr[None, :])
+                ok32 = ok.to(tl.int32)
+                pos = cnt[None, :] + tl.cumsum(ok32, 0) - 1
+                tl.store(cand_ptr + list_base[None, :] + pos, key, mask=ok)
+                cnt += tl.sum(ok32, 0)
+        if DO_TOPK:
+            cnt, thr = _prune_lists(cand_ptr, cnt_ptr, thr_ptr, list_base, cnt, thr, tok, b, top_k,
+                                    CAP - GROUP_KEYS, NEXT_N, CAP, SELECT_BLOCK, SHARE_THRESHOLD)
+    if DO_TOPK:
+        # leave at most top_k keys per list for the merge
+        cnt, thr = _prune_lists(cand_ptr, cnt_ptr, thr_ptr, list_base, cnt, thr, tok, b, top_k, top_k,
+                                NEXT_N, CAP, SELECT_BLOCK, SHARE_THRESHOLD)
+        tl.store(cnt_ptr + list_base // CAP, cnt, mask=tok < NEXT_N)
+
+
+@triton.jit
+def _merge_kernel(in_ptr, in_cnt_ptr, out_ptr, out_cnt_ptr, idx_ptr, n_lists, top_k,
+                  stride_in_row, stride_in_list, stride_idx_row,
+                  OUT_CAP: tl.constexpr, TOPK_P2: tl.constexpr, FINAL: tl.constexpr,
+                  MERGE_GROUP: tl.constexpr, SELECT_BLOCK: tl.constexpr):
+    """One row (sequence, token), MERGE_GROUP lists -> one list of its top_k keys; the last
+    level sorts them and writes the indices (-1 past the keys there are)."""
+    row = tl.program_id(0)
+    g = tl.program_id(1)
+    n_groups = tl.num_programs(1)
+    l0 = g * MERGE_GROUP
+    nl = tl.minimum(MERGE_GROUP, n_lists - l0)
+    base = in_ptr + row.to(tl.int64) * stride_in_row + l0 * stride_in_list
+    cntp = in_cnt_ptr + row * n_lists + l0
+    gl = tl.arange(0, MERGE_GROUP)
+    total = tl.sum(tl.load(cntp + gl, mask=gl < nl, other=0), 0)
+    kth = tl.full([], 0, tl.int64)
+    if total > top_k:
+        kth = _kth_key(base, stride_in_list, cntp, nl, top_k, SELECT_BLOCK)
+    dst = out_ptr + (row * n_groups + g).to(tl.int64) * OUT_CAP
+    n = _compact(base, stride_in_list, cntp, nl, kth, dst, SELECT_BLOCK)
+    if FINAL:
+        tl.debug_barrier()
+        offs = tl.arange(0, TOPK_P2)
+        keys = tl.sort(tl.load(dst + offs, mask=offs < n, other=-1), descending=True)
+        idx = tl.where(keys >= 0, 2147483647 - (keys & 2147483647), -1).to(tl.int32)
+        tl.store(idx_ptr + row.to(tl.int64) * stride_idx_row + offs, idx, mask=offs < top_k)
+    else:
+        tl.store(out_cnt_ptr + row * n_groups + g, n)
+
+
+# ----------------------------------------------------------------------------- launcher
+
+
+def _check(name: str, t: Any, shape: tuple, dtypes: tuple[torch.dtype, ...]) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a tensor, got {type(t).__name__}")
+    if t.dtype not in dtypes:
+        raise ValueError(f"{name} must be {' or '.join(str(d) for d in dtypes)}, got {t.dtype}")
+    if len(shape) != t.dim() or any(s is not None and s != ts for s, ts in zip(shape, t.shape)):
+        want = ", ".join("?" if s is None else str(s) for s in shape)
+        raise ValueError(f"{name} must have shape [{want}], got {list(t.shape)}")
+    if t.numel() and t.stride(-1) != 1:
+        raise ValueError(f"{name} must be contiguous in its last dimension")
+
+
+def _validate(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format) -> None:
+    if k_format not in K_FORMATS:
+        raise ValueError(f"k_format must be one of {K_FORMATS}, got {k_format!r}")
+    _check("q", q, (None, None, None, D_INDEX), (torch.float8_e4m3fn,))
+    B, T, H, _ = q.shape
+    if T < 1 or H < 1:
+        raise ValueError(f"q needs next_n >= 1 and heads >= 1, got shape {list(q.shape)}")
+    _check("weights", weights, (B, T, H), (torch.float32,))
+    if k_format == "fp8":
+        _check("k_cache", k_cache, (None, None, D_INDEX), (torch.float8_e4m3fn,))
+        _check("k_scales", k_scales, tuple(k_cache.shape[:2]), (torch.float32,))
+    else:
+        _check("k_cache", k_cache, (None, None, D_INDEX // 2), (torch.uint8,))
+        _check("k_scales", k_scales, (*k_cache.shape[:2], D_INDEX // 32), (torch.uint8,))
+    page = k_cache.shape[1]
+    if page < 16 or page & (page - 1):
+        raise ValueError(f"page size {page} must be a power of two >= 16")
+    _check("block_table", block_table, (B, None), (torch.int32,))
+    _check("seq_lens", seq_lens, (B,), (torch.int32,))
+    if not isinstance(top_k, int) or not 0 <= top_k <= MAX_TOPK:
+        raise ValueError(f"top_k must be an int in [0, {MAX_TOPK}], got {top_k!r}")
+
+
+def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format, return_logits, config, bufs):
+    """The launches as (kernel, grid, args); shared by ``launch`` and ``lower_signatures``.
+
+    ``bufs``: logits, candidate lists, their counts, the shared thresholds, the merge
+    levels' (lists, counts) and the indices, as ``_buffers`` makes them."""
+    B, T, H, D = q.shape
+    page = k_cache.shape[1]
+    BN, S = int(config["BLOCK_N"]), int(config["NUM_SPLITS"])
+    G = int(config["MERGE_GROUP"])
+    if page % BN and BN % page:
+        raise ValueError(f"BLOCK_N={BN} and the page size {page} must divide one another")
+    if BN < 16:
+        raise ValueError("BLOCK_N must be >= 16 (MMA tile)")
+    if G < 2:
+        raise ValueError("MERGE_GROUP must be >= 2")
+    if config["MX_FP8_DOT"] and k_format != "mxfp4":
+        raise ValueError("MX_FP8_DOT applies to k_format='mxfp4' only")
+    logits, cand, cnt, thr, levels, idx = bufs
+    kc = k_cache.view(torch.uint8)
+    tp = triton.next_power_of_2(T)
+    hp = max(triton.next_power_of_2(H), 16 // tp)  # >= 16 query rows: the MMA's N
+    score_args = dict(
+        q_ptr=q.view(torch.uint8), w_ptr=weights, k_ptr=kc,
+        ks_ptr=k_scales, bt_ptr=block_table, seqlen_ptr=seq_lens, logits_ptr=logits, cand_ptr=cand,
+        cnt_ptr=cnt, thr_ptr=thr, H=H, top_k=top_k,
+        stride_qb=q.stride(0), stride_qt=q.stride(1), stride_qh=q.stride(2), stride_wb=weights.stride(0),
+        stride_wt=weights.stride(1), stride_kp=kc.stride(0), stride_ks=kc.stride(1), stride_sp=k_scales.stride(0),
+        stride_ss=k_scales.stride(1), stride_btb=block_table.stride(0), stride_lb=logits.stride(0),
+        stride_lt=logits.stride(1),
+        D=D, PAGE=page, K_FORMAT=_FMT[k_format], NEXT_N=T, TP=tp, HP=hp,
+        LIST_UNIT=max(triton.next_power_of_2(max(top_k, 1)), BN), DO_TOPK=top_k > 0, WRITE_LOGITS=return_logits,
+        BLOCK_N=BN, NUM_SPLITS=S, CAND_MULT=int(config["CAND_MULT"]), SELECT_BLOCK=int(config["SELECT_BLOCK"]),
+        SHARE_THRESHOLD=bool(config["SHARE_THRESHOLD"]), MX_FP8_DOT=bool(config["MX_FP8_DOT"]),
+        INTERPRET=interpreting(), num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]),
+    )
+    plan = [(_score_kernel, (B, S), score_args)]
+    if top_k == 0:
+        return plan
+    src, src_cnt, n_lists = cand, cnt, S
+    for out, out_cnt in levels:
+        groups = triton.cdiv(n_lists, G)
+        final = groups == 1
+        plan.append((_merge_kernel, (B * T, groups), dict(
+            in_ptr=src, in_cnt_ptr=src_cnt, out_ptr=out, out_cnt_ptr=out_cnt, idx_ptr=idx, n_lists=n_lists,
+            top_k=top_k, stride_in_row=src.stride(0), stride_in_list=src.stride(1), stride_idx_row=idx.stride(0),
+            OUT_CAP=out.shape[-1], TOPK_P2=out.shape[-1], FINAL=final, MERGE_GROUP=G,
+            SELECT_BLOCK=int(config["SELECT_BLOCK"]), num_warps=4, num_stages=1)))
+        src, src_cnt, n_lists = out, out_cnt, groups
+    return plan
+
+
+def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, config: dict[str, Any], device: Any,
+             alloc=None) -> tuple:
+    """Outputs and scratch for ``_plan``: candidate lists ``[B*T, S, CAP]`` int64 (per split),
+    one ``[B*T, groups, next_pow2(top_k)]`` list buffer per merge level."""
+    if alloc is None:
+        def alloc(shape, dtype, fill=None):
+            if fill is None:
+                return torch.empty(shape, dtype=dtype, device=device)
+            return torch.full(shape, fill, dtype=dtype, device=device)
+    BN, S, G = int(config["BLOCK_N"]), int(config["NUM_SPLITS"]), int(config["MERGE_GROUP"])
+    p2 = triton.next_power_of_2(max(top_k, 1))
+    cap = int(config["CAND_MULT"]) * max(p2, BN)
+    logits = alloc((B, T, max_len) if return_logits else (1, 1, 1), torch.float32, float("-inf"))
+    idx = alloc((B * T, top_k), torch.int32)
+    if top_k == 0:
+        return logits, alloc((1, 1, 1), torch.int64), alloc((1,), torch.int32), alloc((1,), torch.int64), [], idx
+    cand = alloc((B * T, S, cap), torch.int64)
+    cnt = alloc((B * T * S,), torch.int32)
+    thr = alloc((B * T,), torch.int64, 0)
+    levels, n = [], S
+    while True:
+        groups = triton.cdiv(n, G)
+        levels.append((alloc((B * T, groups, p2), torch.int64), alloc((B * T * groups,), torch.int32)))
+        if groups == 1:
+            break
+        n = groups
+    return logits, cand, cnt, thr, levels, idx
+
+
+def launch(*, config: dict[str, Any], q: torch.Tensor, weights: torch.Tensor, k_cache: torch.Tensor,
+           k_scales: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor, top_k: int,
+           k_format: str = "fp8", return_logits: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Validate, allocate, run the scoring kernel and the merge levels.
+
+    Returns ``topk_idx [B, next_n, top_k] int32`` (and the logits with ``return_logits``).
+    ``top_k=0`` with ``return_logits=True`` runs the scoring alone. ``seq_lens[b]`` must
+    not exceed ``block_table.shape[1] * PAGE`` (not checked: a host sync).
+    """
+    _validate(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format)
+    B, T = q.shape[:2]
+    max_len = block_table.shape[1] * k_cache.shape[1]
+    bufs = _buffers(B, T, max_len, top_k, return_logits, config, q.device)
+    for kern, grid, args in _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
+                                  return_logits, config, bufs):
+        kern[grid](**args)
+    idx = bufs[-1].view(B, T, top_k)
+    return (idx, bufs[0]) if return_logits else idx
+
+
+# ----------------------------------------------------------------------------- workloads
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One decode step: ``batch`` sequences of ``context`` keys, ``next_n`` query tokens each."""
+
+    batch: int
+    context: int
+    next_n: int
+    profile: str
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise ValueError(f"profile must be one of {sorted(PROFILES)}, got {self.profile!r}")
+
+
+def _wdict(w: Workload) -> dict[str, Any]:
+    return {"batch": w.batch, "context": w.context, "next_n": w.next_n, "profile": w.profile}
+
+
+def make_inputs(workload: Workload, device: str, seed: int) -> dict[str, Any]:
+    """Keys ~ N(0, 1) quantized to the profile's format (fp8: per-key scale amax/448;
+    mxfp4: UE8M0 per 32), pages shuffled across the pool, q ~ N(0, 1) in FP8, weights ~
+    N(0, 1) * H^-0.5 * 128^-0.5 (mixed signs, as after the folding), every sequence full.
+    At most 64K distinct keys are tiled over the cache (inputs for GB caches in seconds;
+    repeated keys give exactly tied scores, which the tie rule orders)."""
+    w = workload
+    prof = PROFILES[w.profile]
+    H, fmt = prof["heads"], prof["k_format"]
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    B, N, T, D = w.batch, w.context, w.next_n, D_INDEX
+    pages_per_seq = triton.cdiv(N, PAGE)
+    n_pages = B * pages_per_seq
+    n_rows = n_pages * PAGE
+    n_pool = min(n_rows, 65536)
+    pool = torch.randn(n_pool, D, generator=g).to(device)
+    if n_rows <= n_pool:
+        pick = torch.arange(n_rows, device=device)  # all keys distinct (the pages are shuffled below)
+    else:
+        pick = torch.randint(0, n_pool, (n_rows,), generator=g).to(device)
+    if fmt == "fp8":
+        s = pool.abs().amax(-1).clamp(min=1e-4) / 448.0
+        codes = (pool / s[:, None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+        k_cache = codes.view(torch.uint8)[pick].view(torch.float8_e4m3fn).view(n_pages, PAGE, D)
+        k_scales = s[pick].view(n_pages, PAGE)
+    else:
+        pc, ps = quantize_mxfp4(pool)
+        k_cache, k_scales = pc[pick].view(n_pages, PAGE, D // 2), ps[pick].view(n_pages, PAGE, D // 32)
+    del pool, pick
+    block_table = torch.randperm(n_pages, generator=g).to(torch.int32).view(B, pages_per_seq).to(device)
+    seq_lens = torch.full((B,), N, dtype=torch.int32, device=device)
+    q = torch.randn(B, T, H, D, generator=g).to(torch.float8_e4m3fn).to(device)
+    weights = (torch.randn(B, T, H, generator=g) * (H ** -0.5 * D ** -0.5)).to(device)
+    return dict(q=q, weights=weights, k_cache=k_cache, k_scales=k_scales, block_table=block_table,
+                seq_lens=seq_lens, top_k=prof["top_k"], k_format=fmt, return_logits=False)
+
+
+SMS = 132  # H200
+
+
+def default_splits(w: Workload, block_n: int, sms: int = SMS) -> int:
+    """Enough splits for ~2 waves of programs, none shorter than 8 tiles."""
+    want = triton.next_power_of_2(max(1, triton.cdiv(2 * sms, w.batch)))
+    most = max(1, w.context // (8 * block_n))
+    s = 1
+    while s * 2 <= min(want, most, 128):
+        s *= 2
+    return s
+
+
+def default_config(workload: Workload) -> dict[str, Any]:
+    """Heuristic: 64-key tiles (one page: one block-table load per tile, the wgmma M),
+    splits for ~2 waves, candidate lists of twice the top-k, up to 8-way merges, shared
+    thresholds; mxfp4 keys go through FP8 MMA on the scaled codes."""
+    w = workload
+    bn = 64
+    S = default_splits(w, bn)
+    return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": min(8, max(2, S)),
+            "SELECT_BLOCK": 1024, "SHARE_THRESHOLD": True,
+            "MX_FP8_DOT": PROFILES[w.profile]["k_format"] == "mxfp4", "num_warps": 4, "num_stages": 2}
+
+
+def cost(workload: Workload) -> tuple[float, float]:
+    """KERNELS.md floor: ``B*N*b_k`` bytes (indices only), ``2*B*next_n*H*128*N`` flops."""
+    w = workload
+    prof = PROFILES[w.profile]
+    nbytes = w.batch * w.context * BYTES_PER_KEY[prof["k_format"]]
+    flops = 2 * w.batch * w.next_n * prof["heads"] * D_INDEX * w.context
+    return float(nbytes), float(flops)
+
+
+def memory_bytes(workload: Workload, config: dict[str, Any] | None = None) -> int:
+    """Device memory of the inputs, the candidate scratch and the outputs (no baseline)."""
+    w = workload
+    prof = PROFILES[w.profile]
+    cfg = config or default_config(w)
+    rows = w.batch * triton.cdiv(w.context, PAGE) * PAGE
+    p2 = triton.next_power_of_2(prof["top_k"])
+    cand = w.batch * w.next_n * cfg["NUM_SPLITS"] * cfg["CAND_MULT"] * max(p2, cfg["BLOCK_N"]) * 8
+    return rows * BYTES_PER_KEY[prof["k_format"]] + cand + 2 * w.batch * w.next_n * p2 * 8
+
+
+def feasible(workload: Workload, budget_bytes: int | None = None) -> str | None:
+    """None when the workload, its float64 reference (one sequence at a time) and the
+    chunked baseline's logits fit in 70% of the device memory (141 GB without a GPU)."""
+    if budget_bytes is None:
+        total = 141 * 10**9
+        if torch.cuda.is_available() and not interpreting():
+            total = torch.cuda.get_device_properties(0).total_memory
+        budget_bytes = int(0.7 * total)
+    w = workload
+    H = PROFILES[w.profile]["heads"]
+    ref = w.context * (D_INDEX * 8 + w.next_n * H * 8 * 2)  # one sequence's keys and dots in float64
+    baseline = w.batch * w.next_n * w.context * 4 * 2
+    need = memory_bytes(w) + ref + baseline
+    if need > budget_bytes:
+        return f"needs {need / 1e9:.1f} GB of device memory, budget {budget_bytes / 1e9:.1f} GB"
+    return None
+
+
+# ----------------------------------------------------------------------------- public API
+
+
+def mqa_topk(q: torch.Tensor, weights: torch.Tensor, k_cache: torch.Tensor, k_scales: torch.Tensor,
+             block_table: torch.Tensor, seq_lens: torch.Tensor, *, top_k: int, k_format: str = "fp8",
+             return_logits: bool = False, config: dict[str, Any] | None = None
+             ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Lightning-indexer scores fused with top-k: ``topk_idx [B, next_n, top_k] int32``.
+
+    ``q [B, next_n, H, 128] float8_e4m3fn``, ``weights [B, next_n, H] fp32``; ``fp8``:
+    ``k_cache [pages, PAGE, 128] float8_e4m3fn`` + ``k_scales [pages, PAGE] fp32``;
+    ``mxfp4``: ``k_cache [pages, PAGE, 64] uint8`` + ``k_scales [pages, PAGE, 4] uint8``
+    (UE8M0); ``block_table [B, max_pages] int32``, ``seq_lens [B] int32``. Indices sorted by
+    descending score (ties: lower index first), -1 past the visible keys. With
+    ``return_logits`` also ``[B, next_n, max_pages * PAGE] fp32`` (-inf where not seen).
+    ``config=None`` picks the active pack's config (nearest profile by heads / top-k / format).
+    """
+    if config is None:
+        B, T, H, _ = q.shape
+        prof = next((p for p, v in PROFILES.items() if v["heads"] == H and v["top_k"] == top_k
+                     and v["k_format"] == k_format), None)
+        if prof is None:  # not a known profile: the one of the same key format
+            prof = next(p for p, v in PROFILES.items() if v["k_format"] == k_format) if k_format in K_FORMATS \
+                else "dsv32"
+        wl = Workload(batch=B, context=int(block_table.shape[1]) * int(k_cache.shape[1]), next_n=T, profile=prof)
+        config = runtime.select("sparse_mqa", _wdict(wl)).config
+    return launch(config=config, q=q, weights=weights, k_cache=k_cache, k_scales=k_scales, block_table=block_table,
+                  seq_lens=seq_lens, top_k=top_k, k_format=k_format, return_logits=return_logits)
+
+
+# ----------------------------------------------------------------------------- baselines, verify
+
+
+def torch_eager(q, weights, k_cache, k_scales, block_table, seq_lens, *, top_k, k_format="fp8",
+                return_logits=False, chunk_elems: int = 2**27):
+    """What a user writes first: per chunk of keys, gather and dequantize to fp32, einsum
+    with q, relu, weighted head sum, key scale into a logits buffer; causal mask;
+    ``torch.topk``. Chunked so the ``[B, next_n, H, chunk]`` products stay under
+    ``chunk_elems`` floats at 512K; no host syncs, so it can be captured in a CUDA graph."""
+    B, T, H, D = q.shape
+    page = k_cache.shape[1]
+    max_pages = block_table.shape[1]
+    max_len = max_pages * page
+    qf = q.float()
+    logits = torch.empty(B, T, max_len, dtype=torch.float32, device=q.device)
+    pages_per_chunk = max(1, chunk_elems // (B * max(T * H, D) * page))
+    kc = k_cache.view(torch.uint8)
+    for p0 in range(0, max_pages, pages_per_chunk):
+        pg = block_table[:, p0:p0 + pages_per_chunk].long()
+        n = pg.shape[1] * page
+        if k_format == "fp8":
+            k = kc[pg].view(torch.float8_e4m3fn).float().view(B, n, D)
+            ks = k_scales[pg].view(B, 1, n)
+        else:
+            k = dequantize_mxfp4(kc[pg], k_scales[pg]).view(B, n, D)
+            ks = None
+        s = torch.relu(torch.einsum("bthd,bnd->bthn", qf, k))
+        sc = torch.einsum("bthn,bth->btn", s, weights)
+        logits[:, :, p0 * page:p0 * page + n] = sc if ks is None else sc * ks
+    vis = visible(seq_lens, T)
+    logits.masked_fill_(torch.arange(max_len, device=q.device)[None, None, :] >= vis[..., None], float("-inf"))
+    kk = min(top_k, max_len)
+    vals, idx = torch.topk(logits, kk, dim=-1)
+    idx = torch.where(vals == float("-inf"), -1, idx).to(torch.int32)
+    if kk < top_k:
+        idx = torch.cat([idx, idx.new_full((B, T, top_k - kk), -1)], dim=-1)
+    return (idx, logits) if return_logits else idx
+
+
+baselines = {"torch_eager": torch_eager}
+
+
+def scores_at(inputs: dict[str, Any], b: int, t: int, idx: torch.Tensor) -> torch.Tensor:
+    """Float64 scores of sequence ``b``, token ``t`` at key indices ``idx`` (all >= 0)."""
+    page = inputs["k_cache"].shape[1]
+    i = idx.long()
+    pages = inputs["block_table"][b].long()[i // page]
+    k, ks = _dequant_rows(inputs["k_cache"][pages, i % page], inputs["k_scales"][pages, i % page],
+                          inputs["k_format"])
+    dots = torch.relu(inputs["q"][b, t].double() @ k.t())
+    return (dots * inputs["weights"][b, t].double()[:, None]).sum(0) * ks
+
+
+def verify(out: Any, ref: Any, inputs: dict[str, Any]) -> None:
+    """Indices: exactly the reference's, or (where rounding reorders near-equal scores) a
+    valid top-k: the same -1 padding, distinct visible keys in non-increasing score order
+    whose scores match the reference's rank by rank within ``1e-5 * max|score|`` of the
+    row. Logits: ``|out - ref| <= 2e-5 * max|ref|`` of the row (fp32 accumulation)."""
+    if inputs.get("return_logits"):
+        idx, logits = out
+        ridx, rlogits = ref
+        fin = torch.isfinite(rlogits)
+        scale = torch.where(fin, rlogits.abs(), torch.zeros_like(rlogits)).amax(-1, keepdim=True).clamp(min=1e-30)
+        if logits.dtype != torch.float32:
+            raise AssertionError(f"logits: dtype {logits.dtype}, want torch.float32")
+        same_inf = torch.isinf(logits) & (logits == rlogits)  # -inf where not seen: equal, and no inf*0 bounds
+        assert_close("logits", torch.where(same_inf, 0.0, logits / scale), torch.where(same_inf, 0.0, rlogits / scale),
+                     atol=2e-5)
+    else:
+        idx, ridx = out, ref
+    if idx.dtype != torch.int32 or idx.shape != ridx.shape:
+        raise AssertionError(f"topk_idx: {idx.dtype} {tuple(idx.shape)}, want torch.int32 {tuple(ridx.shape)}")
+    idx, ridx = idx.cpu(), ridx.cpu()
+    if torch.equal(idx, ridx):
+        return
+    if not torch.equal(idx >= 0, ridx >= 0):
+        bad = (idx >= 0) != (ridx >= 0)
+        raise AssertionError(f"topk_idx: -1 padding differs at {bad.nonzero()[:3].tolist()}")
+    vis = visible(inputs["seq_lens"], idx.shape[1]).cpu()
+    rows = (idx != ridx).any(-1).nonzero().tolist()
+    for b, t in rows:
+        m = idx[b, t] >= 0
+        o, r = idx[b, t][m], ridx[b, t][m]
+        if o.unique().numel() != o.numel() or int(o.min()) < 0 or int(o.max()) >= int(vis[b, t]):
+            raise AssertionError(f"topk_idx[{b}, {t}]: indices repeat or are not visible keys")
+        dev = inputs["q"].device
+        so, sr = scores_at(inputs, b, t, o.to(dev)).cpu(), scores_at(inputs, b, t, r.to(dev)).cpu()
+        tol = 1e-5 * float(sr.abs().max()) + 1e-30
+        if (so[1:] - so[:-1] > tol).any():
+            raise AssertionError(f"topk_idx[{b}, {t}]: not in descending score order")
+        if ((so - sr).abs() > tol).any():
+            j = int(((so - sr).abs() > tol).nonzero()[0])
+            raise AssertionError(f"topk_idx[{b}, {t}] rank {j}: key {int(o[j])} scores {float(so[j]):.6g}, "
+                                 f"reference key {int(r[j])} scores {float(sr[j]):.6g}")
+
+
+def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[Any, dict[str, str], dict[str, Any]]]:
+    """Each launch ``launch`` does for this workload/config: (jit fn, signature, constexprs).
+
+    Needs ``TRITON_INTERPRET`` unset (under the interpreter the kernels are not compilable).
+    """
+    w = workload
+    prof = PROFILES[w.profile]
+    B, T, H, D, fmt = w.batch, w.next_n, prof["heads"], D_INDEX, prof["k_format"]
+    m = lambda *s, dt=torch.float32: torch.empty(*s, dtype=dt, device="meta")  # noqa: E731
+    pages = B * triton.cdiv(w.context, PAGE)
+    if fmt == "fp8":
+        kc, ks = m(pages, PAGE, D, dt=torch.float8_e4m3fn), m(pages, PAGE)
+    else:
+        kc, ks = m(pages, PAGE, D // 2, dt=torch.uint8), m(pages, PAGE, D // 32, dt=torch.uint8)
+    bufs = _buffers(B, T, (pages // B) * PAGE, prof["top_k"], False, config, "meta",
+                    alloc=lambda shape, dtype, fill=None: m(*shape, dt=dtype))
+    launches = _plan(m(B, T, H, D, dt=torch.float8_e4m3fn), m(B, T, H), kc, ks, m(B, pages // B, dt=torch.int32),
+                     m(B, dt=torch.int32), prof["top_k"], fmt, False, config, bufs)
+    tnames = {torch.float32: "fp32", torch.uint8: "u8", torch.int32: "i32", torch.int64: "i64",
+              torch.float8_e4m3fn: "fp8e4nv"}
+    out = []
+    for kern, _grid, args in launches:
+        sig, cx = {}, {}
+        for prm in kern.params:
+            name, v = prm.name, args[prm.name]
+            if prm.is_constexpr:
+                sig[name], cx[name] = "constexpr", v
+            elif isinstance(v, torch.Tensor):
+                sig[name] = "*" + tnames[v.dtype]
+            elif isinstance(v, float):
+                sig[name] = "fp32"
+            else:
+                sig[name] = "i32"
+        out.append((kern, sig, cx))
+    return out
+
+
+runtime.register_defaults("sparse_mqa", lambda wd: default_config(Workload(**wd)))
+
+SPEC = KernelSpec(
+    name="sparse_mqa",
+    workload=Workload,
+    make_inputs=make_inputs,
+    reference=reference,
+    launch=launch,
+    default_config=default_config,
+    cost=cost,
+    verify=verify,
+    baselines=baselines,
+    launch_bound=False,
+    description="Sparse MQA indexer: FP8 / MXFP4 paged-key scoring fused with exact top-k (radix select)",
+)
