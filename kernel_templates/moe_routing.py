@@ -142,13 +142,43 @@ def _log1p(y):
 
 
 @triton.jit
+def _score(x, SCORING: tl.constexpr):
+    if SCORING == "sigmoid":
+        s0 = 1.0 / (1.0 + tl.exp(-x))
+    else:  # sqrtsoftplus, softplus linear above 20
+        sp = tl.maximum(x, 0.0) + _log1p(tl.exp(-tl.abs(x)))
+        s0 = tl.sqrt(tl.where(x > 20.0, x, sp))
+    return s0
+
+
+@triton.jit
+def _key(s, idx, PAD: tl.constexpr):
+    # (score, index) packed in one int64 that orders like the score, ties to the lower
+    # index: one max-reduction instead of a max and a masked min (half the reductions).
+    b = s.to(tl.int32, bitcast=True)
+    k32 = b ^ ((b >> 31) & 0x7FFFFFFF)  # float order as signed int order
+    return (k32.to(tl.int64) << 32) | (PAD - 1 - idx).to(tl.int64)
+
+
+@triton.jit
+def _key_index(key, PAD: tl.constexpr):
+    return PAD - 1 - (key & 0xFFFFFFFF).to(tl.int32)
+
+
+@triton.jit
+def _key_value(key):
+    k32 = (key >> 32).to(tl.int32)
+    return (k32 ^ ((k32 >> 31) & 0x7FFFFFFF)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _moe_routing_kernel(
     logits_ptr, bias_ptr, emap_ptr,
     w_ptr, ids_ptr, sorted_ptr, eids_ptr, npad_ptr,
     cnt_ptr, cur_ptr, sync_ptr,
     T, E, stride_lt, n_sorted, max_blocks, block_m, chunks_per_prog, scaling,
     TOP_K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr, N_PAD: tl.constexpr,
-    N_GROUP: tl.constexpr, G_PAD: tl.constexpr, TOPK_GROUP: tl.constexpr, SCORING: tl.constexpr,
+    N_GROUP: tl.constexpr, GSIZE: tl.constexpr, G_PAD: tl.constexpr, TOPK_GROUP: tl.constexpr, SCORING: tl.constexpr,
     HAS_BIAS: tl.constexpr, RENORM: tl.constexpr, HAS_MAP: tl.constexpr,
     CNT_ROWS: tl.constexpr, EID_BLOCK: tl.constexpr, FILL_BLOCK: tl.constexpr,
     PHASE: tl.constexpr, BLOCK_T: tl.constexpr, MAX_PROGRAMS: tl.constexpr, FUSED: tl.constexpr,
@@ -170,63 +200,72 @@ def _moe_routing_kernel(
         if HAS_BIAS:
             bias = tl.load(bias_ptr + col, mask=cmask, other=0.0)
         hist = tl.zeros([E_PAD], dtype=tl.int32)
-        gsize = E // N_GROUP
         for c in range(0, chunks_per_prog):
             tok = t_begin + c * BLOCK_T + rows
             rmask = tok < t_end
             m2d = rmask[:, None] & cmask[None, :]
             x = tl.load(logits_ptr + tok[:, None] * stride_lt + col[None, :], mask=m2d, other=0.0).to(tl.float32)
-            if SCORING == "sigmoid":
-                s0 = 1.0 / (1.0 + tl.exp(-x))
-            elif SCORING == "sqrtsoftplus":
-                sp = tl.maximum(x, 0.0) + _log1p(tl.exp(-tl.abs(x)))
-                s0 = tl.sqrt(tl.where(x > 20.0, x, sp))
-            else:  # softmax over the real experts
+            if SCORING == "softmax":  # over the real experts
                 xm = tl.where(cmask[None, :], x, float("-inf"))
-                ex = tl.exp(xm - tl.max(xm, axis=1)[:, None])
-                s0 = ex / tl.sum(ex, axis=1)[:, None]
+                row_max = tl.max(xm, axis=1)
+                row_sum = tl.sum(tl.exp(xm - row_max[:, None]), axis=1)
+                s0 = tl.exp(xm - row_max[:, None]) / row_sum[:, None]
+            else:
+                s0 = _score(x, SCORING)
             if HAS_BIAS:
                 s = s0 + bias[None, :]
             else:
                 s = s0
-            s = tl.where(cmask[None, :], s, float("-inf"))
+            # Every selection below works on packed (score, index) keys, made once.
+            key = _key(tl.where(cmask[None, :], s, float("-inf")), col[None, :], E_PAD)
             if N_GROUP > 1:
                 # group score: sum of the top-2 (max without bias); ties pick the lower index
-                gs = tl.full([BLOCK_T, G_PAD], float("-inf"), tl.float32)
-                for g in tl.static_range(N_GROUP):
-                    in_g = (col >= g * gsize) & (col < (g + 1) * gsize)
-                    sg = tl.where(in_g[None, :], s, float("-inf"))
-                    m1 = tl.max(sg, axis=1)
+                if N_GROUP * GSIZE == E_PAD:  # power-of-two groups: all groups in one reduction
+                    k3 = tl.reshape(key, [BLOCK_T, N_GROUP, GSIZE])
+                    k1 = tl.max(k3, axis=2)
                     if HAS_BIAS:
-                        i1 = tl.min(tl.where(sg == m1[:, None], col[None, :], E_PAD), axis=1)
-                        m2 = tl.max(tl.where(col[None, :] == i1[:, None], float("-inf"), sg), axis=1)
-                        score = m1 + m2
+                        k2 = tl.max(tl.where(k3 == k1[:, :, None], -9223372036854775807, k3), axis=2)
+                        gs = _key_value(k1) + _key_value(k2)
                     else:
-                        score = m1
-                    gs = tl.where(gcol[None, :] == g, score[:, None], gs)
+                        gs = _key_value(k1)
+                else:
+                    gs = tl.full([BLOCK_T, G_PAD], float("-inf"), tl.float32)
+                    for g in tl.static_range(N_GROUP):
+                        in_g = (col >= g * GSIZE) & (col < (g + 1) * GSIZE)
+                        kg = tl.where(in_g[None, :], key, -9223372036854775807)
+                        k1 = tl.max(kg, axis=1)
+                        if HAS_BIAS:
+                            k2 = tl.max(tl.where(kg == k1[:, None], -9223372036854775807, kg), axis=1)
+                            score = _key_value(k1) + _key_value(k2)
+                        else:
+                            score = _key_value(k1)
+                        gs = tl.where(gcol[None, :] == g, score[:, None], gs)
                 keep = tl.zeros([BLOCK_T, E_PAD], dtype=tl.int1)
-                egroup = col // gsize
+                egroup = col // GSIZE
                 for r in tl.static_range(TOPK_GROUP):
-                    gm = tl.max(gs, axis=1)
-                    gi = tl.min(tl.where(gs == gm[:, None], gcol[None, :], G_PAD), axis=1)
+                    gi = _key_index(tl.max(_key(gs, gcol[None, :], G_PAD), axis=1), G_PAD)
                     keep = keep | (egroup[None, :] == gi[:, None])
                     gs = tl.where(gcol[None, :] == gi[:, None], float("-inf"), gs)
-                s = tl.where(keep, s, float("-inf"))
+                key = tl.where(keep, key, -9223372036854775807)
             ids = tl.zeros([BLOCK_T, K_PAD], dtype=tl.int32)
-            w = tl.zeros([BLOCK_T, K_PAD], dtype=tl.float32)
             for j in tl.static_range(TOP_K):
-                m = tl.max(s, axis=1)
-                idx = tl.min(tl.where(s == m[:, None], col[None, :], E_PAD), axis=1)
-                hit = col[None, :] == idx[:, None]
-                wj = tl.sum(tl.where(hit, s0, 0.0), axis=1)
-                s = tl.where(hit, float("-inf"), s)
-                ids = tl.where(kcol[None, :] == j, idx[:, None], ids)
-                w = tl.where(kcol[None, :] == j, wj[:, None], w)
-                hist += tl.sum(tl.where(hit & rmask[:, None], 1, 0), axis=0)
+                kmax = tl.max(key, axis=1)
+                ids = tl.where(kcol[None, :] == j, _key_index(kmax, E_PAD)[:, None], ids)
+                key = tl.where(key == kmax[:, None], -9223372036854775807 - 1, key)  # chosen
+            # one column reduction per chunk for the expert histogram, not one per slot
+            hist += tl.sum(((key == -9223372036854775807 - 1) & rmask[:, None]).to(tl.int32), axis=0)
+            # weights from the UNBIASED scores of the chosen experts: re-read k logits per
+            # token (cached) and score them with the same formula, not k gathers over the tile
+            kmask = rmask[:, None] & (kcol[None, :] < TOP_K)
+            xk = tl.load(logits_ptr + tok[:, None] * stride_lt + ids, mask=kmask, other=0.0).to(tl.float32)
+            if SCORING == "softmax":
+                w = tl.exp(xk - row_max[:, None]) / row_sum[:, None]
+            else:
+                w = _score(xk, SCORING)
+            w = tl.where(kcol[None, :] < TOP_K, w, 0.0)
             if RENORM:
                 w = w / tl.sum(w, axis=1)[:, None]
             w = w * scaling
-            kmask = rmask[:, None] & (kcol[None, :] < TOP_K)
             optr = tok[:, None] * TOP_K + kcol[None, :]
             tl.store(w_ptr + optr, w, mask=kmask)
             tl.store(ids_ptr + optr, ids, mask=kmask)
@@ -263,18 +302,22 @@ def _moe_routing_kernel(
         npad = tl.sum(padded, axis=0)
         if pid == 0:
             tl.store(npad_ptr, npad)
-        # expert of block j = number of experts whose padded end <= j*BM
+        # expert_ids: each expert writes the range of blocks it owns (experts dealt out to
+        # programs round-robin), O(E + blocks) stores instead of a blocks x experts search;
+        # blocks past num_tokens_post_pad get -1.
+        mine = cmask & ((col % NP) == pid)
+        nblk = padded // block_m
+        first_blk = off_incl // block_m - nblk
+        if HAS_MAP:
+            label = tl.load(emap_ptr + col, mask=mine, other=-1)
+        else:
+            label = col
+        for r in range(0, tl.max(tl.where(mine, nblk, 0), axis=0)):
+            tl.store(eids_ptr + first_blk + r, label, mask=mine & (r < nblk))
         eb = tl.arange(0, EID_BLOCK)
-        for j0 in range(pid * EID_BLOCK, max_blocks, NP * EID_BLOCK):
+        for j0 in range(npad // block_m + pid * EID_BLOCK, max_blocks, NP * EID_BLOCK):
             j = j0 + eb
-            start = j * block_m
-            le = (off_incl[None, :] <= start[:, None]) & cmask[None, :]
-            e = tl.sum(le.to(tl.int32), axis=1)
-            live = start < npad
-            if HAS_MAP:
-                e = tl.load(emap_ptr + e, mask=live, other=-1)
-            e = tl.where(live, e, -1)
-            tl.store(eids_ptr + j, e, mask=j < max_blocks)
+            tl.store(eids_ptr + j, tl.full([EID_BLOCK], -1, tl.int32), mask=j < max_blocks)
         # Scatter: cursor per expert (in scratch, gathered by id) starts at the expert's
         # padded offset plus the assignments of lower programs.
         cur_row = cur_ptr + pid * E
@@ -330,8 +373,8 @@ def _sync_scratch(device: torch.device) -> torch.Tensor:
 def _meta(E: int, top_k: int, n_group: int, block_t: int) -> dict[str, int]:
     e_pad = triton.next_power_of_2(E)
     return dict(K_PAD=triton.next_power_of_2(top_k), E_PAD=e_pad,
-                N_PAD=triton.next_power_of_2(block_t * top_k), G_PAD=triton.next_power_of_2(n_group),
-                CNT_ROWS=max(1, 4096 // e_pad), EID_BLOCK=max(1, 8192 // e_pad), FILL_BLOCK=FILL_BLOCK)
+                N_PAD=triton.next_power_of_2(block_t * top_k), G_PAD=triton.next_power_of_2(n_group), GSIZE=E // n_group,
+                CNT_ROWS=max(1, 4096 // e_pad), EID_BLOCK=256, FILL_BLOCK=FILL_BLOCK)
 
 
 def grid_programs(tokens: int, config: dict[str, Any], sms: int | None = None) -> tuple[int, int]:
@@ -466,18 +509,17 @@ def make_inputs(workload: Workload, device: str = "cpu", seed: int = 0) -> dict[
 
 
 def default_config(workload: Workload) -> dict[str, Any]:
-    """H200 guess: one program up to 16 tokens; else ~1-2 chunks per program, <= 128 programs."""
+    """H200 heuristic (from the phase profile, benchmarks/NOTES.md): many one-token
+    programs while T <= 128 (per-token latency, not throughput, is what a small T costs);
+    beyond, chunks grow so that <= 128 programs share the tokens, all resident for the
+    single-launch grid barrier."""
     E = PROFILES.get(workload.profile, {}).get("num_experts", 512)
     e_pad = triton.next_power_of_2(E)
     T = max(1, workload.tokens)
     cap = 16 if e_pad <= 256 else 8  # keeps the [BLOCK_T, E_PAD] tiles at <= 32 values a thread
-    if T <= 16:
-        cfg = dict(BLOCK_T=min(cap, triton.next_power_of_2(T)), MAX_PROGRAMS=1)
-    else:
-        bt = min(cap, max(4, triton.next_power_of_2(triton.cdiv(T, 128))))
-        cfg = dict(BLOCK_T=bt, MAX_PROGRAMS=min(128, triton.next_power_of_2(triton.cdiv(T, bt))))
-    bt = cfg["BLOCK_T"]
-    cfg.update(FUSED=True, num_warps=4 if bt * e_pad >= 2048 else 2, num_stages=1)
+    bt = min(cap, triton.next_power_of_2(triton.cdiv(T, 128)))
+    cfg = dict(BLOCK_T=bt, MAX_PROGRAMS=min(128, triton.next_power_of_2(triton.cdiv(T, bt))), FUSED=True,
+               num_warps=4 if bt * e_pad >= 2048 else 2, num_stages=1)
     if interpreting() and grid_programs(T, cfg)[0] > 1:
         cfg["FUSED"] = False  # the interpreter runs programs sequentially: no grid barrier
     return cfg

@@ -45,6 +45,8 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     return True
 
 
-_TOKENS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+# Powers of four plus the largest: the runtime picks the nearest (log space) in between.
+_TOKENS = (1, 4, 16, 64, 256, 1024, 4096, 8192)
+LIMITS = {"tokens": (1, 8192)}
 WORKLOADS = [Workload(t, p) for p in PROFILES for t in _TOKENS]
 SMALL_WORKLOADS = [Workload(3, "dsv3"), Workload(20, "dsv41-flash")]
