@@ -73,7 +73,7 @@ def make_sampler(name: str, kernel: Kernel, seed: int):
     import optuna
 
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, multivariate=True, warn_independent_sampling=False)
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, multivariate=True)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":

@@ -1,0 +1,259 @@
+"""Benchmark the Engram lookup on a GPU: every placement, tuned (or default) configs vs the
+baselines and the floor, the PCIe gather ceiling, THP vs plain pinned, and prefetch overlap.
+
+    python benchmarks/engram.py --pack packs/nvidia-h200 [--tokens 256,4096] [--placement host,host_thp]
+
+All in ONE run: the device-to-device copy bandwidth (the HBM ceiling) and, per host table,
+the rate of a raw random 264-B row gather over PCIe (and a sequential one) are measured
+first; the floor of a workload is its bytes over the matching ceiling. Every config is
+verified against the reference before it is timed. Overlap: a lookup submitted through
+``EngramPrefetcher`` before a simulated layer (bf16 GEMMs calibrated to the lookup's own
+time) on the main stream; hidden = (lookup + layer - both) / lookup. Raw numbers go to
+``--out`` as JSON; a short table is printed last, with the issue's targets.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def _ints(s: str) -> list[int]:
+    return [int(x) for x in s.split(",") if x]
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pack", type=Path, default=None, help="kernel pack folder with tuned configs (defaults if absent)")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results", help="folder for the raw JSON")
+    p.add_argument("--tokens", type=_ints, default=None, help="comma list of T (default: the search-space grid)")
+    p.add_argument("--placement", default="hbm,host,host_thp", help="comma list of placements")
+    p.add_argument("--table-rows", type=_ints, default=None, help="comma list of table rows (default: 8M,32M)")
+    p.add_argument("--overlap-tokens", type=_ints, default=[256, 4096], help="T of the prefetch overlap runs")
+    p.add_argument("--reps", type=int, default=50, help="timed repetitions per measurement")
+    return p.parse_args(argv)
+
+
+def _t(t: Any) -> dict[str, float]:
+    return {"median_us": t.median_us, "p20_us": t.p20_us, "p80_us": t.p80_us}
+
+
+@functools.lru_cache(maxsize=1)
+def _gather_kernel():
+    """A raw 264-B row gather (no dequant): the ceiling the lookup is held to on host tables."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def gather_bytes(src_ptr, idx_ptr, dst_ptr, n, stride, ROWS: tl.constexpr):
+        col = tl.arange(0, 256)
+        scol = tl.arange(0, 8)
+        for blk in range(tl.program_id(0), tl.cdiv(n, ROWS), tl.num_programs(0)):
+            j = blk * ROWS + tl.arange(0, ROWS)
+            m = j < n
+            base = tl.multiple_of(tl.load(idx_ptr + j, mask=m, other=0) * stride, 8)
+            v = tl.load(src_ptr + base[:, None] + col[None, :], mask=m[:, None])
+            s = tl.load(src_ptr + base[:, None] + 256 + scol[None, :], mask=m[:, None])
+            tl.store(dst_ptr + j.to(tl.int64)[:, None] * 264 + col[None, :], v, mask=m[:, None])
+            tl.store(dst_ptr + j.to(tl.int64)[:, None] * 264 + 256 + scol[None, :], s, mask=m[:, None])
+
+    return gather_bytes
+
+
+def _copy_ceilings(reps: int) -> dict[str, float]:
+    """HBM: device-to-device copy (read + write bytes / s); PCIe: pinned host -> device copy."""
+    import torch
+
+    from tuner.timing import bench, empty_launch_floor
+
+    n = 1 << 28
+    src = torch.empty(n, dtype=torch.bfloat16, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    t = bench(lambda: dst.copy_(src), reps=max(20, reps // 2), flush_l2=False)
+    host = torch.empty(n, dtype=torch.bfloat16, pin_memory=True)
+    th = bench(lambda: dst.copy_(host, non_blocking=True), reps=max(10, reps // 5), flush_l2=False)
+    del src, dst, host
+    return {"d2d_bytes_per_s": 2 * n * 2 / (t.median_us * 1e-6), "h2d_pinned_bytes_per_s": n * 2 / (th.median_us * 1e-6),
+            "launch_eager_us": empty_launch_floor(graph=False).median_us}
+
+
+def _gather_ceiling(table: Any, reps: int) -> dict[str, float]:
+    """Best raw gather rate (bytes / s) of random and of sequential 264-B rows from ``table``."""
+    import torch
+
+    from tuner.timing import bench
+
+    kern = _gather_kernel()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    n = 1 << 17
+    dst = torch.empty(n, 264, dtype=torch.uint8, device="cuda")
+    out: dict[str, float] = {}
+    for name, idx in (("random", torch.randint(0, table.num_rows, (n,), device="cuda")),
+                      ("sequential", torch.arange(n, device="cuda") % table.num_rows)):
+        best = 0.0
+        for rows, progs in ((16, sms), (32, 2 * sms), (64, 4 * sms)):
+            grid = (min(progs, (n + rows - 1) // rows),)
+            t = bench(lambda: kern[grid](table.kernel_arg(), idx, dst, n, table.row_stride, ROWS=rows, num_warps=4),
+                      reps=max(10, reps // 5), flush_l2=True)
+            best = max(best, n * 264 / (t.median_us * 1e-6))
+        out[f"{name}_gather_bytes_per_s"] = best
+    return out
+
+
+def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int) -> dict[str, Any]:
+    """Lookup alone, a layer of equal duration alone, and both (lookup prefetched first)."""
+    import torch
+
+    from kernel_templates.engram import EngramPrefetcher
+    from tuner.timing import bench
+
+    pf = EngramPrefetcher(table, config=cfg)
+    t_lookup = bench(lambda: pf.submit(rows).wait(), reps=reps).median_us
+    a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty_like(a)
+    t_mm = bench(lambda: torch.mm(a, a, out=c), reps=reps).median_us
+    k = max(1, round(t_lookup / t_mm))
+
+    def layer() -> None:
+        for _ in range(k):
+            torch.mm(a, a, out=c)
+
+    t_layer = bench(layer, reps=reps).median_us
+
+    def both() -> None:
+        h = pf.submit(rows)
+        layer()
+        h.wait()
+
+    t_both = bench(both, reps=reps).median_us
+    hidden = (t_lookup + t_layer - t_both) / t_lookup
+    return {"lookup_us": t_lookup, "layer_us": t_layer, "both_us": t_both, "gemms": k,
+            "hidden_fraction": max(0.0, min(1.0, hidden))}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from kernel_templates import engram as E
+    from search_spaces.engram import WORKLOADS
+    from tuner import runtime
+    from tuner.runtime.env import gpu_identity
+    from tuner.spec import workload_dict
+    from tuner.timing import bench, gpu_available
+
+    if not gpu_available():
+        raise SystemExit("benchmarks/engram.py needs a CUDA GPU (and TRITON_INTERPRET unset)")
+    pack = runtime.load_pack(args.pack) if args.pack else None
+    placements = args.placement.split(",")
+    tokens = args.tokens or sorted({w.tokens for w in WORKLOADS})
+    sizes = args.table_rows or sorted({w.table_rows for w in WORKLOADS})
+    result: dict[str, Any] = {"gpu": gpu_identity(), "ceilings": _copy_ceilings(args.reps), "rows": [],
+                              "gather_ceilings": {}, "overlap": []}
+    hbm_bw = result["ceilings"]["d2d_bytes_per_s"]
+    for size in sizes:
+        params = E.make_params(size, seed=0, device="cuda")
+        for placement in placements:
+            with E.EngramTable(size, placement, "cuda").fill_random_(seed=0) as table:
+                key = f"{table.placement}/{size}"
+                ceil = None
+                if table.placement != "hbm":
+                    ceil = result["gather_ceilings"][key] = _gather_ceiling(table, args.reps)
+                    ceil["requested"] = placement
+                    ceil["huge_page_bytes"] = table.huge_page_bytes
+                for T in tokens:
+                    wl = E.Workload(T, table.placement, size)
+                    tok = E.zipf_tokens(E.token_shape(T), seed=T).to("cuda")
+                    rows = E.engram_hash(tok, **{k: params[k] for k in ("comp", "multipliers", "primes", "offsets")},
+                                         pad_id=params["pad_id"])
+                    t_hash = bench(lambda: E.engram_hash(tok, **{k: params[k] for k in ("comp", "multipliers", "primes",
+                                                                                         "offsets")},
+                                                         pad_id=params["pad_id"]), reps=args.reps, flush_l2=False)
+                    inputs = {"table": table, "rows": rows}
+                    ref = E.reference(**inputs)
+                    sel = pack.select("engram", workload_dict(wl)) if pack else None
+                    configs = {"default": E.default_config(wl)}
+                    if sel is not None and sel.how != "default":
+                        configs["tuned"] = sel.config
+                    times = {}
+                    for name, cfg in configs.items():
+                        E.verify(E.launch(config=cfg, **inputs), ref, inputs)
+                        times[name] = bench(lambda: E.launch(config=cfg, **inputs), reps=args.reps)
+                    base = E.baselines["torch_eager"]
+                    E.verify(base(**inputs), ref, inputs)
+                    t_base = bench(lambda: base(**inputs), reps=max(10, args.reps // 5))
+                    best = "tuned" if "tuned" in times else "default"
+                    n = rows.numel()
+                    nbytes, _ = E.cost(wl)
+                    us = times[best].median_us
+                    if ceil is None:
+                        floor_us = nbytes / hbm_bw * 1e6
+                    else:
+                        floor_us = n * E.ROW_BYTES / ceil["random_gather_bytes_per_s"] * 1e6
+                    result["rows"].append({
+                        "tokens": T, "placement": table.placement, "requested": placement, "table_rows": size,
+                        "config": configs[best], "how": sel.how if sel else "default",
+                        "kernel": _t(times[best]), "default": _t(times["default"]), "torch_eager": _t(t_base),
+                        "hash": _t(t_hash), "floor_us": floor_us, "gb_per_s": nbytes / us / 1e3,
+                        "read_gb_per_s": n * E.ROW_BYTES / us / 1e3, "rows_per_s": n / us * 1e6,
+                        "hbm_fraction": nbytes / us / 1e3 / (hbm_bw / 1e9), "speedup_vs_eager": t_base.median_us / us})
+                    if table.placement != "hbm" and T in args.overlap_tokens and size == max(sizes):
+                        ov = _overlap(table, rows, configs[best], args.reps)
+                        result["overlap"].append({"tokens": T, "placement": table.placement, "table_rows": size, **ov})
+                    del inputs, ref
+            torch.cuda.synchronize()
+    return result
+
+
+def _table(result: dict[str, Any]) -> str:
+    c = result["ceilings"]
+    lines = [f"HBM d2d copy {c['d2d_bytes_per_s'] / 1e12:.2f} TB/s; pinned H2D copy {c['h2d_pinned_bytes_per_s'] / 1e9:.1f} "
+             f"GB/s; launch {c['launch_eager_us']:.1f} us"]
+    for k, g in result["gather_ceilings"].items():
+        lines.append(f"gather ceiling {k}: random {g['random_gather_bytes_per_s'] / 1e9:.1f} GB/s, sequential "
+                     f"{g['sequential_gather_bytes_per_s'] / 1e9:.1f} GB/s, huge pages {g['huge_page_bytes'] >> 20} MiB")
+    lines.append(f"{'T':>6} {'placement':<9} {'rows':>5} {'kern us':>9} {'eager us':>10} {'floor us':>9} {'GB/s':>7} "
+                 f"{'Mrows/s':>8} {'x eager':>8} {'floor/k':>7} {'hbm %':>6} how")
+    for r in result["rows"]:
+        k = r["kernel"]["median_us"]
+        lines.append(f"{r['tokens']:>6} {r['placement']:<9} {r['table_rows'] >> 20:>4}M {k:>9.1f} "
+                     f"{r['torch_eager']['median_us']:>10.1f} {r['floor_us']:>9.1f} {r['gb_per_s']:>7.1f} "
+                     f"{r['rows_per_s'] / 1e6:>8.1f} {r['speedup_vs_eager']:>7.1f}x {r['floor_us'] / k:>7.2f} "
+                     f"{100 * r['hbm_fraction']:>5.1f}% {r['how']}")
+    by = {(r["tokens"], r["placement"], r["table_rows"]): r["kernel"]["median_us"] for r in result["rows"]}
+    for (T, p, size), us in sorted(by.items()):
+        if p == "host_thp" and (T, "host", size) in by:
+            lines.append(f"THP vs plain pinned, T={T}, {size >> 20}M rows: {by[(T, 'host', size)] / us:.2f}x")
+    for o in result["overlap"]:
+        lines.append(f"overlap T={o['tokens']} {o['placement']}: lookup {o['lookup_us']:.1f} us, layer {o['layer_us']:.1f} "
+                     f"us, both {o['both_us']:.1f} us -> {100 * o['hidden_fraction']:.0f}% hidden (target >= 90%)")
+    host256 = [r["speedup_vs_eager"] for r in result["rows"] if r["tokens"] == 256 and r["placement"] != "hbm"]
+    hbm = [r["hbm_fraction"] for r in result["rows"] if r["tokens"] >= 4096 and r["placement"] == "hbm"]
+    if host256:
+        lines.append(f"target host lookup >= 10x CPU gather at T=256: min {min(host256):.1f}x")
+    if hbm:
+        lines.append(f"target HBM lookup >= 60% of HBM bandwidth at T>=4096: min {100 * min(hbm):.0f}%")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    result = {"benchmark": "engram", "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+              "pack": str(args.pack) if args.pack else None, **run(args)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"engram-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(result, indent=1, default=str))
+    print(f"raw results: {path}")
+    print(_table(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
