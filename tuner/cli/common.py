@@ -22,11 +22,14 @@ DbOption = Annotated[Optional[str], typer.Option(
 
 
 def parse_duration(text: str) -> float:
-    """'90s', '5m', '1.5h' or plain seconds -> seconds."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text or "")
-    if not m or float(m.group(1)) <= 0:
-        raise CliError(f"bad duration {text!r} (use e.g. 90s, 5m, 1h)")
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+    """'90s', '5m', '4m30s', '1.5h' or plain seconds -> seconds."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smh]?)", text or "")
+    if not parts or re.sub(r"[\d.\s smh]", "", text or "") or "".join(a + b for a, b in parts) != re.sub(r"\s", "", text):
+        raise CliError(f"bad duration {text!r} (use e.g. 90s, 5m, 4m30s, 1h)")
+    total = sum(float(n) * {"": 1, "s": 1, "m": 60, "h": 3600}[u] for n, u in parts)
+    if total <= 0:
+        raise CliError(f"bad duration {text!r} (must be positive)")
+    return total
 
 
 def _axis_value(axis: str, typ: type, text: str) -> Any:

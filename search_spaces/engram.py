@@ -1,0 +1,58 @@
+"""Search space of the Engram lookup kernel (kernel_templates/engram.py).
+
+``ROWS`` table rows per loop step of a program (the ``[ROWS, 256]`` tile),
+``GRID_SM_FRAC`` the persistent grid as a fraction of the SMs (< 1 leaves SMs to the main
+stream while a prefetch runs; > 1 puts several programs on an SM for bytes in flight),
+``VEC`` the load width in bytes (rows are 264 = 8*33 B apart: 8 at most), ``DEDUP`` sort
+the rows first and read each distinct row once per tile, ``CHUNK_ROWS`` rows per launch
+(0: one launch; chunks of whole tokens let main-stream kernels in between launches).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import triton
+
+from kernel_templates.engram import D, GRID_SM_FRACS, ROWS_PER_TOKEN, Workload, grid_programs, sm_count_hint
+from tuner.space import Bool, Choice, Pow2, Space
+
+SPACE = Space(
+    ROWS=Pow2(2, 64),
+    VEC=Pow2(1, 8),
+    DEDUP=Bool(),
+    GRID_SM_FRAC=Choice(GRID_SM_FRACS),
+    CHUNK_ROWS=Choice((0, 6144, 24576, 98304)),  # 0, or 256 / 1024 / 4096 tokens per launch
+    num_warps=Pow2(1, 8),
+    num_stages=Choice((1, 2, 3)),
+)
+
+_MAX_PER_THREAD = 64  # fp32 values of the decoded tile a thread holds (plus bytes and bf16 copies)
+
+
+def constraints(config: dict[str, Any], workload: Workload) -> bool:
+    """Register estimate, whole vectors per thread, and no configs that duplicate a smaller one."""
+    rows, vec, nw = config["ROWS"], config["VEC"], config["num_warps"]
+    threads = 32 * nw
+    tile = rows * D
+    if tile > _MAX_PER_THREAD * threads or tile < threads * vec:
+        return False
+    n = max(1, workload.tokens) * ROWS_PER_TOKEN
+    if rows > max(2, triton.next_power_of_2(n)):
+        return False  # lanes with no row
+    chunk = config["CHUNK_ROWS"]
+    if chunk and chunk >= n:
+        return False  # one launch: the same as CHUNK_ROWS = 0
+    # A larger grid fraction that yields the same grid as a smaller one only duplicates it.
+    sms = sm_count_hint()
+    per_launch = min(chunk or n, n)
+    progs = grid_programs(per_launch, config, sms)
+    smaller = [f for f in GRID_SM_FRACS if f < config["GRID_SM_FRAC"]]
+    if smaller and grid_programs(per_launch, dict(config, GRID_SM_FRAC=max(smaller)), sms) == progs:
+        return False
+    return True
+
+
+_TOKENS = (1, 16, 64, 256, 4096, 16384)
+_TABLE_ROWS = (8 << 20, 32 << 20)
+WORKLOADS = [Workload(t, p, r) for r in _TABLE_ROWS for p in ("hbm", "host", "host_thp") for t in _TOKENS]
+SMALL_WORKLOADS = [Workload(3, "hbm", 4096), Workload(37, "host_thp", 8192)]

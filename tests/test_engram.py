@@ -1,0 +1,436 @@
+"""Engram: hash and lookup kernels vs reference (interpreter), the table's placements and
+their fallbacks, prefetch handles, parameters, search space and lowering."""
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import mmap
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kernel_templates import engram as E
+from search_spaces import engram as S
+
+ROOT = Path(__file__).resolve().parents[1]
+_P = E.make_params(4096, seed=3, vocab=300, classes=200)  # small vocab: many repeated n-grams
+_HYP = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _cfg(rows=8, vec=8, dedup=False, frac=0.5, chunk=0, nw=1, stages=1) -> dict:
+    return dict(ROWS=rows, VEC=vec, DEDUP=dedup, GRID_SM_FRAC=frac, CHUNK_ROWS=chunk, num_warps=nw, num_stages=stages)
+
+
+def _hash(tokens: torch.Tensor, pad_id: int, p: dict = _P, config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    args = (tokens, p["comp"], p["multipliers"], p["primes"], p["offsets"])
+    return E.engram_hash(*args, pad_id=pad_id, config=config), E.reference_hash(*args, pad_id=pad_id)
+
+
+@pytest.fixture(scope="module")
+def table():
+    t = E.EngramTable(4096, "hbm", "cpu").fill_random_(seed=7)
+    yield t
+    t.close()
+
+
+# ----------------------------------------------------------------------------- hash
+
+@pytest.mark.parametrize("B,L,pad_id,config", [
+    (1, 1, 0, None), (3, 7, 5, None), (2, 37, 299, None), (5, 2, 11, {"BLOCK_T": 4, "num_warps": 1}),
+    (4, 3, 1, {"BLOCK_T": 2, "num_warps": 2}),
+])
+def test_hash_matches_reference(B, L, pad_id, config, device):
+    tokens = E.zipf_tokens((B, L), seed=B * 100 + L, vocab=300).to(device)
+    p = {k: v.to(device) if torch.is_tensor(v) else v for k, v in _P.items()}
+    out, ref = _hash(tokens, pad_id, p, config)
+    assert out.dtype == torch.int64 and out.shape == (B, L, 24)
+    assert torch.equal(out.cpu(), ref.cpu())
+
+
+def test_hash_reference_is_the_formula():
+    tokens = torch.tensor([[7, 42, 7, 9, 100], [3, 3, 3, 3, 3]])
+    pad = 17
+    comp, m, primes, offs = (_P[k].tolist() for k in ("comp", "multipliers", "primes", "offsets"))
+    want = torch.empty(2, 5, 24, dtype=torch.long)
+    for b in range(2):
+        for t in range(5):
+            for n in (2, 3, 4):
+                mix = 0
+                for k in range(n):
+                    tok = tokens[b, t - k].item() if t - k >= 0 else pad  # pad stands for tokens before the row start
+                    mix ^= comp[tok] * m[k]
+                for h in range(8):
+                    want[b, t, (n - 2) * 8 + h] = mix % primes[n - 2][h] + offs[n - 2][h]
+    _, ref = _hash(tokens, pad)
+    assert torch.equal(ref, want)
+
+
+@given(st.integers(1, 3), st.integers(1, 12), st.integers(0, 299), st.data())
+@_HYP
+def test_hash_property_random_streams(B, L, pad_id, data):
+    vals = data.draw(st.lists(st.sampled_from([pad_id, 0, 1, 2, 150, 299]) | st.integers(0, 299),
+                              min_size=B * L, max_size=B * L))
+    out, ref = _hash(torch.tensor(vals, dtype=torch.int64).view(B, L), pad_id)
+    assert torch.equal(out, ref)
+    # column (n-2)*8 + h lies in the sub-table [off, off + p): one flat table
+    lo = _P["offsets"].flatten()
+    assert ((out >= lo) & (out < lo + _P["primes"].flatten())).all()
+
+
+def test_hash_bad_ids_stay_in_bounds():
+    zero_id = int((_P["comp"] == 0).nonzero()[0, 0])
+    tokens = torch.tensor([[4, -1, 9, 300, 1000]])
+    out = E.engram_hash(tokens, _P["comp"], _P["multipliers"], _P["primes"], _P["offsets"], pad_id=2)
+    fixed = torch.where((tokens < 0) | (tokens >= 300), zero_id, tokens)
+    assert torch.equal(out, _hash(fixed, 2)[1])
+
+
+def test_hash_validation():
+    t = torch.zeros(2, 3, dtype=torch.int64)
+    with pytest.raises(ValueError, match="pad_id"):
+        E.engram_hash(t, _P["comp"], _P["multipliers"], _P["primes"], _P["offsets"], pad_id=300)
+    with pytest.raises(ValueError, match="comp must be"):
+        E.engram_hash(t, _P["comp"].long(), _P["multipliers"], _P["primes"], _P["offsets"], pad_id=0)
+    with pytest.raises(ValueError, match="tokens must be"):
+        E.engram_hash(t.int(), _P["comp"], _P["multipliers"], _P["primes"], _P["offsets"], pad_id=0)
+
+
+# ----------------------------------------------------------------------------- lookup
+
+_CONFIGS = [
+    _cfg(),
+    _cfg(rows=2, vec=1, frac=0.25),
+    _cfg(rows=16, vec=4, dedup=True, frac=1.0, nw=2),
+    _cfg(rows=4, vec=2, dedup=True, chunk=48, frac=0.5),
+    _cfg(rows=32, vec=8, dedup=False, frac=4.0, chunk=72, nw=4, stages=2),
+]
+
+
+@pytest.mark.parametrize("config", _CONFIGS, ids=lambda c: "r{ROWS}v{VEC}d{DEDUP:d}f{GRID_SM_FRAC}c{CHUNK_ROWS}".format(**c))
+@pytest.mark.parametrize("shape", [(1, 1, 24), (2, 5, 24), (3, 7)])
+def test_lookup_matches_gather_dequant(table, config, shape):
+    g = torch.Generator().manual_seed(sum(shape))
+    rows = torch.randint(0, 64, shape, generator=g)  # few distinct rows: long duplicate runs for DEDUP
+    rows.view(-1)[::3] = torch.randint(0, table.num_rows, rows.view(-1)[::3].shape, generator=g)
+    out = E.launch(config=config, table=table, rows=rows)
+    assert out.shape == (*shape, 256) and out.dtype == torch.bfloat16
+    E.verify(out, E.reference(table, rows), {})
+
+
+@pytest.mark.parametrize("wl", S.SMALL_WORKLOADS + [E.Workload(5, "host", 4096)], ids=str)
+def test_spec_inputs_default_config_and_baseline(wl, device):
+    inputs = E.make_inputs(wl, device, seed=1)
+    try:
+        assert inputs["table"].requested_placement == wl.placement
+        ref = E.reference(**inputs)
+        E.verify(E.launch(config=E.default_config(wl), **inputs), ref, inputs)
+        E.verify(E.engram_lookup(inputs["table"], inputs["rows"]), ref, inputs)  # config from runtime.select
+        E.verify(E.baselines["torch_eager"](**inputs), ref, inputs)
+    finally:
+        inputs["table"].close()
+
+
+@given(st.lists(st.integers(0, 4095) | st.sampled_from([0, 1, 4095]), min_size=1, max_size=60),
+       st.sampled_from(_CONFIGS))
+@_HYP
+def test_lookup_property(table, rows, config):
+    r = torch.tensor(rows, dtype=torch.int64)
+    E.verify(E.launch(config=config, table=table, rows=r), E.reference(table, r), {})
+
+
+def test_out_of_range_rows_read_nothing(table):
+    rows = torch.tensor([[3, -1, 4096, 5, 1 << 40, 3]])
+    for cfg in (_cfg(), _cfg(dedup=True)):
+        out = E.launch(config=cfg, table=table, rows=rows)
+        assert (out[0, [1, 2, 4]] == 0).all()
+        good = rows[:, [0, 3, 5]]
+        assert torch.equal(out[:, [0, 3, 5]].float(), E.reference(table, good))
+
+
+def test_empty_rows(table):
+    out = E.launch(config=_cfg(), table=table, rows=torch.empty(0, 24, dtype=torch.int64))
+    assert out.shape == (0, 24, 256)
+
+
+def test_verify_catches_a_wrong_value(table):
+    rows = torch.arange(48).view(2, 24)
+    out = E.launch(config=_cfg(), table=table, rows=rows)
+    out[1, 3, 100] += 1.0
+    with pytest.raises(AssertionError, match="embeddings"):
+        E.verify(out, E.reference(table, rows), {})
+
+
+def test_launch_validation(table):
+    rows = torch.zeros(2, 24, dtype=torch.int64)
+    with pytest.raises(ValueError, match="int64"):
+        E.launch(config=_cfg(), table=table, rows=rows.int())
+    with pytest.raises(ValueError, match="VEC"):
+        E.launch(config=_cfg(vec=16), table=table, rows=rows)
+    with pytest.raises(ValueError, match="lacks"):
+        E.launch(config={"ROWS": 8}, table=table, rows=rows)
+    with pytest.raises(ValueError, match="EngramTable"):
+        E.launch(config=_cfg(), table=table.data, rows=rows)
+    closed = E.EngramTable(64, "hbm", "cpu")
+    closed.close()
+    with pytest.raises(ValueError, match="closed"):
+        E.launch(config=_cfg(), table=closed, rows=rows)
+
+
+# ----------------------------------------------------------------------------- table placements
+
+def test_host_thp_real_mapping_on_cpu(caplog):
+    caplog.set_level(logging.INFO, "kernel_templates.engram")
+    t = E.EngramTable(9000, "host_thp", "cpu")
+    if t.placement == "host":  # this machine gave no huge pages: the fallback said why
+        assert t.reason and "huge" in caplog.text
+        pytest.skip(f"no huge pages here: {t.reason}")
+    assert t.data.data_ptr() % E.HUGE_PAGE == 0 and t.data.shape == (9000, 264)
+    assert t.huge_page_bytes > 0 and not t.registered
+    assert "not registered" in t.reason and "not registered" in caplog.text
+    t.data[-1] = 7  # writable to the last byte
+    t.close()
+    assert t.closed and t._mmap is None
+    t.close()  # idempotent
+    # a view alive at close keeps the mapping (never a dangling pointer); freed with the view
+    t = E.EngramTable(100, "host_thp", "cpu")
+    view = t.data[99]
+    view[:] = 5
+    t.close()
+    assert "views of the table are alive" in caplog.text
+    assert (view == 5).all()
+    del view
+
+
+@pytest.mark.parametrize("why", ["never", "missing", "madvise", "no_huge"])
+def test_host_thp_falls_back_to_host(why, monkeypatch, tmp_path, caplog):
+    if why == "never":
+        f = tmp_path / "enabled"
+        f.write_text("always madvise [never]\n")
+        monkeypatch.setattr(E, "THP_SYSFS", str(f))
+    elif why == "missing":
+        monkeypatch.setattr(E, "THP_SYSFS", str(tmp_path / "absent"))
+    elif why == "madvise":
+        monkeypatch.setattr(E, "THP_SYSFS", str(tmp_path / "enabled"))
+        (tmp_path / "enabled").write_text("always [madvise] never\n")
+
+        class NoAdvice(mmap.mmap):
+            def madvise(self, *a):
+                raise OSError(22, "Invalid argument")
+        monkeypatch.setattr(E.mmap, "mmap", NoAdvice)
+    else:
+        monkeypatch.setattr(E, "THP_SYSFS", str(tmp_path / "enabled"))
+        (tmp_path / "enabled").write_text("[always] madvise never\n")
+        monkeypatch.setattr(E, "_anon_huge_bytes", lambda start, length: 0)
+    caplog.set_level(logging.INFO, "kernel_templates.engram")
+    with E.EngramTable(100, "host_thp", "cpu") as t:
+        assert t.requested_placement == "host_thp" and t.placement == "host"
+        assert t._mmap is None and not t.registered
+        want = {"never": "disabled", "missing": "unreadable", "madvise": "madvise", "no_huge": "none of the table"}[why]
+        assert want in t.reason and "host_thp unavailable" in caplog.text
+        t.fill_random_(1)  # still a working table
+        rows = torch.tensor([0, 99, 5])
+        E.verify(E.launch(config=_cfg(), table=t, rows=rows), E.reference(t, rows), {})
+    assert t.closed
+
+
+class _FakeCuda:
+    def __init__(self, fail: bool = False) -> None:
+        self.live: dict[int, int] = {}
+        self.calls: list[str] = []
+        self.fail = fail
+
+    def register(self, ptr: int, n: int) -> None:
+        self.calls.append("register")
+        if self.fail:
+            raise RuntimeError("cudaErrorHostMemoryAlreadyRegistered")
+        assert ptr % E.HUGE_PAGE == 0 and n % E.HUGE_PAGE == 0
+        self.live[ptr] = n
+
+    def unregister(self, ptr: int) -> None:
+        self.calls.append("unregister")
+        del self.live[ptr]
+
+
+def _fake_cuda(monkeypatch, fail: bool = False) -> _FakeCuda:
+    fake = _FakeCuda(fail)
+    monkeypatch.setattr(E, "_registers_with_cuda", lambda device: True)
+    monkeypatch.setattr(E, "_host_register", fake.register)
+    monkeypatch.setattr(E, "_host_unregister", fake.unregister)
+    monkeypatch.setattr(E, "_pinned_empty", lambda n: torch.empty(n, E.ROW_BYTES, dtype=torch.uint8))
+    monkeypatch.setattr(E, "_anon_huge_bytes", lambda start, length: length)  # independent of this host
+    monkeypatch.setattr(E, "_thp_unavailable", lambda: None)
+    return fake
+
+
+def test_registration_freed_exactly_once(monkeypatch):
+    fake = _fake_cuda(monkeypatch)
+    for _ in range(3):
+        with E.EngramTable(5000, "host_thp", "cpu") as t:
+            assert t.placement == "host_thp" and t.registered and t.pinned and len(fake.live) == 1
+        assert not fake.live
+    t = E.EngramTable(5000, "host_thp", "cpu")
+    del t
+    gc.collect()
+    assert not fake.live, "a table dropped without close() unregisters in its finalizer"
+    assert fake.calls.count("register") == fake.calls.count("unregister") == 4
+
+
+def test_registration_failure_falls_back_to_pinned(monkeypatch, caplog):
+    fake = _fake_cuda(monkeypatch, fail=True)
+    with E.EngramTable(100, "host_thp", "cpu") as t:
+        assert t.placement == "host" and t.pinned and not t.registered and t._mmap is None
+        assert "cudaHostRegister failed" in t.reason
+    assert fake.calls == ["register"] and not fake.live
+
+
+def test_host_on_cpu_is_plain_memory(caplog):
+    caplog.set_level(logging.INFO, "kernel_templates.engram")
+    with E.EngramTable(10, "host", "cpu") as t:
+        assert t.placement == "host" and not t.pinned and "unpinned" in t.reason and "unpinned" in caplog.text
+        assert t.kernel_arg() is t.data
+
+
+def test_table_validation():
+    with pytest.raises(ValueError, match="placement"):
+        E.EngramTable(10, "disk", "cpu")
+    with pytest.raises(ValueError, match="num_rows"):
+        E.EngramTable(0, "hbm", "cpu")
+    with E.EngramTable(10, "hbm", "cpu") as t:
+        with pytest.raises(ValueError, match="outside"):
+            t.write_(8, torch.zeros(3, 264, dtype=torch.uint8))
+
+
+def test_uva_pointer_is_what_triton_specializes():
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    assert native_specialize_impl(BaseBackend, E._UVAPointer(1 << 21, torch.uint8), False, True, True) == ("*u8", "D")
+
+
+# ----------------------------------------------------------------------------- prefetch
+
+def test_prefetch_several_in_flight(table):
+    pf = E.EngramPrefetcher(table, config=_cfg(dedup=True))
+    batches = [torch.randint(0, table.num_rows, (2, n, 24), generator=torch.Generator().manual_seed(n)) for n in (1, 3, 2)]
+    handles = [pf.submit(r) for r in batches]
+    for r, h in reversed(list(zip(batches, handles))):
+        out = h.wait()
+        assert h.ready()
+        E.verify(out, E.reference(table, r), {})
+    assert len({h.wait().data_ptr() for h in handles}) == 3, "each handle owns its output"
+
+
+# ----------------------------------------------------------------------------- inputs, space, lowering
+
+def test_params_and_inputs():
+    p = E.make_params(8 << 20, seed=0)
+    primes = p["primes"].flatten().tolist()
+    assert len(set(primes)) == 24 and all(E._is_prime(x) for x in primes) and sum(primes) <= 8 << 20
+    offs = p["offsets"].flatten()
+    assert offs[0] == 0 and torch.equal(offs[1:], torch.cumsum(p["primes"].flatten(), 0)[:-1])
+    m = p["multipliers"]
+    assert (m % 2 == 1).all() and int(m.max()) * (E.CLASSES - 1) < 2**63
+    comp = p["comp"]
+    assert comp.shape == (E.VOCAB,) and comp.dtype == torch.int32 and int(comp.max()) == E.CLASSES - 1
+    tok = E.zipf_tokens((4, 512), seed=0)
+    counts = torch.bincount(tok.flatten(), minlength=E.VOCAB)
+    assert counts.max() > 40 * tok.numel() / E.VOCAB * 10, "Zipfian: a few ids dominate"
+    wl = E.Workload(16, "hbm", 4096)
+    inputs = E.make_inputs(wl, "cpu", seed=2)
+    rows, data = inputs["rows"], inputs["table"].data
+    assert rows.shape == (1, 16, 24) and 0 <= int(rows.min()) and int(rows.max()) < 4096
+    vals = data[:, :256].view(torch.float8_e4m3fn).float()
+    assert not torch.isnan(vals).any() and (vals != 0).float().mean() > 0.9
+    assert torch.equal(E.make_inputs(wl, "cpu", seed=2)["table"].data, data), "seeded"
+    assert E.cost(wl) == (16 * 24 * 264 + 16 * 24 * 512, 16 * 24 * 256)
+
+
+def test_space_matches_kernel_and_defaults():
+    import inspect
+
+    params = inspect.signature(E._engram_lookup_kernel.fn).parameters
+    constexprs = {n for n, p in params.items() if "constexpr" in str(p.annotation)}
+    assert set(S.SPACE) == (constexprs - {"D", "N_SCALES"}) | {"num_warps", "num_stages"}
+    for w in S.WORKLOADS + S.SMALL_WORKLOADS:
+        cfg = E.default_config(w)
+        assert S.SPACE.contains(cfg) and S.constraints(cfg, w), w
+    assert E.feasible(S.SMALL_WORKLOADS[0]) is None
+    assert "interpreter" in E.feasible(S.WORKLOADS[-1])
+    assert len(S.WORKLOADS) == 36
+
+
+_LOWER = r"""
+import json, triton
+from triton.backends.compiler import GPUTarget
+from kernel_templates import engram as E
+done = []
+for wl in (E.Workload(4096, "host_thp", 8 << 20), E.Workload(64, "hbm", 32 << 20)):
+    cfg = E.default_config(wl)
+    for fn, sig, cx in E.lower_signatures(wl, cfg):
+        for cc in (90, 100):
+            triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
+                           options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
+            done.append(["lookup", cx["DEDUP"], cc])
+fn, sig, cx = E.lower_hash_signature(E.hash_config(256))
+for cc in (90, 100):
+    triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
+                   options={"num_warps": 4})
+    done.append(["hash", False, cc])
+print(json.dumps(done))
+"""
+
+
+def test_lower_compiles_sm90_sm100():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-c", _LOWER], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    done = json.loads(r.stdout.strip().splitlines()[-1])
+    assert sorted(map(tuple, done)) == sorted([("lookup", True, 90), ("lookup", True, 100), ("lookup", False, 90),
+                                               ("lookup", False, 100), ("hash", False, 90), ("hash", False, 100)])
+
+
+def test_benchmark_help_on_cpu():
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "engram.py"), "--help"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "--pack" in r.stdout, r.stderr[-2000:]
+
+
+# ----------------------------------------------------------------------------- GPU only
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("placement", ["hbm", "host", "host_thp"])
+def test_gpu_lookup_every_placement(placement):
+    wl = E.Workload(300, placement, 1 << 20)
+    inputs = E.make_inputs(wl, "cuda", seed=0)
+    with inputs["table"] as t:
+        assert t.placement in (placement, "host")
+        if t.placement != "hbm":
+            assert t.data.device.type == "cpu" and t.data.is_pinned()
+            assert isinstance(t.kernel_arg(), E._UVAPointer)
+        ref = E.reference(**inputs)
+        for cfg in (E.default_config(wl), dict(E.default_config(wl), DEDUP=not E.default_config(wl)["DEDUP"])):
+            E.verify(E.launch(config=cfg, **inputs), ref, inputs)
+        E.verify(E.baselines["torch_eager"](**inputs), ref, inputs)
+    assert not t.registered
+
+
+@pytest.mark.gpu
+def test_gpu_prefetch_streams_several_in_flight():
+    with E.EngramTable(1 << 20, "host_thp", "cuda").fill_random_(1) as t:
+        pf = E.EngramPrefetcher(t)
+        batches = [torch.randint(0, t.num_rows, (4, n, 24), device="cuda") for n in (64, 256, 16)]
+        handles = [pf.submit(r) for r in batches]
+        x = torch.randn(4096, 4096, device="cuda")
+        for _ in range(5):
+            x = x @ x.T / 4096  # main-stream work while the lookups run
+        for r, h in zip(batches, handles):
+            E.verify(h.wait(), E.reference(t, r), {})
+        torch.cuda.synchronize()
