@@ -3,10 +3,12 @@
 For a small ragged workload per kv_dtype and mode it runs the combinations of the
 template's switches (DQ_FP16, SWAP_AB, BLOCK_N, BLOCK_H, NUM_SPLITS, num_warps) against
 the fp32 reference and prints one line per variant: the variant, the max abs error,
-pass / fail (``verify``) and the time in us (``tuner.timing.bench``). Two probes come
-first: the fp16 fast dequant helper alone, and ``tl.dot`` on fp16 subnormals (the old
-DQ_FP16 path fed 2^-14-scaled, mostly subnormal fp16 to the MMA). Then the default
-config (and a few variants) at the first points of the default grid, timed.
+pass / fail (``verify``) and the time in us (``tuner.timing.bench``). Probes come first:
+the dequant helpers alone, ``tl.dot`` on fp16 subnormals (DQ_FP16 feeds 2^-14-scaled,
+mostly subnormal fp16 to the MMA), and a decoded NVFP4 tile fed straight into ``tl.dot``
+in both operand roles (the join/reshape layouts of the hot loop). Then the default
+config and the previous default (BLOCK_N=64, SWAP_AB, 4 warps) at the first points of
+the default grid, timed.
 
 Compiles dominate the run time, so variants are ordered by how much they tell and the
 sweep stops starting new ones after ``--budget`` seconds (default 75); the table printed
@@ -26,6 +28,39 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from kernel_templates import nvfp4 as F  # noqa: E402
+
+DEV = "cuda"
+
+
+@triton.jit
+def _dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    a = tl.load(a_ptr + tl.arange(0, M)[:, None] * K + tl.arange(0, K)[None, :])
+    b = tl.load(b_ptr + tl.arange(0, K)[:, None] * N + tl.arange(0, N)[None, :])
+    tl.store(c_ptr + tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :], tl.dot(a, b))
+
+
+@triton.jit
+def _dq_dot(c_ptr, s_ptr, q_ptr, o_ptr, BN: tl.constexpr, D: tl.constexpr, DQ16: tl.constexpr, SWAP: tl.constexpr):
+    r = tl.arange(0, BN)
+    codes = tl.load(c_ptr + r[:, None] * (D // 2) + tl.arange(0, D // 2)[None, :])
+    scales = tl.load(s_ptr + r[:, None] * (D // 16) + tl.arange(0, D // 16)[None, :])
+    q = tl.load(q_ptr + tl.arange(0, 16)[:, None] * D + tl.arange(0, D)[None, :])
+    if DQ16:
+        kv = F.nvfp4_tile_to_f16_scaled(codes, scales)
+        q = q.to(tl.float16)
+    else:
+        kv = F.nvfp4_tile_to_f32(codes, scales).to(tl.bfloat16)
+    if SWAP:  # [BN, 16]
+        o = tl.dot(kv, tl.trans(q))
+        tl.store(o_ptr + r[:, None] * 16 + tl.arange(0, 16)[None, :], o)
+    else:  # [16, BN], stored transposed
+        o = tl.dot(q, tl.trans(kv))
+        tl.store(o_ptr + r[None, :] * 16 + tl.arange(0, 16)[:, None], o)
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -39,8 +74,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def _probe_dequant(rows: list) -> None:
     import torch
 
-    from kernel_templates import nvfp4 as F
-    x = torch.randn(4096, 512, device="cuda")
+    x = torch.randn(4096, 512, device=DEV)
     c, s = F.quantize_nvfp4(x)
     want = F.dequantize_nvfp4(c, s)
     got = F.dequantize_triton("nvfp4", c, s)
@@ -53,23 +87,33 @@ def _probe_dequant(rows: list) -> None:
 
 def _probe_subnormal_dot(rows: list) -> None:
     import torch
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def _dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
-        a = tl.load(a_ptr + tl.arange(0, M)[:, None] * K + tl.arange(0, K)[None, :])
-        b = tl.load(b_ptr + tl.arange(0, K)[:, None] * N + tl.arange(0, N)[None, :])
-        tl.store(c_ptr + tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :], tl.dot(a, b))
-
     for M, label in ((32, "mma.sync"), (64, "wgmma")):
-        a = (torch.randn(M, 64, device="cuda") * 2.0 ** -16).half()  # mostly fp16 subnormals
-        b = torch.randn(64, 16, device="cuda").half()
-        c = torch.empty(M, 16, device="cuda")
+        a = (torch.randn(M, 64, device=DEV) * 2.0 ** -16).half()  # mostly fp16 subnormals
+        b = torch.randn(64, 16, device=DEV).half()
+        c = torch.empty(M, 16, device=DEV)
         _dot[(1,)](a, b, c, M, 16, 64, num_warps=4)
         want = a.float() @ b.float()
         err = ((c - want).abs().max() / want.abs().max()).item()
         rows.append((f"probe fp16-subnormal tl.dot M={M} ({label}) rel", err, err < 1e-3, float("nan")))
+
+
+def _probe_dequant_dot(rows: list) -> None:
+    """The attention's hot pattern alone: an NVFP4 tile decoded in registers (join/reshape
+    of nibbles, block-scale reshape) fed straight into ``tl.dot``, both operand roles."""
+    import torch
+    for bn in (32, 64):
+        c, s = F.quantize_nvfp4(torch.randn(bn, 512, device=DEV))
+        q = torch.randn(16, 512, device=DEV).to(torch.bfloat16)
+        for dq16 in (True, False):
+            for swap in (True, False):
+                o = torch.empty(bn, 16, device=DEV)
+                _dq_dot[(1,)](c, s, q, o, bn, 512, dq16, swap, num_warps=4)
+                kvf = F.dequantize_nvfp4(c, s) * (2.0 ** -14 if dq16 else 1.0)
+                qf = q.half().float() if dq16 else q.float()
+                want = kvf @ qf.t()
+                err = ((o - want).abs().max() / want.abs().max()).item()
+                rows.append((f"probe dequant->dot BN={bn} DQ16={int(dq16)} SWAP={int(swap)} rel", err, err < 1e-3,
+                             float("nan")))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     def line(r: tuple[str, float, bool, float]) -> None:
         print(f"{r[0]:<72} err={r[1]:<11.4g} {'PASS' if r[2] else 'FAIL'} {r[3]:>9.1f} us", flush=True)
 
-    for probe in (_probe_dequant, _probe_subnormal_dot):
+    for probe in (_probe_dequant, _probe_subnormal_dot, _probe_dequant_dot):
         n = len(rows)
         try:
             probe(rows)
@@ -112,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
                 ok = True
             except AssertionError:
                 ok = False
-            us = bench(lambda: A.launch(config=cfg, **inp), reps=args.reps, warmup=3).median_us if time_it else float("nan")
+            us = float("nan")
+            if time_it:
+                us = bench(lambda: A.launch(config=cfg, **inp), reps=args.reps, warmup=3).median_us
         except Exception as e:
             name += f" raised {type(e).__name__}: {str(e)[:50]}"
             err, ok, us = float("nan"), False, float("nan")
@@ -127,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode in ("dense", "sparse"):
             w = A.Workload(4, 2048, 20, kv, mode)
             inp = A.make_inputs(w, "cuda", 0)
-            inp["seq_lens"] = torch.tensor([37, 300, 1000, 2048], dtype=torch.int32, device="cuda")
+            inp["seq_lens"] = torch.tensor([37, 300, 1000, 2048], dtype=torch.int32, device=DEV)
             if mode == "sparse":
                 idx = inp["topk_idx"].clone()
                 idx[0, 100:200] = -1
@@ -172,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             tag = f"grid {kv:<5} {w.mode:<6} B16 N{w.context // 1024}K (floor~{floor_us:.0f}us)"
             run(tag, w, inp, ref, {})
             if w.mode == "dense":
-                alt = dict(BLOCK_N=32, num_warps=8) if A.default_config(w)["BLOCK_N"] != 32 else dict(BLOCK_N=64)
+                alt = dict(BLOCK_N=64, SWAP_AB=True, num_warps=4)  # the previous default
                 if S.constraints(dict(A.default_config(w), **alt), w):
                     run(tag, w, inp, ref, alt)
 

@@ -17,7 +17,7 @@ Design:
   never straddle a page: one block-table load per tile and contiguous rows.
 - ``SWAP_AB``: compute ``K q^T`` and ``V^T P^T`` so that the entries (``BLOCK_N``) and
   the latent (512) are the MMA's M: Hopper's wgmma needs M >= 64, which 16 heads cannot
-  give (without it Triton falls back to mma.sync); on sm_100 it is tcgen05 either way.
+  give (without it Triton falls back to mma.sync; likewise tcgen05 on sm_100).
 - ``DQ_FP16`` (nvfp4): the cheap dequant of ``nvfp4.nvfp4_tile_to_f16_scaled`` (two
   integer ops + one fp16 multiply per element, exact) and FP16 MMA; the 2^14 it leaves
   out is folded into the softmax scale and the partial output. Off: the generic exact
@@ -132,9 +132,10 @@ def _load_kv_tile(kv_ptr, kvs_ptr, row_c, row_s, valid, D: tl.constexpr, KV_DTYP
 
 @triton.jit
 def _mma(a, b, INTERPRET: tl.constexpr):
-    """``tl.dot`` with fp32 accumulation; the interpreter of Triton 3.9 multiplies bf16
-    operands as their raw bits, so there both go through fp32 (exact for bf16/fp16)."""
-    if INTERPRET:
+    """``tl.dot`` with fp32 accumulation. The interpreter of Triton 3.9 multiplies bf16
+    operands as their raw bits, so there (and only for bf16) both go through fp32, which
+    is exact; fp16 operands take the same 16-bit dot as on the GPU."""
+    if INTERPRET and a.dtype == tl.bfloat16:
         return tl.dot(a.to(tl.float32), b.to(tl.float32))
     else:
         return tl.dot(a, b)
@@ -552,14 +553,21 @@ def default_splits(w: Workload, block_h: int, block_n: int, sms: int = 132) -> i
 
 
 def default_config(workload: Workload) -> dict[str, Any]:
-    """Heuristic: 16 heads per program (32 at H >= 32), 64-entry tiles as the MMA's M
-    (SWAP_AB: one warpgroup's wgmma on Hopper), fp16 fast dequant for nvfp4."""
+    """Heuristic: 16 heads per program (32 at H > 16), 32-entry tiles, 8 warps, no SWAP_AB,
+    fp16 fast dequant for nvfp4.
+
+    Picked from ptxas register reports for sm_90 (not yet from timings): with 64-entry
+    tiles, 4 warps or SWAP_AB the split kernel needs 255 registers and spills 1-4 KB per
+    thread (the dequantized tile is live twice: once as the scores' operand, once
+    transposed for P @ V); BLOCK_N=32, 8 warps, SWAP_AB off spills nothing for nvfp4 /
+    fp8 / bf16 at BLOCK_H=16. SWAP_AB (wgmma at 16 heads) stays in the search space.
+    """
     w = workload
     bh = 16 if w.heads <= 16 else 32
-    bn = 64
+    bn = 32
     return {"BLOCK_N": bn, "BLOCK_H": bh, "NUM_SPLITS": default_splits(w, bh, bn),
-            "DQ_FP16": w.kv_dtype == "nvfp4", "USE_DOT_SCALED": False, "SWAP_AB": True,
-            "num_warps": 4, "num_stages": 2}
+            "DQ_FP16": w.kv_dtype == "nvfp4", "USE_DOT_SCALED": False, "SWAP_AB": False,
+            "num_warps": 8, "num_stages": 2}
 
 
 def cost(workload: Workload) -> tuple[float, float]:

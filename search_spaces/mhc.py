@@ -26,12 +26,42 @@ SPACE = Space(
 _POST_FIXED = {"SPLIT_K": 1, "DOT_PRECISION": "fma"}
 """post has no GEMM: one value of each unused key, so the study never times duplicates."""
 
-_REGS_PER_THREAD = 160  # fp32 live values a thread may hold before spilling (of 255)
-_SMEM_BYTES = 200 * 1024  # under the 227 KB of an H100 / H200 / B200 SM
+# Both estimates are calibrated against sm_90 compiles (Triton 3.6, the H200's; shared
+# memory from the compiled metadata, registers / stack from cuobjdump), see
+# tests/test_mhc.py::test_default_configs_fit_sm90.
+_REGS_PER_THREAD = 128
+"""Estimated fp32 values per thread (below) that still compile with at most ~100 B of
+stack: at 100-116 the seam kernel spilled 0-64 B, at >= 139 it spilled 0.8-8 KB."""
+_SMEM_BYTES = 220 * 1024
+"""Estimate cap; the hardware limit per block on an H100 / H200 SM is 232448 B (227 KB)."""
 
 
 def _pow2_ceil(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
+
+
+def smem_estimate(config: dict[str, Any], op: str) -> int:
+    """Shared memory (bytes) of the pre / seam kernel: the loop's loads per stage (four
+    fp32 fn tiles ``[BLOCK_D, 32]``, four bf16 stream tiles, and y for the seam), times
+    the ``num_stages - 1`` buffers Triton's pipeliner keeps, plus the layout-conversion
+    scratch of the dot operands (up to two fn tiles and two fp32 stream tiles live).
+    With 4 KB for the small scratch (reductions, barriers) it was above every sm_90
+    compile tried, by 2-65 % (the seam at 16 x 256, 2 stages: 238848 B, estimate
+    274432 B; at 64 x 32: 62464 B, estimate 65536 B)."""
+    bt, bd = config["BLOCK_T"], config["BLOCK_D"]
+    per_stage = 4 * bd * 32 * 4 + (5 if op == "seam" else 4) * bt * bd * 2
+    return max(1, config["num_stages"] - 1) * per_stage + 2 * bd * 32 * 4 + 2 * bt * bd * 4 + 4096
+
+
+def reg_estimate(config: dict[str, Any], op: str) -> float:
+    """Live fp32 values per thread: the four fn tiles, the stream tiles (the seam also
+    holds y and the four new streams), the mix / Gram accumulators, and for ``fma`` the
+    broadcast product before its reduction."""
+    bt, bd = config["BLOCK_T"], config["BLOCK_D"]
+    vals = 4 * bd * 32 + (9 if op == "seam" else 4) * bt * bd + bt * 32 + bt * 16
+    if config["DOT_PRECISION"] == "fma":
+        vals += bt * bd * 32
+    return vals / (32 * config["num_warps"])
 
 
 def constraints(config: dict[str, Any], workload: Workload) -> bool:
@@ -52,17 +82,9 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         return False  # some split program would own no columns
     if sk > 1 and (T + bt - 1) // bt * sk > 4096:
         return False  # far past filling the GPU; partials traffic grows as SPLIT_K^2
-    # live fp32 values: 4 stream tiles + y, the fn tile, the accumulators
-    regs = 5 * bt * bd + bd * 32 + bt * 32 + bt * 16
-    if prec == "fma":
-        regs += bt * bd * 32  # the broadcast product before the reduction
-    if regs > _REGS_PER_THREAD * threads:
+    if reg_estimate(config, workload.op) > _REGS_PER_THREAD:
         return False
-    if prec != "fma":
-        smem = (bt * bd + bd * 32) * 4 * max(1, config["num_stages"])
-        if smem > _SMEM_BYTES:
-            return False
-    return True
+    return smem_estimate(config, workload.op) <= _SMEM_BYTES
 
 
 _TOKENS = (1, 8, 64, 256, 1024, 4096, 8192)

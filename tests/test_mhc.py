@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernel_templates import mhc
-from search_spaces.mhc import SPACE, SMALL_WORKLOADS, WORKLOADS, constraints
+from search_spaces.mhc import SPACE, SMALL_WORKLOADS, WORKLOADS, constraints, smem_estimate
 from tuner.verify import assert_equal
 
 
@@ -47,9 +47,12 @@ def test_matches_reference(op, T, D, device):
 def test_model_width(op, device):
     """D = 4096 (V4-Flash): split chunks over a real width, odd T (wide blocks: the
     interpreter's cost is per step)."""
-    cfg = dict(BLOCK_T=16, BLOCK_D=256, SPLIT_K=4, DOT_PRECISION="ieee", num_warps=4, num_stages=2)
+    # BLOCK_D 256 at 4 warps needed 238848 B of shared memory on an H200 (> 232448):
+    # the config must pass the constraints, which now model that.
+    cfg = dict(BLOCK_T=16, BLOCK_D=64, SPLIT_K=4, DOT_PRECISION="ieee", num_warps=8, num_stages=2)
     if op == "post":
-        cfg.update(SPLIT_K=1, DOT_PRECISION="fma")
+        cfg.update(BLOCK_T=4, BLOCK_D=256, SPLIT_K=1, DOT_PRECISION="fma", num_warps=4)
+    assert constraints(cfg, mhc.Workload(op, 3, 4096))
     inputs, out = _run(op, 3, 4096, device, seed=7, config=cfg)
     mhc.verify(out, mhc.reference(**inputs), inputs)
 
@@ -177,6 +180,62 @@ def test_lowers_for_hopper_and_blackwell():
     assert kernels == {(k, cc) for cc in (90, 100) for k in ("_mhc_seam_kernel", "_mhc_finish_kernel",
                                                               "_mhc_pre_kernel", "_mhc_post_kernel")}
     assert any(d[2] == 1 and d[3] == "_mhc_seam_kernel" for d in done)  # the fused single-launch path
+
+
+_SM90 = """
+import json, sys, torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kernel_templates import mhc
+from search_spaces.mhc import WORKLOADS
+seen = {}
+for wl in WORKLOADS:
+    cfg = mhc.default_config(wl)
+    for fn, sig, cx in mhc.lower_signatures(wl, cfg):
+        # As the JIT specializes on the GPU: pointers and 16-divisible ints get
+        # tt.divisibility 16 (it changes vector widths, so shared memory), ints == 1 become
+        # constexprs. lower_signatures has only types, so take the values from _plan.
+        m = lambda *s, dt=torch.float32: torch.empty(*s, dtype=dt, device="meta")
+        T, D, bf = wl.tokens, wl.dim, torch.bfloat16
+        plan, _ = mhc._plan(wl.op, m(T, 4, D, dt=bf), m(T, D, dt=bf), m(T, 4), m(T, 4, 4), m(24, 4 * D), m(3),
+                            m(24), m(D, dt=bf), 1e-6, 20, cfg)
+        args = next(a for k, _g, a in plan if k is fn)
+        attrs = {}
+        for i, name in enumerate(fn.arg_names):
+            v = args[name]
+            if sig[name] == "constexpr":
+                continue
+            if isinstance(v, torch.Tensor) or (type(v) is int and v % 16 == 0):
+                attrs[(i,)] = [["tt.divisibility", 16]]
+            elif type(v) is int and v == 1:
+                sig[name], cx[name] = "constexpr", 1
+        key = (fn.__name__, str(sorted(sig.items())), str(sorted(cx.items())), str(sorted(attrs)),
+               cfg["num_warps"], cfg["num_stages"])
+        if key not in seen:
+            k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx, attrs=attrs),
+                               target=GPUTarget("cuda", 90, 32),
+                               options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
+            seen[key] = [wl.op, wl.tokens, wl.dim, fn.__name__, cfg, k.metadata.shared]
+print(json.dumps(list(seen.values())))
+"""
+
+
+def test_default_configs_fit_sm90():
+    """Every default config of the GPU grid compiles for sm_90 within the 232448 B of
+    shared memory a block may have on an H100 / H200, and under the constraints' estimate
+    (calibrated with Triton 3.6, whose sm_90 layouts take more shared memory than 3.9's).
+    Identical compiles (same constexprs and specialization) are done once."""
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-c", _SM90], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    done = json.loads(r.stdout.strip().splitlines()[-1])
+    assert {d[0] for d in done} == set(mhc.OPS)
+    for op, T, D, name, cfg, shared in done:
+        assert shared <= 232448, (op, T, D, name, cfg, shared)
+        if name in ("_mhc_seam_kernel", "_mhc_pre_kernel"):
+            assert shared <= smem_estimate(cfg, op), (op, T, D, name, cfg, shared, smem_estimate(cfg, op))
 
 
 @pytest.mark.gpu

@@ -200,11 +200,12 @@ def _lower(cases):
 
 
 def test_lowers_for_sm90_and_sm100():
-    res = _lower([[90, "nvfp4", {}], [100, "nvfp4", {}],
-                  [100, "nvfp4", {"USE_DOT_SCALED": True, "BLOCK_N": 128, "num_stages": 1}]])
+    res = _lower([[90, "nvfp4", {"SWAP_AB": True, "BLOCK_N": 64}], [100, "nvfp4", {"SWAP_AB": True, "BLOCK_N": 64}],
+                  [100, "nvfp4", {"USE_DOT_SCALED": True, "BLOCK_N": 128, "SWAP_AB": True, "num_warps": 4,
+                                  "num_stages": 1}]])
     split = [r for r in res if r[2] == "_split_kernel"]
-    assert split[0][3], "sm_90: the default config should use wgmma"
-    assert split[1][4] and not split[1][5], "sm_100 default: tcgen05 BF16/FP16 MMA"
+    assert split[0][3], "sm_90: SWAP_AB with 64-entry tiles should use wgmma"
+    assert split[1][4] and not split[1][5], "sm_100 SWAP_AB: tcgen05 BF16/FP16 MMA"
     assert split[2][4] and split[2][5], "sm_100 USE_DOT_SCALED: tcgen05 mxf4nvf4 block_scale.block16"
     assert len(res) == 6
 

@@ -7,14 +7,17 @@ import sys
 
 import typer
 
-from tuner.cli import info, lower, packs
+from tuner.cli import info, lower, packs, regress
 from tuner.cli.common import CliError, err_console
 
 app = typer.Typer(
     help="Autotune Triton kernel templates, store every trial, export packs a runtime loads.",
     no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
-for group in (info.app, packs.app, lower.app):
+for group in (info.app, packs.app, lower.app, regress.app):
     app.registered_commands.extend(group.registered_commands)
+
+
+_NO_KERNEL_RUNS = {"lower", "export", "verify-pack", "list", "show", "regressions", "dashboard"}
 
 
 def _register_kernels() -> None:
@@ -35,9 +38,10 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     args = sys.argv[1:] if argv is None else argv
-    if not (args and args[0] == "lower"):
+    if not (args and args[0] in _NO_KERNEL_RUNS):
         # Without a GPU, kernels run through Triton's interpreter; it must be switched on
-        # before any template module is imported. `lower` compiles for a GPU instead.
+        # before any template module is imported. Commands that run no kernel leave it off,
+        # so `lower` compiles for a real target and pack checks judge GPU configs as such.
         import torch
 
         if not torch.cuda.is_available():

@@ -114,3 +114,41 @@ class Winner(Base):
     meaningful: Mapped[bool] = mapped_column(Boolean, default=True)
     updated: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow, onupdate=utcnow)
     environment: Mapped[Environment] = relationship()
+
+
+class Revalidation(Base):
+    """One config re-timed by ``tune revalidate`` on the current environment.
+
+    Per pack entry the winner, the default and the stored runners-up are re-timed
+    interleaved in one revalidation run (``Run.kind == "revalidate"``, one run per kernel).
+    ``stored_*`` keep what the entry claimed when it was tuned, so a row reads on its own;
+    ``verdict`` and ``reason`` are set on the winner's row only (``ok``, ``stale``,
+    ``broken``, or ``unchecked`` when the times are not meaningful). Times in microseconds.
+    """
+
+    __tablename__ = "tuner_revalidations"
+    __table_args__ = (UniqueConstraint("run_id", "workload_key", "config_key"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("tuner_runs.id"), index=True)
+    kernel: Mapped[str] = mapped_column(String(64), index=True)
+    workload_key: Mapped[str] = mapped_column(String(256), index=True)
+    workload: Mapped[dict[str, Any]]
+    role: Mapped[str] = mapped_column(String(16))  # winner | default | runner_up
+    config: Mapped[dict[str, Any]]
+    config_key: Mapped[str] = mapped_column(String(512))
+    status: Mapped[TrialStatus] = mapped_column(Enum(TrialStatus, native_enum=False, length=24))
+    median_us: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p20_us: Mapped[float | None] = mapped_column(Float, nullable=True)
+    p80_us: Mapped[float | None] = mapped_column(Float, nullable=True)
+    floor_us: Mapped[float | None] = mapped_column(Float, nullable=True)
+    meaningful: Mapped[bool] = mapped_column(Boolean, default=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # What the pack / database entry recorded when it was tuned (winner and default rows).
+    stored_median_us: Mapped[float | None] = mapped_column(Float, nullable=True)
+    stored_noise: Mapped[float | None] = mapped_column(Float, nullable=True)
+    stored_source_hash: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    stored_gpu: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    winner_id: Mapped[int | None] = mapped_column(ForeignKey("tuner_winners.id"), nullable=True)
+    verdict: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)

@@ -1,0 +1,266 @@
+"""Regression detection on synthetic histories, `tune regressions` exit codes, `tune revalidate`."""
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy import inspect, select
+
+from tuner.cli.main import main
+from tuner.dashboard.detect import detect_series, regressions
+from tuner.dashboard.history import Point, Series, load_history
+from tuner.spec import TrialResult
+from tuner.store import Environment, Run, TrialStatus, Winner, open_store
+from tuner.store.models import Revalidation
+
+FIXTURES = Path(__file__).parent / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+import synthetic_history  # noqa: E402
+
+
+def series(meds: list[float], spread: float = 0.02, upgrade_at: int | None = None, meaningful: bool = True) -> Series:
+    pts = []
+    for i, m in enumerate(meds):
+        tri = "3.5.0" if upgrade_at is not None and i >= upgrade_at else "3.4.0"
+        pts.append(Point(dt.datetime(2026, 11, 1) + dt.timedelta(days=i), i + 1, "tune", 1,
+                         {"torch": "2.13.0", "triton": tri, "cuda": "12.8", "driver": "575.51", "python": "3.12"},
+                         "src", "", {"BLOCK": 8}, m, m * (1 - spread), m * (1 + spread), m * 1.3, m * 0.4, meaningful))
+    return Series("moe_routing", "tokens=64,profile=dsv3", {"tokens": 64, "profile": "dsv3"}, "NVIDIA H200", pts)
+
+
+# -- detection ------------------------------------------------------------------------------
+def test_a_real_step_is_flagged_where_it_happened_and_attributed():
+    (c,) = detect_series(series([10.0, 10.1, 9.9, 10.0, 11.6, 11.5, 11.7], upgrade_at=4))
+    assert c.index == 4 and c.confirmed and c.is_regression and not c.resolved
+    assert c.change == pytest.approx(0.16, abs=0.02) and c.p_value < 0.01
+    assert "triton 3.4.0 -> 3.5.0" in c.cause
+    assert regressions([c]) == [c]
+
+
+def test_noise_within_the_band_is_not_flagged():
+    assert detect_series(series([10.0, 10.15, 9.9, 10.1, 9.85, 10.05, 10.2, 9.95])) == []
+
+
+def test_a_single_outlier_is_not_a_regression():
+    assert detect_series(series([10.0, 10.1, 9.9, 14.0, 10.0, 10.1, 9.95])) == []
+    assert detect_series(series([10.0, 14.0, 10.0, 10.1])) == []
+
+
+def test_a_jump_in_the_newest_point_only_is_unconfirmed():
+    (c,) = detect_series(series([10.0, 10.1, 9.9, 10.0, 13.0]))
+    assert not c.confirmed and c.kind == "unconfirmed regression"
+    assert regressions([c]) == []
+    (c1,) = detect_series(series([10.0, 10.1, 9.9, 10.0, 13.0]), min_points=1)
+    assert c1.confirmed
+
+
+def test_improvements_thresholds_and_resolved_regressions():
+    (c,) = detect_series(series([10.0, 10.0, 10.1, 8.5, 8.4, 8.5]))
+    assert c.kind == "improvement" and regressions([c]) == []
+    assert detect_series(series([10.0, 10.1, 9.9, 10.8, 10.8, 10.9], spread=0.005), threshold=0.10) == []
+    up, down = detect_series(series([10.0, 10.0, 10.1, 13.0, 13.1, 13.0, 10.0, 10.1, 9.9]))
+    assert up.resolved and up.kind == "resolved regression" and down.kind == "improvement"
+    assert regressions([up, down]) == []
+
+
+def test_interpreter_points_are_never_tested():
+    assert detect_series(series([10.0, 10.0, 20.0, 20.0, 20.0], meaningful=False)) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-0.015, 0.015), min_size=2, max_size=16), st.floats(0.015, 0.03))
+def test_property_jitter_inside_the_stored_band_is_never_a_change(jitter, spread):
+    assert detect_series(series([10.0 * (1 + j) for j in jitter], spread=spread)) == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 6), st.integers(2, 6), st.floats(0.12, 0.6), st.booleans())
+def test_property_a_step_well_beyond_the_band_is_found(n_before, n_after, size, slower):
+    f = 1 + size if slower else 1 / (1 + size)
+    found = detect_series(series([10.0] * n_before + [10.0 * f] * n_after))
+    assert [(c.index, c.confirmed, c.is_regression) for c in found] == [(n_before, True, slower)]
+
+
+# -- history from the store -----------------------------------------------------------------
+@pytest.fixture
+def planted(tmp_path) -> tuple[str, dict]:
+    db = str(tmp_path / "history.db")
+    facts = synthetic_history.build(open_store(db))
+    return db, facts
+
+
+def test_history_spans_runs_revalidations_and_software_versions(planted):
+    db, facts = planted
+    hist = {(s.kernel, s.workload_key): s for s in load_history(open_store(db))}
+    assert set(hist) == set(facts["workloads"])
+    s = hist[facts["regression"]]
+    assert [p.kind for p in s.points] == ["tune"] * 4 + ["revalidate"] * 2
+    assert {p.versions["triton"] for p in s.points} == {"3.4.0", "3.5.0"}
+    assert all(p.default_us and p.default_us > p.median_us for p in s.points)  # the default's time is known
+    found = [(c.kernel, c.workload_key) for c in regressions(c for x in hist.values() for c in detect_series(x))]
+    assert found == [facts["regression"]]  # not the outlier, not the improvement
+
+
+# -- `tune regressions` ----------------------------------------------------------------------
+def test_regressions_exit_codes(planted, tmp_path, capsys):
+    db, facts = planted
+    assert main(["regressions", "--db", db]) == 1
+    out = capsys.readouterr().out
+    assert "1 regression" in out and "tokens=64" in out and "tokens=512" not in out
+    assert main(["regressions", "--db", db, "--since", "2026-11-05"]) == 0  # the step was on 11-04
+    assert main(["regressions", "--db", db, "--since", "2026-11-04"]) == 1
+    assert main(["regressions", "--db", db, "--threshold", "25%"]) == 0
+    assert main(["regressions", "--db", db, "--kernel", "mhc"]) == 0
+    clean = str(tmp_path / "clean.db")
+    synthetic_history.build(open_store(clean), plant=False)
+    capsys.readouterr()
+    assert main(["regressions", "--db", clean]) == 0
+    assert "no regressions" in capsys.readouterr().out
+    for bad, needle in ((["--threshold", "lots"], "bad value"), (["--since", "yesterday-ish"], "bad date"),
+                        (["--min-points", "0"], "at least 1")):
+        assert main(["regressions", "--db", db, *bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert needle in err and len(err.splitlines()) == 1
+    assert main(["regressions", "--db", str(tmp_path / "absent.db")]) == 2
+
+
+# -- schema -----------------------------------------------------------------------------------
+def test_golden_first_schema_database_gains_the_revalidations_table(tmp_path):
+    db = tmp_path / "old.db"
+    shutil.copy(FIXTURES / "results-0001.db", db)
+    store = open_store(str(db))
+    assert "tuner_revalidations" in inspect(store.engine).get_table_names()
+    with store.engine.connect() as c:
+        assert c.exec_driver_sql("SELECT version_num FROM tuner_alembic_version").scalar() == "0002"
+
+
+# -- `tune revalidate` ------------------------------------------------------------------------
+class FakeWorker:
+    """Stands in for tuner.worker.Worker: times from a table keyed by a config's num_warps."""
+
+    times: dict[int, float] = {}
+    fail: set[int] = set()
+
+    def __init__(self, timeout_s: float = 120.0, reps: int = 100) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def evaluate(self, kernel, workload, config, seed) -> TrialResult:
+        nw = config["num_warps"]
+        if nw in self.fail:
+            return TrialResult("mismatch", error="max error 3.1 > tolerance")
+        m = self.times[nw]
+        return TrialResult("ok", m, m * 0.99, m * 1.01, None, True)
+
+    def retime(self, kernel, workload, configs, rounds, seed):
+        return [[[self.times[c["num_warps"]] * f, self.times[c["num_warps"]] * f * 0.99,
+                  self.times[c["num_warps"]] * f * 1.01] for f in (1.0, 1.002, 0.998)[:rounds]] for c in configs]
+
+
+def _one_winner(db: str, gpu: str = "cpu-interpreter") -> dict:
+    """A tuned moe_routing entry (tokens=3, dsv3) tuned on ``gpu`` at 10 us, default 13 us."""
+    from tuner import registry
+    from tuner.device import fingerprint
+    from kernel_templates.moe_routing import Workload
+
+    k = registry.get("moe_routing")
+    default = dict(k.spec.default_config(Workload(3, "dsv3")))
+    winner = dict(default, num_warps=2 if default["num_warps"] != 2 else 1)
+    store = open_store(db)
+    with store.session() as s:
+        env = Environment(fingerprint_hash="here" if gpu == "cpu-interpreter" else "there", gpu=gpu, cc="",
+                          fingerprint={**fingerprint(), "gpu": gpu})
+        s.add(env)
+        s.flush()
+        run = Run(kind="tune", kernel="moe_routing", environment_id=env.id, source_hash=k.source_hash, settings={},
+                  status="done")
+        s.add(run)
+        s.flush()
+        s.add(Winner(kernel="moe_routing", workload_key="tokens=3,profile=dsv3", workload={"tokens": 3, "profile": "dsv3"},
+                     environment_id=env.id, source_hash=k.source_hash, run_id=run.id, config=winner, is_default=False,
+                     median_us=10.0, p20_us=9.9, p80_us=10.1, default_median_us=13.0, floor_us=None, noise=0.01,
+                     meaningful=True))
+        s.commit()
+    return {"default": default, "winner": winner}
+
+
+def test_revalidate_reports_stale_entries_and_records_a_run(tmp_path, monkeypatch, capsys):
+    import tuner.revalidate as rv
+
+    db = str(tmp_path / "r.db")
+    cfg = _one_winner(db)
+    monkeypatch.setattr(rv, "Worker", FakeWorker)
+    store = open_store(db)
+    entries = rv.entries_from_store(store, "cpu-interpreter")
+    assert len(entries) == 1
+    # the winner lost to the default (now faster by far more than the noise)
+    FakeWorker.times = {cfg["winner"]["num_warps"]: 10.0, cfg["default"]["num_warps"]: 8.0}
+    rep = rv.revalidate(store, entries, rounds=3)
+    (r,) = rep.results
+    assert r.verdict == "stale" and "no longer wins" in r.reason and "default" in r.reason
+    # the winner got slower than tuned beyond its band
+    FakeWorker.times = {cfg["winner"]["num_warps"]: 12.0, cfg["default"]["num_warps"]: 15.0}
+    (r,) = rv.revalidate(store, entries, rounds=3).results
+    assert r.verdict == "stale" and "20% slower than tuned" in r.reason
+    # as tuned, within the noise
+    FakeWorker.times = {cfg["winner"]["num_warps"]: 10.05, cfg["default"]["num_warps"]: 13.0}
+    (r,) = rv.revalidate(store, entries, rounds=3).results
+    assert r.verdict == "ok", r.reason
+    # the winner no longer verifies
+    FakeWorker.fail = {cfg["winner"]["num_warps"]}
+    try:
+        (r,) = rv.revalidate(store, entries, rounds=3).results
+    finally:
+        FakeWorker.fail = set()
+    assert r.verdict == "broken" and "mismatch" in r.reason
+    with store.session() as s:
+        runs = s.scalars(select(Run).where(Run.kind == "revalidate")).all()
+        rows = s.scalars(select(Revalidation).order_by(Revalidation.id)).all()
+    assert len(runs) == 4 and all(x.status == "done" for x in runs)
+    assert [x.role for x in rows[:2]] == ["winner", "default"] and rows[0].stored_median_us == 10.0
+    assert [x.verdict for x in rows if x.role == "winner"] == ["stale", "stale", "ok", "broken"]
+    # the CLI prints the verdicts and exits 0 (regressions, not revalidate, gate CI)
+    FakeWorker.times = {cfg["winner"]["num_warps"]: 10.0, cfg["default"]["num_warps"]: 8.0}
+    assert main(["revalidate", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "stale" in out and "tokens=3,profile=dsv3" in out
+    # the revalidations are history points
+    (s,) = load_history(store)
+    assert [p.kind for p in s.points] == ["revalidate"] * 4  # the broken one measured nothing
+
+
+def test_revalidate_errors_are_one_line(tmp_path, capsys):
+    db = str(tmp_path / "empty.db")
+    open_store(db)
+    assert main(["revalidate", "--db", db]) == 2
+    assert "nothing to revalidate" in capsys.readouterr().err
+    assert main(["revalidate", "--db", db, "--pack", str(tmp_path / "nope")]) == 2
+    assert "no manifest.json" in capsys.readouterr().err
+
+
+def test_revalidate_a_pack_through_the_real_worker_in_the_interpreter(tmp_path):
+    """moe_routing on a tiny workload: compiled, verified and timed in the isolated worker."""
+    from tuner.pack import export_pack
+    from tuner.revalidate import entries_from_pack, revalidate
+
+    db = str(tmp_path / "r.db")
+    _one_winner(db)
+    store = open_store(db)
+    pack = export_pack(store, tmp_path / "pack")
+    rep = revalidate(store, entries_from_pack(pack), rounds=1, n_runners_up=0, timeout_s=600, pack=str(pack))
+    (r,) = rep.results
+    assert r.verdict == "unchecked" and "interpreter" in r.reason  # correct, but times are not GPU times
+    assert [t.result.status for t in r.timed] == ["ok", "ok"]
+    with store.session() as s:
+        rows = s.scalars(select(Revalidation)).all()
+    assert {x.role for x in rows} == {"winner", "default"} and all(x.status == TrialStatus.ok for x in rows)
