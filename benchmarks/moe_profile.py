@@ -39,7 +39,7 @@ def phase_launcher(cfg, inputs, phases, n_group_override=None):
 
     def run():
         for ph, fused in phases:
-            mr._moe_routing_kernel[(np_,)](*args, PHASE=ph, FUSED=fused, **meta)
+            mr._moe_routing_kernel[(np_,)](*args, PHASE=ph, FUSED=fused, GRID_SYNC=fused and np_ > 1, **meta)
     return run
 
 

@@ -182,6 +182,7 @@ def _moe_routing_kernel(
     HAS_BIAS: tl.constexpr, RENORM: tl.constexpr, HAS_MAP: tl.constexpr,
     CNT_ROWS: tl.constexpr, EID_BLOCK: tl.constexpr, FILL_BLOCK: tl.constexpr,
     PHASE: tl.constexpr, BLOCK_T: tl.constexpr, MAX_PROGRAMS: tl.constexpr, FUSED: tl.constexpr,
+    GRID_SYNC: tl.constexpr,
 ):
     # MAX_PROGRAMS only sizes the grid (launcher); the kernel reads the real count below.
     pid = tl.program_id(0)
@@ -277,13 +278,15 @@ def _moe_routing_kernel(
             tl.store(sorted_ptr + f, tl.full([FILL_BLOCK], 0, tl.int32) + pad, mask=f < n_sorted)
 
     if FUSED:
-        # Grid barrier: all programs are co-resident (launcher caps the grid at the SM
-        # count). bar.sync first so this CTA's stores precede the release.
+        # bar.sync first so this CTA's stores precede the release (and, with one program,
+        # are visible to its other threads: then no grid barrier is needed at all).
         tl.debug_barrier()
-        tl.atomic_add(sync_ptr, 1, sem="acq_rel", scope="gpu")
-        while tl.atomic_add(sync_ptr, 0, sem="acquire", scope="gpu") < NP:
-            pass
-        tl.debug_barrier()
+        if GRID_SYNC:
+            # Grid barrier: all programs are co-resident (launcher caps the grid at the SM count).
+            tl.atomic_add(sync_ptr, 1, sem="acq_rel", scope="gpu")
+            while tl.atomic_add(sync_ptr, 0, sem="acquire", scope="gpu") < NP:
+                pass
+            tl.debug_barrier()
 
     if PHASE != 1:
         # Totals and the counts of lower programs, CNT_ROWS programs per load (.cg: written
@@ -339,7 +342,7 @@ def _moe_routing_kernel(
             tl.store(cur_row + eid, pos + 1, mask=valid & (later == 0))
             tl.debug_barrier()
 
-    if FUSED:
+    if GRID_SYNC:
         # The last program out resets both counters: the scratch needs no memset per call.
         if tl.atomic_add(sync_ptr + 1, 1, sem="acq_rel", scope="gpu") == NP - 1:
             tl.atomic_xchg(sync_ptr, 0, sem="relaxed", scope="gpu")
@@ -446,7 +449,7 @@ def launch(*, config: dict[str, Any], logits: torch.Tensor, bias: torch.Tensor |
                 BLOCK_T=config["BLOCK_T"], MAX_PROGRAMS=config["MAX_PROGRAMS"],
                 num_warps=config["num_warps"], num_stages=config["num_stages"], **_meta(E, top_k, n_group, config["BLOCK_T"]))
     for phase in ((0,) if fused else (1, 2)):
-        _moe_routing_kernel[(np_,)](*args, PHASE=phase, FUSED=fused, **meta)
+        _moe_routing_kernel[(np_,)](*args, PHASE=phase, FUSED=fused, GRID_SYNC=fused and np_ > 1, **meta)
     return MoeRouting(w, ids, sorted_ids, eids, npad)
 
 
@@ -615,9 +618,10 @@ def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[A
     cx = dict(TOP_K=k, N_GROUP=p["n_group"], TOPK_GROUP=p["topk_group"], SCORING=p["scoring"], HAS_BIAS=True,
               RENORM=p["renormalize"], HAS_MAP=False, BLOCK_T=config["BLOCK_T"],
               MAX_PROGRAMS=config["MAX_PROGRAMS"], **_meta(E, k, p["n_group"], config["BLOCK_T"]))
+    np_ = grid_programs(workload.tokens, config, 132)[0]  # an H100/H200's SM count
     out = []
     for phase in ((0,) if fused else (1, 2)):
-        c = dict(cx, PHASE=phase, FUSED=fused)
+        c = dict(cx, PHASE=phase, FUSED=fused, GRID_SYNC=fused and np_ > 1)
         out.append((_moe_routing_kernel, {**sig, **{name: "constexpr" for name in c}}, c))
     return out
 

@@ -51,6 +51,10 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         return False
     if not nvfp4 and (config["DQ_FP16"] or config["USE_DOT_SCALED"]):
         return False  # no effect: would only duplicate trials
+    if nvfp4 and config["DQ_FP16"] and bn < 32:
+        # Wrong results on the H200 (Triton 3.6) while the interpreter agrees with the
+        # reference: benchmarks/results/nvfp4_debug-20261129.log. Cause not found yet.
+        return False
     if config["USE_DOT_SCALED"]:
         # native tcgen05 block-scaled MMA: sm_100+, M = BLOCK_N = 128 entries (SWAP_AB);
         # the interpreter decodes E4M3 block scales of dot_scaled as UE8M0, so never there
