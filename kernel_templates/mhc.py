@@ -25,7 +25,6 @@ Design:
 """
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
-from tuner import runtime
+from tuner import lowering, runtime
 from tuner.runtime.env import interpreting
 from tuner.spec import KernelSpec
 from tuner.verify import assert_close
@@ -633,12 +632,6 @@ def verify(out: Any, ref: Any, inputs: dict[str, Any]) -> None:
             assert_close(name, o, r, atol=COEFF_ATOL)
 
 
-def constexpr_names(kern: Any) -> set[str]:
-    """The ``tl.constexpr`` parameters of a jit kernel (also under the interpreter)."""
-    fn = getattr(kern, "fn", kern)
-    return {n for n, p in inspect.signature(fn).parameters.items() if "constexpr" in str(p.annotation)}
-
-
 def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[Any, dict[str, str], dict[str, Any]]]:
     """Each launch ``launch`` does for this workload/config: (jit fn, signature, constexprs).
 
@@ -649,23 +642,7 @@ def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[A
     bf = torch.bfloat16
     launches, _ = _plan(workload.op, m(T, 4, D, dt=bf), m(T, D, dt=bf), m(T, 4), m(T, 4, 4), m(N_MIX, 4 * D),
                         m(3), m(N_MIX), m(D, dt=bf), 1e-6, 20, config)
-    tnames = {torch.float32: "fp32", torch.bfloat16: "bf16"}
-    out = []
-    for kern, _grid, args in launches:
-        sig, cx = {}, {}
-        constexprs = constexpr_names(kern)
-        for name in kern.arg_names:
-            v = args[name]
-            if name in constexprs:
-                sig[name], cx[name] = "constexpr", v
-            elif isinstance(v, torch.Tensor):
-                sig[name] = "*" + tnames[v.dtype]
-            elif isinstance(v, float):
-                sig[name] = "fp32"
-            else:
-                sig[name] = "i32"
-        out.append((kern, sig, cx))
-    return out
+    return [(kern, *lowering.signature(kern, args)) for kern, _grid, args in launches]
 
 
 runtime.register_defaults("mhc", lambda wd: default_config(Workload(**wd)))

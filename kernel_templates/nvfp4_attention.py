@@ -47,7 +47,7 @@ from kernel_templates.nvfp4 import (
     F16_SHIFT, dequantize_fp8_ue8m0, dequantize_nvfp4, e4m3_bits_to_f32, fp8_ue8m0_tile_to_f32,
     nvfp4_quantize_tile, nvfp4_tile_to_f16_scaled, nvfp4_tile_to_f32, quantize_fp8_ue8m0, quantize_nvfp4,
 )
-from tuner import runtime
+from tuner import lowering, runtime
 from tuner.runtime.env import interpreting
 from tuner.spec import KernelSpec
 from tuner.verify import assert_close
@@ -678,23 +678,7 @@ def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[A
                      m(B, SWA_WINDOW, D // 32, dt=torch.uint8), m(H),
                      m(B, TOPK, dt=torch.int32) if w.mode == "sparse" else None, w.kv_dtype, None, config,
                      m(B, H, D, dt=torch.bfloat16), partials)
-    tnames = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.uint8: "u8", torch.int32: "i32",
-              torch.float8_e4m3fn: "fp8e4nv"}
-    out = []
-    for kern, _grid, args in launches:
-        sig, cx = {}, {}
-        for prm in kern.params:
-            name, v = prm.name, args[prm.name]
-            if prm.is_constexpr:
-                sig[name], cx[name] = "constexpr", v
-            elif isinstance(v, torch.Tensor):
-                sig[name] = "*" + tnames[v.dtype]
-            elif isinstance(v, float):
-                sig[name] = "fp32"
-            else:
-                sig[name] = "i32"
-        out.append((kern, sig, cx))
-    return out
+    return [(kern, *lowering.signature(kern, args)) for kern, _grid, args in launches]
 
 
 runtime.register_defaults("nvfp4_attention", lambda wd: default_config(Workload(**wd)))

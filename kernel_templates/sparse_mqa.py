@@ -43,7 +43,7 @@ import triton
 import triton.language as tl
 
 from kernel_templates.nvfp4 import dequantize_mxfp4, mxfp4_tile_to_f32, quantize_mxfp4, ue8m0_to_f32
-from tuner import runtime
+from tuner import lowering, runtime
 from tuner.runtime.env import interpreting
 from tuner.spec import KernelSpec
 from tuner.verify import assert_close
@@ -768,23 +768,7 @@ def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[A
                     alloc=lambda shape, dtype, fill=None: m(*shape, dt=dtype))
     launches = _plan(m(B, T, H, D, dt=torch.float8_e4m3fn), m(B, T, H), kc, ks, m(B, pages // B, dt=torch.int32),
                      m(B, dt=torch.int32), prof["top_k"], fmt, False, config, bufs)
-    tnames = {torch.float32: "fp32", torch.uint8: "u8", torch.int32: "i32", torch.int64: "i64",
-              torch.float8_e4m3fn: "fp8e4nv"}
-    out = []
-    for kern, _grid, args in launches:
-        sig, cx = {}, {}
-        for prm in kern.params:
-            name, v = prm.name, args[prm.name]
-            if prm.is_constexpr:
-                sig[name], cx[name] = "constexpr", v
-            elif isinstance(v, torch.Tensor):
-                sig[name] = "*" + tnames[v.dtype]
-            elif isinstance(v, float):
-                sig[name] = "fp32"
-            else:
-                sig[name] = "i32"
-        out.append((kern, sig, cx))
-    return out
+    return [(kern, *lowering.signature(kern, args)) for kern, _grid, args in launches]
 
 
 runtime.register_defaults("sparse_mqa", lambda wd: default_config(Workload(**wd)))

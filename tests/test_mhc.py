@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tuner import lowering
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -134,7 +136,7 @@ def test_verify_catches_wrong_output(device):
 def test_space_matches_kernels():
     names = set()
     for kern in (mhc._mhc_pre_kernel, mhc._mhc_seam_kernel, mhc._mhc_finish_kernel, mhc._mhc_post_kernel):
-        names |= mhc.constexpr_names(kern)
+        names |= lowering.constexpr_names(kern)
     assert names | {"num_warps", "num_stages"} == set(SPACE)
     for wl in WORKLOADS + SMALL_WORKLOADS:
         cfg = mhc.default_config(wl)
