@@ -121,5 +121,5 @@ def test_killed_study_resumes_without_losing_trials(tmp_path):
     con.close()
     assert ids_before <= ids_after  # nothing measured was lost
     assert _count(db, done) == 5  # the second run only did what was missing
-    assert [s for (s,) in runs] == ["running", "done"]  # the killed run never finished; the resumed one did
+    assert [s for (s,) in runs] == ["interrupted", "done"]  # the killed run is marked as such on resume
     assert winners == 1 and running == 0

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import socket
 import statistics
 import time
 import zlib
@@ -65,6 +67,18 @@ class Outcome:
     skipped: str | None = None
 
 
+def _alive(pid: Any) -> bool:
+    if not isinstance(pid, int):
+        return True  # unknown: leave it alone
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def config_key(config: dict[str, Any]) -> str:
     return json.dumps(config, sort_keys=True)
 
@@ -113,10 +127,12 @@ class Tuner:
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         s = self.settings
+        self._close_dead_runs()
         with self.store.session() as sess:
             run = Run(kind="tune", kernel=self.kernel.name, environment_id=self.env.id,
                       source_hash=self.kernel.source_hash, git_commit=git_commit(),
-                      settings={**s.__dict__, "workloads": [workload_key(w) for w in workloads]})
+                      settings={**s.__dict__, "workloads": [workload_key(w) for w in workloads],
+                                "host": socket.gethostname(), "pid": os.getpid()})
             sess.add(run)
             sess.commit()
         self.run_id = run.id
@@ -137,6 +153,14 @@ class Tuner:
                 r.status, r.finished = status, utcnow()
                 sess.commit()
         return outcomes
+
+    def _close_dead_runs(self) -> None:
+        """Runs of this host still marked running whose process is gone were killed."""
+        with self.store.session() as sess:
+            for r in sess.scalars(select(Run).where(Run.status == "running")).all():
+                if r.settings.get("host") == socket.gethostname() and not _alive(r.settings.get("pid")):
+                    r.status = "interrupted"
+            sess.commit()
 
     # -- one workload -------------------------------------------------------------
     def _history(self, wkey: str) -> dict[str, Trial]:
