@@ -26,8 +26,20 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+_SUFFIX = {"K": 1 << 10, "M": 1 << 20}  # binary, as the search space's table rows (8M = 8 << 20)
+
+
+def _int(x: str) -> int:
+    x = x.strip()
+    mult = _SUFFIX.get(x[-1:].upper(), 1)
+    try:
+        return int(x[:-1] if mult > 1 else x) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer (K/M suffixes allowed: 8M = 8 << 20): {x!r}") from None
+
+
 def _ints(s: str) -> list[int]:
-    return [int(x) for x in s.split(",") if x]
+    return [_int(x) for x in s.split(",") if x.strip()]
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -36,7 +48,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results", help="folder for the raw JSON")
     p.add_argument("--tokens", type=_ints, default=None, help="comma list of T (default: the search-space grid)")
     p.add_argument("--placement", default="hbm,host,host_thp", help="comma list of placements")
-    p.add_argument("--table-rows", type=_ints, default=None, help="comma list of table rows (default: 8M,32M)")
+    p.add_argument("--table-rows", type=_ints, default=None, help="comma list of table rows, K/M suffixes allowed (8M = 8 << 20; default: 8M,32M)")
     p.add_argument("--overlap-tokens", type=_ints, default=[256, 4096], help="T of the prefetch overlap runs")
     p.add_argument("--reps", type=int, default=50, help="timed repetitions per measurement")
     return p.parse_args(argv)

@@ -264,7 +264,10 @@ class EngramTable:
             raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
         if num_rows < 1:
             raise ValueError(f"num_rows must be >= 1, got {num_rows}")
-        self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+        dev = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+        if dev.type == "cuda" and dev.index is None:  # "cuda" and "cuda:0" must compare equal in checks
+            dev = torch.device("cuda", torch.cuda.current_device())
+        self.device = dev
         self.num_rows = int(num_rows)
         self.requested_placement = placement
         self.placement = placement
