@@ -125,8 +125,9 @@ def _serve(conn) -> None:
         except Exception as e:  # noqa: BLE001
             result = {"status": "crashed", "error": _one_line(e), "trace": traceback.format_exc()[-2000:]}
         conn.send(result)
-        if isinstance(result, dict) and result.get("status") == "crashed" and ev.device == "cuda":
-            return  # a crashed CUDA context is unusable: exit and let the parent restart us
+        if isinstance(result, dict) and result.get("status") == "crashed" and ev.device == "cuda" \
+                and any(w in (result.get("error") or "") for w in ("CUDA", "Accelerator", "illegal")):
+            return  # a broken CUDA context is unusable: exit and let the parent restart us
 
 
 class Worker:
