@@ -1,6 +1,7 @@
 """`tune lower`: compile a template for a GPU target without that GPU; report what it emitted."""
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -29,6 +30,8 @@ CLASSES = {
     "mma.sync": r"\bmma\.sync",
     "ldmatrix": r"\bldmatrix",
     "ld.global.v4": r"ld\.global(?:\.\w+)*\.v4",
+    "ld.global.v2": r"ld\.global(?:\.\w+)*\.v2",
+    "st.global.v4": r"st\.global(?:\.\w+)*\.v4",
     "atomics": r"\b(?:atom|red)\.",
 }
 
@@ -39,7 +42,11 @@ def lower_one(fn, signature: dict[str, str], constexprs: dict[str, Any], arch: i
     import triton
     from triton.backends.compiler import GPUTarget
 
-    src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+    # Real launches see torch allocations: every pointer 16-byte aligned, which is what
+    # lets Triton emit wide loads. Say so, or the lowering understates vector widths.
+    params = list(inspect.signature(getattr(fn, "fn", fn)).parameters)
+    attrs = {(params.index(n),): [["tt.divisibility", 16]] for n, t in signature.items() if t.startswith("*")}
+    src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
     c = triton.compile(src, target=GPUTarget("cuda", arch, 32),
                        options={"num_warps": num_warps, "num_stages": num_stages})
     ptx = c.asm["ptx"]
