@@ -37,7 +37,7 @@ def test_help_and_list(capsys):
     (["moe-routing", "--tokens", "0"], "must be positive"),
     (["moe-routing", "--tokens", "100000"], "outside 1..8192"),
     (["moe-routing", "--profile", "gpt5"], "unknown value"),
-    (["moe-routing", "--sampler", "annealing"], "unknown 'annealing'"),
+    (["moe-routing", "--sampler", "annealing"], "unknown sampler 'annealing'"),
     (["moe-routing", "--budget", "soon"], "bad duration"),
     (["moe-routing", "--trials", "0"], "at least 1"),
     (["lower", "moe-routing", "--target", "sm_42"], "unknown 'sm_42'"),
@@ -123,3 +123,13 @@ def test_killed_study_resumes_without_losing_trials(tmp_path):
     assert _count(db, done) == 5  # the second run only did what was missing
     assert [s for (s,) in runs] == ["interrupted", "done"]  # the killed run is marked as such on resume
     assert winners == 1 and running == 0
+
+
+def test_sampler_with_a_missing_package_is_a_clean_error(monkeypatch, tmp_path, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cmaes" else real(name, *a))
+    assert tune("moe-routing", "--sampler", "cmaes", "--db", str(tmp_path / "r.db")) == 2
+    err = capsys.readouterr().err.strip()
+    assert "needs the 'cmaes' package" in err and len(err.splitlines()) == 1

@@ -83,6 +83,20 @@ def config_key(config: dict[str, Any]) -> str:
     return json.dumps(config, sort_keys=True)
 
 
+_SAMPLER_NEEDS = {"gp": "scipy", "cmaes": "cmaes"}
+
+
+def check_sampler(name: str) -> None:
+    """Raise ValueError (one line) for an unknown sampler or one whose package is missing."""
+    import importlib.util
+
+    if name not in SAMPLERS:
+        raise ValueError(f"unknown sampler {name!r} (choose from {', '.join(SAMPLERS)})")
+    need = _SAMPLER_NEEDS.get(name)
+    if need and importlib.util.find_spec(need) is None:
+        raise ValueError(f"sampler {name!r} needs the {need!r} package (pip install {need})")
+
+
 def make_sampler(name: str, kernel: Kernel, seed: int):
     import optuna
 

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from tuner.cli.common import CliError, DbOption, console, expand_grid, parse_duration
 from tuner.registry import Kernel
-from tuner.study import SAMPLERS, Settings, Tuner
+from tuner.study import SAMPLERS, Settings, Tuner, check_sampler
 from tuner.timing import gpu_available
 
 
@@ -66,8 +66,10 @@ def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, pat
              seed, timeout, db) -> None:
     from tuner.store import open_store
 
-    if sampler not in SAMPLERS:
-        raise CliError(f"--sampler: unknown {sampler!r} (choose from {', '.join(SAMPLERS)})")
+    try:
+        check_sampler(sampler)
+    except ValueError as e:
+        raise CliError(f"--sampler: {e}") from None
     if trials is not None and trials < 1:
         raise CliError("--trials must be at least 1")
     if patience is not None and patience < 1:
