@@ -144,3 +144,27 @@ def test_runtime_and_templates_do_not_import_tuning_dependencies():
     r = _run(code, {"TRITON_INTERPRET": "1"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_moe_routing_takes_its_config_from_the_active_pack(tmp_path, monkeypatch):
+    import torch
+
+    import kernel_templates.moe_routing as mr
+
+    tuned = {"BLOCK_T": 2, "MAX_PROGRAMS": 2, "FUSED": False, "num_warps": 1, "num_stages": 1}
+    entries = [{"workload": {"tokens": 5, "profile": "dsv41-flash"}, "config": tuned}]
+    pack = write_pack(tmp_path / "p", entries=entries, kernel="moe_routing")
+    seen = []
+    real_launch = mr.launch
+    monkeypatch.setattr(mr, "launch", lambda *, config, **kw: seen.append(config) or real_launch(config=config, **kw))
+    inputs = mr.make_inputs(mr.Workload(5, "dsv41-flash"), "cpu", 0)
+    args = {k: v for k, v in inputs.items() if k not in ("logits", "bias")}
+    runtime.use_pack(pack)
+    out = mr.moe_routing(inputs["logits"], inputs["bias"], **args)
+    assert seen[-1] == tuned
+    assert runtime.active_pack().stats()["moe_routing"]["exact"] == 1
+    mr.verify(out, mr.reference(**inputs), inputs)
+    runtime.use_pack(None)
+    mr.moe_routing(inputs["logits"], inputs["bias"], **args)
+    assert seen[-1] == mr.default_config(mr.Workload(5, "dsv41-flash"))
+    assert torch.equal(out.topk_ids, mr.reference(**inputs).topk_ids)
