@@ -84,17 +84,17 @@ def _copy_ceilings(reps: int) -> dict[str, float]:
     """HBM: device-to-device copy (read + write bytes / s); PCIe: pinned host -> device copy."""
     import torch
 
-    from tuner.timing import bench, empty_launch_floor
+    from tuner.roofline import measure_ceilings
+    from tuner.timing import bench
 
+    c = measure_ceilings(reps=reps)
     n = 1 << 28
-    src = torch.empty(n, dtype=torch.bfloat16, device="cuda").normal_()
-    dst = torch.empty_like(src)
-    t = bench(lambda: dst.copy_(src), reps=max(20, reps // 2), flush_l2=False)
+    dst = torch.empty(n, dtype=torch.bfloat16, device="cuda")
     host = torch.empty(n, dtype=torch.bfloat16, pin_memory=True)
     th = bench(lambda: dst.copy_(host, non_blocking=True), reps=max(10, reps // 5), flush_l2=False)
-    del src, dst, host
-    return {"d2d_bytes_per_s": 2 * n * 2 / (t.median_us * 1e-6), "h2d_pinned_bytes_per_s": n * 2 / (th.median_us * 1e-6),
-            "launch_eager_us": empty_launch_floor(graph=False).median_us}
+    del dst, host
+    return {"d2d_bytes_per_s": c["hbm_bytes_per_s"], "h2d_pinned_bytes_per_s": n * 2 / (th.median_us * 1e-6),
+            "launch_eager_us": c["empty_launch_us"]}
 
 
 def _gather_ceiling(table: Any, reps: int) -> dict[str, float]:

@@ -35,18 +35,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def _ceilings(reps: int) -> dict[str, float]:
     """Device-to-device copy bandwidth (read + write bytes / s) and the launch floors."""
-    import torch
+    from tuner.roofline import measure_ceilings
 
-    from tuner.timing import bench, empty_launch_floor
-
-    n = 1 << 28  # 512 MiB of bf16 each way, far beyond L2
-    src = torch.empty(n, dtype=torch.bfloat16, device="cuda").normal_()
-    dst = torch.empty_like(src)
-    t = bench(lambda: dst.copy_(src), reps=max(20, reps // 5), flush_l2=False)
-    del src, dst
-    return {"copy_bytes_per_s": 2 * n * 2 / (t.median_us * 1e-6),
-            "launch_graph_us": empty_launch_floor(graph=True).median_us,
-            "launch_eager_us": empty_launch_floor(graph=False).median_us}
+    c = measure_ceilings(reps=reps)
+    return {"copy_bytes_per_s": c["hbm_bytes_per_s"], "launch_graph_us": c["launch_graph_us"],
+            "launch_eager_us": c["empty_launch_us"]}
 
 
 def _timing(t: Any) -> dict[str, float]:

@@ -42,24 +42,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def measure_ceilings(reps: int) -> dict[str, float]:
     """Device-to-device copy bandwidth (read + write), BF16 matmul peak, empty launch."""
-    import torch
+    from tuner.roofline import measure_ceilings as measure
 
-    from tuner.timing import bench, empty_launch_floor
-
-    n = 2 * 2**30
-    src = torch.empty(n, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    t = bench(lambda: dst.copy_(src), reps=reps)
-    copy_bw = 2 * n / (t.median_us * 1e-6)
-    del src, dst
-    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
-    b = torch.randn_like(a)
-    t_mm = bench(lambda: a @ b, reps=reps, flush_l2=False)
-    mm_peak = 2 * 8192**3 / (t_mm.median_us * 1e-6)
-    del a, b
-    torch.cuda.empty_cache()
-    return {"hbm_bytes_per_s": copy_bw, "bf16_flops_per_s": mm_peak,
-            "empty_launch_us": empty_launch_floor(graph=False).median_us}
+    return measure(reps=reps, matmul=True)
 
 
 def workloads(args: argparse.Namespace) -> list[Any]:

@@ -43,18 +43,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def measure_ceilings(reps: int) -> dict[str, float]:
     """Device-to-device copy bandwidth (read + write) and the empty-launch time."""
-    import torch
+    from tuner.roofline import measure_ceilings as measure
 
-    from tuner.timing import bench, empty_launch_floor
-
-    n = 2 * 2**30
-    src = torch.empty(n, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    t = bench(lambda: dst.copy_(src), reps=reps)
-    copy_bw = 2 * n / (t.median_us * 1e-6)
-    del src, dst
-    torch.cuda.empty_cache()
-    return {"hbm_bytes_per_s": copy_bw, "empty_launch_us": empty_launch_floor(graph=False).median_us}
+    return measure(reps=reps)
 
 
 def workloads(args: argparse.Namespace) -> list[Any]:
