@@ -14,14 +14,20 @@ Design:
   sigmoid / softmax / Sinkhorn epilogue and writes ``u`` for its own D-chunk.
 - The Gram matrix ``G[i, k] = sum_d X_i[d] X_k[d]`` gives both RMS factors without
   another pass: ``sum(x^2) = trace(G)`` and ``sum(h^2) = pre^T G pre`` for
-  ``h = sum_i pre_i X_i``. So ``u`` needs only one more read of the (L2-hot) chunk.
+  ``h = sum_i pre_i X_i``. So ``u`` needs only one more read of the chunk (L2-hot while it fits).
 - ``SPLIT_K == 1`` is a single fused launch: each program owns whole token rows, does
-  the epilogue in registers and re-reads its own rows (just written, L2-hot) for ``u``:
-  HBM traffic is the floor at large T.
+  the epilogue in registers and re-reads its own rows for ``u``. Those are L2-hot only
+  while all resident programs' rows (BLOCK_T x 4D x 2 B each: 2.6 MB at 64 x 5120)
+  fit in L2 together, i.e. not at large T: the re-read then costs 4D x 2 B per token.
 - The GEMM is ``tl.dot`` on fp32 operands (``DOT_PRECISION`` tf32 / tf32x3 / ieee; X is
   bf16 so exact in tf32, only fn is rounded: ~3e-4 relative error on ``mix``), or
   ``fma``: a broadcast multiply-reduce without tensor cores, which allows token blocks
-  below the 16 rows an MMA needs (T = 1..8 wastes no lanes).
+  below the 16 rows an MMA needs (T = 1..8 wastes no lanes). On tensor cores it runs
+  transposed (fn tile as A, the streams as B from shared memory, see ``_dot_stream``).
+- Per D step the loop keeps only ``[BLOCK_T]`` running sums for the Gram matrix (10 of
+  them), the seam's 20 post / comb coefficients are loaded once before the loop, and
+  the residual streams carry L2 eviction hints (read-once loads ``evict_first``, the
+  seam's new residual ``evict_last`` for the u pass that re-reads it).
 """
 from __future__ import annotations
 
@@ -113,90 +119,161 @@ def _to_bf16(x):
 
 
 @triton.jit
-def _load2(ptr, offs_t, mask_t, offs_d, D, stride_t):
+def _load2(ptr, offs_t, mask_t, offs_d, D, stride_t, POLICY: tl.constexpr):
     m = mask_t[:, None] & (offs_d < D)[None, :]
-    return tl.load(ptr + offs_t[:, None] * stride_t + offs_d[None, :], mask=m, other=0.0).to(tl.float32)
+    return tl.load(ptr + offs_t[:, None] * stride_t + offs_d[None, :], mask=m, other=0.0,
+                   eviction_policy=POLICY).to(tl.float32)
 
 
 @triton.jit
-def _post_stream(j: tl.constexpr, x0, x1, x2, x3, y, pin_ptr, cin_ptr, xn_ptr, offs_t, mask_t, offs_d, D,
-                 stride_nt, stride_ns):
-    """X'_j = post_j y + sum_i comb[i, j] X_i, stored as bf16; returns the stored values."""
+def _post_coeffs(pin_ptr, cin_ptr, j: tl.constexpr, offs_t, mask_t):
+    """post_j and comb[0..3, j] of each token: five ``[BLOCK_T]`` vectors."""
     cb = cin_ptr + offs_t * 16 + j
-    xn = tl.load(pin_ptr + offs_t * 4 + j, mask=mask_t, other=0.0)[:, None] * y
-    xn += tl.load(cb, mask=mask_t, other=0.0)[:, None] * x0
-    xn += tl.load(cb + 4, mask=mask_t, other=0.0)[:, None] * x1
-    xn += tl.load(cb + 8, mask=mask_t, other=0.0)[:, None] * x2
-    xn += tl.load(cb + 12, mask=mask_t, other=0.0)[:, None] * x3
+    return (tl.load(pin_ptr + offs_t * 4 + j, mask=mask_t, other=0.0), tl.load(cb, mask=mask_t, other=0.0),
+            tl.load(cb + 4, mask=mask_t, other=0.0), tl.load(cb + 8, mask=mask_t, other=0.0),
+            tl.load(cb + 12, mask=mask_t, other=0.0))
+
+
+@triton.jit
+def _all_post_coeffs(pin_ptr, cin_ptr, offs_t, mask_t):
+    """The 20 coefficient vectors of the new residual; loaded once per program, before
+    the D loop (inside it the pipeliner re-issued all 20 loads every step)."""
+    return (_post_coeffs(pin_ptr, cin_ptr, 0, offs_t, mask_t), _post_coeffs(pin_ptr, cin_ptr, 1, offs_t, mask_t),
+            _post_coeffs(pin_ptr, cin_ptr, 2, offs_t, mask_t), _post_coeffs(pin_ptr, cin_ptr, 3, offs_t, mask_t))
+
+
+@triton.jit
+def _post_stream(j: tl.constexpr, x0, x1, x2, x3, y, cf, xn_ptr, offs_t, mask_t, offs_d, D,
+                 stride_nt, stride_ns, STORE_POLICY: tl.constexpr):
+    """X'_j = post_j y + sum_i comb[i, j] X_i, stored as bf16; returns the stored values."""
+    p, c0, c1, c2, c3 = cf
+    xn = p[:, None] * y + c0[:, None] * x0 + c1[:, None] * x1 + c2[:, None] * x2 + c3[:, None] * x3
     xb = _to_bf16(xn)
     tl.store(xn_ptr + offs_t[:, None] * stride_nt + j * stride_ns + offs_d[None, :], xb,
-             mask=mask_t[:, None] & (offs_d < D)[None, :])
+             mask=mask_t[:, None] & (offs_d < D)[None, :], eviction_policy=STORE_POLICY)
     return xb.to(tl.float32)
 
 
 @triton.jit
-def _post_tile(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, offs_t, mask_t, offs_d, D,
-               stride_xt, stride_xs, stride_yt, stride_nt, stride_ns):
-    """One tile of the new residual, all four streams: 4 x [BLOCK_T, BLOCK_D] fp32."""
-    x0 = _load2(x_ptr, offs_t, mask_t, offs_d, D, stride_xt)
-    x1 = _load2(x_ptr + stride_xs, offs_t, mask_t, offs_d, D, stride_xt)
-    x2 = _load2(x_ptr + 2 * stride_xs, offs_t, mask_t, offs_d, D, stride_xt)
-    x3 = _load2(x_ptr + 3 * stride_xs, offs_t, mask_t, offs_d, D, stride_xt)
-    y = _load2(y_ptr, offs_t, mask_t, offs_d, D, stride_yt)
-    n0 = _post_stream(0, x0, x1, x2, x3, y, pin_ptr, cin_ptr, xn_ptr, offs_t, mask_t, offs_d, D, stride_nt, stride_ns)
-    n1 = _post_stream(1, x0, x1, x2, x3, y, pin_ptr, cin_ptr, xn_ptr, offs_t, mask_t, offs_d, D, stride_nt, stride_ns)
-    n2 = _post_stream(2, x0, x1, x2, x3, y, pin_ptr, cin_ptr, xn_ptr, offs_t, mask_t, offs_d, D, stride_nt, stride_ns)
-    n3 = _post_stream(3, x0, x1, x2, x3, y, pin_ptr, cin_ptr, xn_ptr, offs_t, mask_t, offs_d, D, stride_nt, stride_ns)
+def _post_tile(x_ptr, y_ptr, coeffs, xn_ptr, offs_t, mask_t, offs_d, D,
+               stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, STORE_POLICY: tl.constexpr):
+    """One tile of the new residual, all four streams: 4 x [BLOCK_T, BLOCK_D] fp32.
+    X and y are read once per call (``evict_first``: leave L2 to what is read again);
+    the seam stores with ``evict_last`` because its u pass re-reads the new residual."""
+    x0 = _load2(x_ptr, offs_t, mask_t, offs_d, D, stride_xt, "evict_first")
+    x1 = _load2(x_ptr + stride_xs, offs_t, mask_t, offs_d, D, stride_xt, "evict_first")
+    x2 = _load2(x_ptr + 2 * stride_xs, offs_t, mask_t, offs_d, D, stride_xt, "evict_first")
+    x3 = _load2(x_ptr + 3 * stride_xs, offs_t, mask_t, offs_d, D, stride_xt, "evict_first")
+    y = _load2(y_ptr, offs_t, mask_t, offs_d, D, stride_yt, "evict_first")
+    cf0, cf1, cf2, cf3 = coeffs
+    n0 = _post_stream(0, x0, x1, x2, x3, y, cf0, xn_ptr, offs_t, mask_t, offs_d, D, stride_nt, stride_ns,
+                      STORE_POLICY)
+    n1 = _post_stream(1, x0, x1, x2, x3, y, cf1, xn_ptr, offs_t, mask_t, offs_d, D, stride_nt, stride_ns,
+                      STORE_POLICY)
+    n2 = _post_stream(2, x0, x1, x2, x3, y, cf2, xn_ptr, offs_t, mask_t, offs_d, D, stride_nt, stride_ns,
+                      STORE_POLICY)
+    n3 = _post_stream(3, x0, x1, x2, x3, y, cf3, xn_ptr, offs_t, mask_t, offs_d, D, stride_nt, stride_ns,
+                      STORE_POLICY)
     return n0, n1, n2, n3
+
+
+TENSOR_CORE_PRECISIONS = ("tf32", "tf32x3")
+"""The fn GEMM runs on tensor cores, transposed (``_dot_stream``); ``ieee`` fp32 and
+``fma`` run on CUDA cores in the natural orientation."""
 
 
 @triton.jit
 def _dot_stream(x, i: tl.constexpr, fn_ptr, offs_d, D, acc, DOT_PRECISION: tl.constexpr):
-    """acc[t, n] += sum_d X_i[t, d] fn[n, i*D + d] over this tile (fn rows padded 24 -> 32)."""
-    n = tl.arange(0, 32)
-    w = tl.load(fn_ptr + n[None, :] * (4 * D) + i * D + offs_d[:, None],
-                mask=(offs_d < D)[:, None] & (n < 24)[None, :], other=0.0)  # [BLOCK_D, 32]
-    if DOT_PRECISION == "fma":
-        acc += tl.sum(x[:, :, None] * w[None, :, :], axis=1)
+    """This tile's share of stream i's mix sums: ``acc[t, n] += sum_d X_i[t, d] fn[n, i*D + d]``
+    (``fma`` / ``ieee``, fn rows padded 24 -> 32), or on tensor cores (tf32, tf32x3) transposed,
+    ``acc[n, t] += sum_d fn[n, i*D + d] X_i[t, d]`` (fn rows padded to the 64 rows of a
+    Hopper MMA; the padding is masked, never read). Why transposed: with X as the A
+    operand the compiler re-derived the new residual separately for the A-operand register
+    layouts (loads, 20 FMAs and the bf16 rounding per element done three times per step);
+    as the B operand it is only written to shared memory, from the layout it was computed in.
+    """
+    if DOT_PRECISION == "fma" or DOT_PRECISION == "ieee":
+        n = tl.arange(0, 32)
+        w = tl.load(fn_ptr + n[None, :] * (4 * D) + i * D + offs_d[:, None],
+                    mask=(offs_d < D)[:, None] & (n < 24)[None, :], other=0.0)  # [BLOCK_D, 32]
+        if DOT_PRECISION == "fma":
+            acc += tl.sum(x[:, :, None] * w[None, :, :], axis=1)
+        else:  # ieee: no tensor cores for fp32 on Hopper, a CUDA-core dot; no padding to 64
+            acc = tl.dot(x, w, acc, input_precision=DOT_PRECISION)
     else:
-        acc = tl.dot(x, w, acc, input_precision=DOT_PRECISION)
+        n = tl.arange(0, 64)
+        w = tl.load(fn_ptr + n[:, None] * (4 * D) + i * D + offs_d[None, :],
+                    mask=(n < 24)[:, None] & (offs_d < D)[None, :], other=0.0)  # [64, BLOCK_D]
+        acc = tl.dot(w, tl.trans(x), acc, input_precision=DOT_PRECISION)
     return acc
 
 
 @triton.jit
-def _gram_add(gram, a, b, i: tl.constexpr, k: tl.constexpr):
-    g = tl.sum(a * b, axis=1)
-    ii = tl.arange(0, 4)[None, :, None]
-    kk = tl.arange(0, 4)[None, None, :]
-    sel = ((ii == i) & (kk == k)) | ((ii == k) & (kk == i))
-    return gram + tl.where(sel, g[:, None, None], 0.0)
+def _mix_sums(acc, BLOCK_T: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """``[BLOCK_T, 32]`` mix sums (24 used) from either accumulator orientation."""
+    if DOT_PRECISION == "fma" or DOT_PRECISION == "ieee":
+        return acc
+    else:
+        # [64, T] -> [T, 2, 32]; rows 32..63 are zero (masked fn rows), so the sum over
+        # the middle axis is the first 32 rows.
+        return tl.sum(tl.reshape(tl.trans(acc), [BLOCK_T, 2, 32]), axis=1)
 
 
 @triton.jit
-def _accumulate(x0, x1, x2, x3, fn_ptr, offs_d, D, acc, gram, DOT_PRECISION: tl.constexpr):
-    """The tile's share of the 4D reduction (mix) and of the 4x4 stream Gram matrix."""
+def _accumulate(x0, x1, x2, x3, fn_ptr, offs_d, D, acc, g, DOT_PRECISION: tl.constexpr):
+    """The tile's share of the 4D reduction (mix) and of the stream Gram matrix, kept as
+    its 10 distinct entries, one ``[BLOCK_T]`` sum each, in the tiles' own row layout: no
+    layout conversion or 4x4 select per step (``_gram_matrix`` builds the 4x4 once)."""
     acc = _dot_stream(x0, 0, fn_ptr, offs_d, D, acc, DOT_PRECISION)
     acc = _dot_stream(x1, 1, fn_ptr, offs_d, D, acc, DOT_PRECISION)
     acc = _dot_stream(x2, 2, fn_ptr, offs_d, D, acc, DOT_PRECISION)
     acc = _dot_stream(x3, 3, fn_ptr, offs_d, D, acc, DOT_PRECISION)
-    gram = _gram_add(gram, x0, x0, 0, 0)
-    gram = _gram_add(gram, x0, x1, 0, 1)
-    gram = _gram_add(gram, x0, x2, 0, 2)
-    gram = _gram_add(gram, x0, x3, 0, 3)
-    gram = _gram_add(gram, x1, x1, 1, 1)
-    gram = _gram_add(gram, x1, x2, 1, 2)
-    gram = _gram_add(gram, x1, x3, 1, 3)
-    gram = _gram_add(gram, x2, x2, 2, 2)
-    gram = _gram_add(gram, x2, x3, 2, 3)
-    gram = _gram_add(gram, x3, x3, 3, 3)
-    return acc, gram
+    g00, g01, g02, g03, g11, g12, g13, g22, g23, g33 = g
+    g00 += tl.sum(x0 * x0, axis=1)
+    g01 += tl.sum(x0 * x1, axis=1)
+    g02 += tl.sum(x0 * x2, axis=1)
+    g03 += tl.sum(x0 * x3, axis=1)
+    g11 += tl.sum(x1 * x1, axis=1)
+    g12 += tl.sum(x1 * x2, axis=1)
+    g13 += tl.sum(x1 * x3, axis=1)
+    g22 += tl.sum(x2 * x2, axis=1)
+    g23 += tl.sum(x2 * x3, axis=1)
+    g33 += tl.sum(x3 * x3, axis=1)
+    return acc, (g00, g01, g02, g03, g11, g12, g13, g22, g23, g33)
 
 
 @triton.jit
-def _epilogue(m3, gram, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t, store_mask, D, eps, n_iters):
+def _gram_entry(gram, v, i: tl.constexpr, k: tl.constexpr):
+    ii = tl.arange(0, 4)[None, :, None]
+    kk = tl.arange(0, 4)[None, None, :]
+    sel = ((ii == i) & (kk == k)) | ((ii == k) & (kk == i))
+    return gram + tl.where(sel, v[:, None, None], 0.0)
+
+
+@triton.jit
+def _gram_matrix(g, BLOCK_T: tl.constexpr):
+    """``[BLOCK_T, 4, 4]`` symmetric Gram matrix from its 10 distinct entries (once per program)."""
+    g00, g01, g02, g03, g11, g12, g13, g22, g23, g33 = g
+    gram = tl.zeros([BLOCK_T, 4, 4], dtype=tl.float32)
+    gram = _gram_entry(gram, g00, 0, 0)
+    gram = _gram_entry(gram, g01, 0, 1)
+    gram = _gram_entry(gram, g02, 0, 2)
+    gram = _gram_entry(gram, g03, 0, 3)
+    gram = _gram_entry(gram, g11, 1, 1)
+    gram = _gram_entry(gram, g12, 1, 2)
+    gram = _gram_entry(gram, g13, 1, 3)
+    gram = _gram_entry(gram, g22, 2, 2)
+    gram = _gram_entry(gram, g23, 2, 3)
+    gram = _gram_entry(gram, g33, 3, 3)
+    return gram
+
+
+@triton.jit
+def _epilogue(m3, gram, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t, mask_t, D, eps, n_iters, store):
     """From the full mix sums ``m3 [BLOCK_T, 8, 4]`` (row 0 pre, 1 post, 2..5 comb rows,
-    6..7 padding) and the Gram matrix: store post / comb; return pre_0..3 and the RMS
-    factor of h = sum_i pre_i X_i (from pre^T G pre, no pass over h needed)."""
+    6..7 padding) and the Gram matrix: if ``store``, compute and store post / comb (the
+    Sinkhorn rounds); return pre_0..3 and the RMS factor of h = sum_i pre_i X_i (from
+    pre^T G pre, no pass over h needed), which is all that u needs."""
     row = tl.arange(0, 8)[None, :, None]
     col = tl.arange(0, 4)[None, None, :]
     s = tl.arange(0, 4)
@@ -208,18 +285,19 @@ def _epilogue(m3, gram, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t, store_m
     z = m3 * rms[:, None, None] * sc + bs
     sig = 1.0 / (1.0 + tl.exp(-z))
     pre = tl.sum(tl.where(row == 0, sig + eps, 0.0), axis=1)  # [BLOCK_T, 4]
-    tl.store(post_ptr + offs_t[:, None, None] * 4 + col + row * 0, 2.0 * sig,
-             mask=store_mask[:, None, None] & (row == 1))
-    # Sinkhorn on the comb rows only; the other rows are zero so column sums ignore them.
-    is_comb = (row >= 2) & (row < 6)
-    e = tl.exp(z - tl.max(z, axis=2)[:, :, None])
-    c = tl.where(is_comb, e / tl.sum(e, axis=2)[:, :, None] + eps, 0.0)
-    c = c / (tl.sum(c, axis=1)[:, None, :] + eps)
-    for _ in range(n_iters - 1):
-        c = c / (tl.sum(c, axis=2)[:, :, None] + eps)
+    if store:
+        tl.store(post_ptr + offs_t[:, None, None] * 4 + col + row * 0, 2.0 * sig,
+                 mask=mask_t[:, None, None] & (row == 1))
+        # Sinkhorn on the comb rows only; the other rows are zero so column sums ignore them.
+        is_comb = (row >= 2) & (row < 6)
+        e = tl.exp(z - tl.max(z, axis=2)[:, :, None])
+        c = tl.where(is_comb, e / tl.sum(e, axis=2)[:, :, None] + eps, 0.0)
         c = c / (tl.sum(c, axis=1)[:, None, :] + eps)
-    tl.store(comb_ptr + offs_t[:, None, None] * 16 + (row - 2) * 4 + col, c,
-             mask=store_mask[:, None, None] & is_comb)
+        for _ in range(n_iters - 1):
+            c = c / (tl.sum(c, axis=2)[:, :, None] + eps)
+            c = c / (tl.sum(c, axis=1)[:, None, :] + eps)
+        tl.store(comb_ptr + offs_t[:, None, None] * 16 + (row - 2) * 4 + col, c,
+                 mask=mask_t[:, None, None] & is_comb)
     hss = tl.sum(tl.sum(pre[:, :, None] * gram * pre[:, None, :], axis=2), axis=1)  # pre^T G pre
     p0 = tl.sum(tl.where(s[None, :] == 0, pre, 0.0), axis=1)
     p1 = tl.sum(tl.where(s[None, :] == 1, pre, 0.0), axis=1)
@@ -234,10 +312,10 @@ def _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, d
     """u[t, d] = (sum_i pre_i X_i[d]) * urms * norm_w[d] over [d_lo, d_hi)."""
     for d0 in range(d_lo, d_hi, BLOCK_D):
         offs_d = d0 + tl.arange(0, BLOCK_D)
-        h = p0[:, None] * _load2(src_ptr, offs_t, mask_t, offs_d, D, stride_st)
-        h += p1[:, None] * _load2(src_ptr + stride_ss, offs_t, mask_t, offs_d, D, stride_st)
-        h += p2[:, None] * _load2(src_ptr + 2 * stride_ss, offs_t, mask_t, offs_d, D, stride_st)
-        h += p3[:, None] * _load2(src_ptr + 3 * stride_ss, offs_t, mask_t, offs_d, D, stride_st)
+        h = p0[:, None] * _load2(src_ptr, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
+        h += p1[:, None] * _load2(src_ptr + stride_ss, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
+        h += p2[:, None] * _load2(src_ptr + 2 * stride_ss, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
+        h += p3[:, None] * _load2(src_ptr + 3 * stride_ss, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
         w = tl.load(w_ptr + offs_d, mask=offs_d < D, other=0.0).to(tl.float32)
         tl.store(u_ptr + offs_t[:, None] * stride_ut + offs_d[None, :], _to_bf16(h * urms[:, None] * w[None, :]),
                  mask=mask_t[:, None] & (offs_d < D)[None, :])
@@ -258,23 +336,31 @@ def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_pt
     chunk = tl.cdiv(tl.cdiv(D, SPLIT_K), BLOCK_D) * BLOCK_D
     d_lo = pid_k * chunk
     d_hi = tl.minimum(d_lo + chunk, D)
-    acc = tl.zeros([BLOCK_T, 32], dtype=tl.float32)
-    gram = tl.zeros([BLOCK_T, 4, 4], dtype=tl.float32)
+    if DOT_PRECISION == "fma" or DOT_PRECISION == "ieee":
+        acc = tl.zeros([BLOCK_T, 32], dtype=tl.float32)
+    else:
+        acc = tl.zeros([64, BLOCK_T], dtype=tl.float32)
+    z = tl.zeros([BLOCK_T], dtype=tl.float32)
+    g = (z, z, z, z, z, z, z, z, z, z)
+    if SEAM:
+        coeffs = _all_post_coeffs(pin_ptr, cin_ptr, offs_t, mask_t)
     for d0 in range(d_lo, d_hi, BLOCK_D):
         offs_d = d0 + tl.arange(0, BLOCK_D)
         if SEAM:
-            x0, x1, x2, x3 = _post_tile(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, offs_t, mask_t, offs_d, D,
-                                        stride_xt, stride_xs, stride_yt, stride_nt, stride_ns)
+            x0, x1, x2, x3 = _post_tile(x_ptr, y_ptr, coeffs, xn_ptr, offs_t, mask_t, offs_d, D,
+                                        stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, "evict_last")
         else:
-            x0 = _load2(x_ptr, offs_t, mask_t, offs_d, D, stride_xt)
-            x1 = _load2(x_ptr + stride_xs, offs_t, mask_t, offs_d, D, stride_xt)
-            x2 = _load2(x_ptr + 2 * stride_xs, offs_t, mask_t, offs_d, D, stride_xt)
-            x3 = _load2(x_ptr + 3 * stride_xs, offs_t, mask_t, offs_d, D, stride_xt)
-        acc, gram = _accumulate(x0, x1, x2, x3, fn_ptr, offs_d, D, acc, gram, DOT_PRECISION)
+            x0 = _load2(x_ptr, offs_t, mask_t, offs_d, D, stride_xt, "")
+            x1 = _load2(x_ptr + stride_xs, offs_t, mask_t, offs_d, D, stride_xt, "")
+            x2 = _load2(x_ptr + 2 * stride_xs, offs_t, mask_t, offs_d, D, stride_xt, "")
+            x3 = _load2(x_ptr + 3 * stride_xs, offs_t, mask_t, offs_d, D, stride_xt, "")
+        acc, g = _accumulate(x0, x1, x2, x3, fn_ptr, offs_d, D, acc, g, DOT_PRECISION)
+    gram = _gram_matrix(g, BLOCK_T)
+    acc = _mix_sums(acc, BLOCK_T, DOT_PRECISION)
     if SPLIT_K == 1:
         p0, p1, p2, p3, urms = _epilogue(tl.reshape(acc, [BLOCK_T, 8, 4]), gram, scale_ptr, base_ptr, post_ptr,
-                                         comb_ptr, offs_t, mask_t, D, eps, n_iters)
-        # This program read (pre) or wrote (seam) these rows moments ago: the re-read is L2-hot.
+                                         comb_ptr, offs_t, mask_t, D, eps, n_iters, True)
+        # This program read (pre) or wrote (seam) these rows during its loop: L2-hot at small T only.
         if SEAM:
             _u_pass(xn_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, 0, D, D,
                     stride_nt, stride_ns, stride_ut, BLOCK_D)
@@ -315,7 +401,7 @@ def _mhc_finish_kernel(pmix_ptr, pgram_ptr, src_ptr, scale_ptr, base_ptr, w_ptr,
                        T, D, stride_st, stride_ss, stride_ut, eps, n_iters,
                        BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr):
     """Split-K epilogue, grid (token blocks, SPLIT_K). Every program reduces the partials
-    and runs the (cheap) Sinkhorn rather than waiting on one that did; chunk 0 stores
+    (rather than waiting on one that did); chunk 0 also runs the Sinkhorn and stores
     post / comb; each writes u for the D-chunk its twin in the first launch covered."""
     pid_t = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -331,8 +417,10 @@ def _mhc_finish_kernel(pmix_ptr, pgram_ptr, src_ptr, scale_ptr, base_ptr, w_ptr,
         m3 += tl.load(pmix_ptr + bt * 32 + row * 4 + col, mask=mask_t[:, None, None], other=0.0)
         gram += tl.load(pgram_ptr + bt * 16 + s[None, :, None] * 4 + s[None, None, :],
                         mask=mask_t[:, None, None], other=0.0)
-    p0, p1, p2, p3, urms = _epilogue(m3, gram, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t,
-                                     offs_t < T * (pid_k == 0).to(tl.int32), D, eps, n_iters)
+    # Only chunk 0 stores post / comb, so only it runs the Sinkhorn rounds (all of them
+    # did before: SPLIT_K-fold redundant work); u needs just pre and the RMS factor.
+    p0, p1, p2, p3, urms = _epilogue(m3, gram, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t, mask_t, D, eps,
+                                     n_iters, pid_k == 0)
     chunk = tl.cdiv(tl.cdiv(D, SPLIT_K), BLOCK_D) * BLOCK_D
     d_lo = pid_k * chunk
     _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, tl.minimum(d_lo + chunk, D), D,
@@ -345,8 +433,17 @@ def _mhc_post_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, T, D,
                      BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
     offs_t = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-    _post_tile(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, offs_t, offs_t < T, offs_d, D,
-               stride_xt, stride_xs, stride_yt, stride_nt, stride_ns)
+    mask_t = offs_t < T
+    x0 = _load2(x_ptr, offs_t, mask_t, offs_d, D, stride_xt, "evict_first")
+    x1 = _load2(x_ptr + stride_xs, offs_t, mask_t, offs_d, D, stride_xt, "evict_first")
+    x2 = _load2(x_ptr + 2 * stride_xs, offs_t, mask_t, offs_d, D, stride_xt, "evict_first")
+    x3 = _load2(x_ptr + 3 * stride_xs, offs_t, mask_t, offs_d, D, stride_xt, "evict_first")
+    y = _load2(y_ptr, offs_t, mask_t, offs_d, D, stride_yt, "evict_first")
+    # No loop here: each stream's five coefficients are loaded right where they are used
+    # (all 20 up front took 80 registers instead of 64).
+    for j in tl.static_range(4):
+        _post_stream(j, x0, x1, x2, x3, y, _post_coeffs(pin_ptr, cin_ptr, j, offs_t, mask_t), xn_ptr, offs_t,
+                     mask_t, offs_d, D, stride_nt, stride_ns, "")
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -522,27 +619,31 @@ def _pow2_ceil(n: int) -> int:
 
 
 def default_config(workload: Workload) -> dict[str, Any]:
-    """Heuristic: token blocks x D-splits to fill 132 SMs; one fused launch (SPLIT_K 1)
-    once token blocks alone fill the GPU; tf32 (its error, ~3e-4 on post, is well
-    inside the bound)."""
+    """Heuristic: token blocks x D-splits to fill 132 SMs (two 4-warp programs per SM at
+    large T); one fused launch (SPLIT_K 1) once token blocks alone do; tf32 (its error,
+    ~3e-4 on post, is well inside the bound)."""
     T, D = workload.tokens, workload.dim
     if workload.op == "post":
         return dict(BLOCK_T=min(4, _pow2_ceil(T)), BLOCK_D=256, SPLIT_K=1, DOT_PRECISION="fma",
                     num_warps=4, num_stages=1)
-    # Calibrated by compiling for sm_90 (Triton 3.6, cuobjdump): the seam kernel sits at
-    # 255 registers already at 16 x 32 tiles; 64 x 64 (and any BLOCK_D >= 64 at 4 warps)
-    # spills 0.8-4 KB of stack. 64 x 32 at 8 warps: 202 registers, no stack, 62 KB shared.
+    # Calibrated by compiling for sm_90 (Triton 3.6, cuobjdump; transposed tf32 GEMM).
     # Large T takes 64-token blocks: 4x fewer re-reads of fn from L2 (2 MB per token
-    # block) and 4x less per-token overhead per byte than 16-token blocks.
-    BT = 16 if T < 1024 else 64
-    BD = 32
+    # block) and 4x less per-token overhead per byte than 16-token blocks. 64 x 16 at 4
+    # warps (one warpgroup): 168 registers, no stack, 58 KB shared, 2.4 SASS instructions
+    # per warp and tile element in the D loop; 64 x 32 at 8 warps needs 3.1 (186
+    # registers, 120 KB) because with two warpgroups and M = 64 the chained dots of the
+    # first three streams run replicated on both warpgroups and the accumulator changes
+    # layout twice per step through shared memory. 4-warp programs fit 3 per SM, so
+    # the split goes on to ~2 programs per SM (the 8 warps per SM that one 8-warp
+    # program gave). Small T: 16 x 32 at 4 warps (146 registers, 77 KB).
+    BT, BD = (16, 32) if T < 1024 else (64, 16)
     n_tb = triton.cdiv(T, BT)
     sk = 1
-    # Split D while the grid is short of the 132 SMs, keeping every chunk whole blocks.
-    while sk < 64 and n_tb * sk * 2 <= 132 and D % (2 * sk * BD) == 0:
+    programs = 132 if BT == 16 else 2 * 132
+    # Split D while the grid is short of that, keeping every chunk whole blocks.
+    while sk < 64 and n_tb * sk * 2 <= programs and D % (2 * sk * BD) == 0:
         sk *= 2
-    return dict(BLOCK_T=BT, BLOCK_D=BD, SPLIT_K=sk, DOT_PRECISION="tf32", num_warps=4 if BT == 16 else 8,
-                num_stages=2)
+    return dict(BLOCK_T=BT, BLOCK_D=BD, SPLIT_K=sk, DOT_PRECISION="tf32", num_warps=4, num_stages=2)
 
 
 def split_chunk(D: int, config: dict[str, Any]) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernel_templates.mhc import DOT_PRECISIONS, Workload, split_chunk
+from kernel_templates.mhc import DOT_PRECISIONS, TENSOR_CORE_PRECISIONS, Workload, split_chunk
 from tuner.space import Choice, Pow2, Space
 
 SPACE = Space(
@@ -31,7 +31,12 @@ _POST_FIXED = {"SPLIT_K": 1, "DOT_PRECISION": "fma"}
 # tests/test_mhc.py::test_default_configs_fit_sm90.
 _REGS_PER_THREAD = 128
 """Estimated fp32 values per thread (below) that still compile with at most ~100 B of
-stack: at 100-116 the seam kernel spilled 0-64 B, at >= 139 it spilled 0.8-8 KB."""
+stack on CUDA cores (fma / ieee): at 100-116 the seam kernel spilled 0-64 B, at >= 139 it
+spilled 0.8-8 KB."""
+_REGS_PER_THREAD_TC = 212
+"""The same for the transposed tensor-core GEMM (tf32 / tf32x3), whose estimate counts
+the 64-row padded fn tiles: up to 210 no stack (seam 16 x 64 at 4 warps, 214 registers;
+16 x 128 at 8 warps, 249), from 228 on 8-352 B (64 x 64 at 8 warps, 64 x 32 at 4)."""
 _SMEM_BYTES = 220 * 1024
 """Estimate cap; the hardware limit per block on an H100 / H200 SM is 232448 B (227 KB)."""
 
@@ -41,24 +46,35 @@ def _pow2_ceil(n: int) -> int:
 
 
 def smem_estimate(config: dict[str, Any], op: str) -> int:
-    """Shared memory (bytes) of the pre / seam kernel: the loop's loads per stage (four
-    fp32 fn tiles ``[BLOCK_D, 32]``, four bf16 stream tiles, and y for the seam), times
-    the ``num_stages - 1`` buffers Triton's pipeliner keeps, plus the layout-conversion
-    scratch of the dot operands (up to two fn tiles and two fp32 stream tiles live).
-    With 4 KB for the small scratch (reductions, barriers) it was above every sm_90
-    compile tried, by 2-65 % (the seam at 16 x 256, 2 stages: 238848 B, estimate
-    274432 B; at 64 x 32: 62464 B, estimate 65536 B)."""
+    """Shared memory (bytes) of the pre / seam kernel.
+
+    ``fma`` / ``ieee`` (CUDA cores, fn tiles ``[BLOCK_D, 32]``): the loop's loads per stage
+    (four fp32 fn tiles, four bf16 stream tiles, and y for the seam) times the
+    ``num_stages - 1`` buffers the pipeliner keeps, plus layout-conversion scratch (two fn
+    tiles and two fp32 stream tiles) and 4 KB for reductions. tf32 / tf32x3 (tensor cores,
+    transposed: fn tiles ``[64, BLOCK_D]`` as the A operand, the streams ``[BLOCK_D,
+    BLOCK_T]`` fp32 as the B operand in shared memory): ``num_stages`` buffers of the
+    loads, plus the four B tiles, plus 4 KB. Checked against sm_90 compiles (Triton 3.6):
+    seam 64 x 32, 8 warps, 2 / 3 stages: 122880 / 176128 B (estimate 143360 / 196608);
+    16 x 32 and 16 x 64, 4 warps, 2 stages: 78848 / 157696 B (88064 / 172032); pre
+    64 x 32: 118784 B (135168); ieee 16 x 32: 29696 B (37888)."""
     bt, bd = config["BLOCK_T"], config["BLOCK_D"]
-    per_stage = 4 * bd * 32 * 4 + (5 if op == "seam" else 4) * bt * bd * 2
+    streams = (5 if op == "seam" else 4) * bt * bd * 2
+    if config["DOT_PRECISION"] in TENSOR_CORE_PRECISIONS:
+        return max(1, config["num_stages"]) * (4 * 64 * bd * 4 + streams) + 4 * bd * bt * 4 + 4096
+    per_stage = 4 * bd * 32 * 4 + streams
     return max(1, config["num_stages"] - 1) * per_stage + 2 * bd * 32 * 4 + 2 * bt * bd * 4 + 4096
 
 
 def reg_estimate(config: dict[str, Any], op: str) -> float:
-    """Live fp32 values per thread: the four fn tiles, the stream tiles (the seam also
-    holds y and the four new streams), the mix / Gram accumulators, and for ``fma`` the
-    broadcast product before its reduction."""
+    """Live fp32 values per thread: the four fn tiles (32 rows, 64 on tensor cores), the
+    stream tiles (the seam also holds y and the four new streams), the mix accumulator
+    (``[BLOCK_T, 32]``, ``[64, BLOCK_T]`` on tensor cores), the Gram sums, and for ``fma``
+    the broadcast product before its reduction. sm_90 (Triton 3.6): seam 64 x 32 at 8
+    warps, tf32: 124 estimated, 185 registers, no stack; at 4 warps: 248, 48 B stack."""
     bt, bd = config["BLOCK_T"], config["BLOCK_D"]
-    vals = 4 * bd * 32 + (9 if op == "seam" else 4) * bt * bd + bt * 32 + bt * 16
+    rows = 64 if config["DOT_PRECISION"] in TENSOR_CORE_PRECISIONS else 32
+    vals = 4 * bd * rows + (9 if op == "seam" else 4) * bt * bd + bt * rows + bt * 16
     if config["DOT_PRECISION"] == "fma":
         vals += bt * bd * 32
     return vals / (32 * config["num_warps"])
@@ -82,7 +98,8 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         return False  # some split program would own no columns
     if sk > 1 and (T + bt - 1) // bt * sk > 4096:
         return False  # far past filling the GPU; partials traffic grows as SPLIT_K^2
-    if reg_estimate(config, workload.op) > _REGS_PER_THREAD:
+    if reg_estimate(config, workload.op) > (_REGS_PER_THREAD_TC if prec in TENSOR_CORE_PRECISIONS
+                                            else _REGS_PER_THREAD):
         return False
     return smem_estimate(config, workload.op) <= _SMEM_BYTES
 
