@@ -6,9 +6,11 @@ the fp32 reference and prints one line per variant: the variant, the max abs err
 pass / fail (``verify``) and the time in us (``tuner.timing.bench``). Probes come first:
 the dequant helpers alone, ``tl.dot`` on fp16 subnormals (DQ_FP16 feeds 2^-14-scaled,
 mostly subnormal fp16 to the MMA), and a decoded NVFP4 tile fed straight into ``tl.dot``
-in both operand roles (the join/reshape layouts of the hot loop). Then the default
-config and the previous default (BLOCK_N=64, SWAP_AB, 4 warps) at the first points of
-the default grid, timed.
+in both operand roles (the join/reshape layouts of the hot loop), and the attention
+kernel's word-wise fp16 decode against the nvfp4 module's (bit for bit). Then the
+default config and the previous defaults (BLOCK_N=32 / 16 heads / 8 warps, and
+BLOCK_N=64 / SWAP_AB / 4 warps before it) at the first points of the default grid, timed;
+at H=64 also the 64-head default against 32 heads per program.
 
 Compiles dominate the run time, so variants are ordered by how much they tell and the
 sweep stops starting new ones after ``--budget`` seconds (default 75); the table printed
@@ -32,6 +34,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from kernel_templates import nvfp4 as F  # noqa: E402
+from kernel_templates.nvfp4_attention import _nvfp4_tile_to_f16_words  # noqa: E402
 
 DEV = "cuda"
 
@@ -85,6 +88,27 @@ def _probe_dequant(rows: list) -> None:
     rows.append(("probe dequant_triton nvfp4 f16_scaled", err, err == 0.0, float("nan")))
 
 
+@triton.jit
+def _dec_words(c_ptr, s_ptr, o_ptr, o2_ptr, R: tl.constexpr, C: tl.constexpr):
+    r = tl.arange(0, R)
+    codes = tl.load(c_ptr + r[:, None] * C + tl.arange(0, C)[None, :])
+    sc = tl.load(s_ptr + r[:, None] * (C // 8) + tl.arange(0, C // 8)[None, :])
+    tl.store(o_ptr + r[:, None] * 2 * C + tl.arange(0, 2 * C)[None, :], _nvfp4_tile_to_f16_words(codes, sc))
+    tl.store(o2_ptr + r[:, None] * 2 * C + tl.arange(0, 2 * C)[None, :], F.nvfp4_tile_to_f16_scaled(codes, sc))
+
+
+def _probe_word_decode(rows: list) -> None:
+    """The attention's fp16 decode (two elements per 32-bit word) vs the module's, bit for bit."""
+    import torch
+    c, s = F.quantize_nvfp4(torch.randn(64, 512, device=DEV) * 3.0)
+    o = torch.empty(64, 512, dtype=torch.float16, device=DEV)
+    o2 = torch.empty_like(o)
+    _dec_words[(1,)](c, s, o, o2, 64, 256, num_warps=8)
+    bad = (o.view(torch.int16) != o2.view(torch.int16)).sum().item()
+    rows.append(("probe word-wise f16 decode == nvfp4_tile_to_f16_scaled (bad elems)", float(bad), bad == 0,
+                 float("nan")))
+
+
 def _probe_subnormal_dot(rows: list) -> None:
     import torch
     for M, label in ((32, "mma.sync"), (64, "wgmma")):
@@ -131,9 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[str, float, bool, float]] = []
 
     def line(r: tuple[str, float, bool, float]) -> None:
-        print(f"{r[0]:<72} err={r[1]:<11.4g} {'PASS' if r[2] else 'FAIL'} {r[3]:>9.1f} us", flush=True)
+        print(f"{r[0]:<80} err={r[1]:<11.4g} {'PASS' if r[2] else 'FAIL'} {r[3]:>9.1f} us", flush=True)
 
-    for probe in (_probe_dequant, _probe_subnormal_dot, _probe_dequant_dot):
+    for probe in (_probe_dequant, _probe_word_decode, _probe_subnormal_dot, _probe_dequant_dot):
         n = len(rows)
         try:
             probe(rows)
@@ -197,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
         plan.append((kv, "dense", dict(BLOCK_N=32, BLOCK_H=16, NUM_SPLITS=1)))
         plan.append((kv, "dense", dict(BLOCK_N=32, BLOCK_H=16, NUM_SPLITS=4, num_warps=4)))
         plan.append((kv, "dense", dict(BLOCK_N=64, BLOCK_H=16, NUM_SPLITS=4, num_warps=8, num_stages=1)))
+        plan.append((kv, "dense", dict(BLOCK_N=64, BLOCK_H=32, NUM_SPLITS=4)))  # the H=20 default
+        plan.append((kv, "dense", dict(BLOCK_N=64, BLOCK_H=64, NUM_SPLITS=4)))  # the H=64 default (wgmma)
+        plan.append((kv, "dense", dict(BLOCK_N=64, BLOCK_H=16, NUM_SPLITS=4, SWAP_AB=True)))
 
     skipped = 0
     for kv, mode, over in plan:
@@ -206,21 +233,29 @@ def main(argv: list[str] | None = None) -> int:
         w, inp, ref = small[(kv, mode)]
         run(f"small {kv:<5} {mode:<6}", w, inp, ref, over, time_it=False)
 
-    # 4. the default grid's first points (B=16, N=32K, H=16 dense; sparse at 128K), timed
+    # 4. the default grid's first points (B=16, N=32K, H=16 dense; sparse at 128K; H=64), timed,
+    # the default against the previous defaults
+    previous = (dict(BLOCK_N=32, BLOCK_H=16, num_warps=8, num_stages=2),   # until the decode-once pipeline
+                dict(BLOCK_N=64, BLOCK_H=16, SWAP_AB=True, num_warps=4))  # before that
     for kv in kvs:
-        for w in (A.Workload(16, 32768, 16, kv, "dense"), A.Workload(16, 131072, 16, kv, "sparse")):
+        for w in (A.Workload(16, 32768, 16, kv, "dense"), A.Workload(16, 131072, 16, kv, "sparse"),
+                  A.Workload(16, 32768, 64, kv, "dense")):
             if time.perf_counter() - t_start > args.budget + 10:
                 skipped += 1
                 continue
             inp = A.make_inputs(w, "cuda", 0)
             ref = A.reference(**inp)
             floor_us = A.cost(w)[0] / 4.0e12 * 1e6  # at ~4 TB/s achievable HBM
-            tag = f"grid {kv:<5} {w.mode:<6} B16 N{w.context // 1024}K (floor~{floor_us:.0f}us)"
+            tag = f"grid {kv:<5} {w.mode:<6} B16 N{w.context // 1024}K H{w.heads} (floor~{floor_us:.0f}us)"
             run(tag, w, inp, ref, {})
-            if w.mode == "dense":
-                alt = dict(BLOCK_N=64, SWAP_AB=True, num_warps=4)  # the previous default
-                if S.constraints(dict(A.default_config(w), **alt), w):
-                    run(tag, w, inp, ref, alt)
+            if w.mode == "dense" and w.heads == 16:
+                for alt in previous:
+                    alt = dict(alt, NUM_SPLITS=A.default_splits(w, alt["BLOCK_H"], alt["BLOCK_N"]))
+                    if S.constraints(dict(A.default_config(w), **alt), w):
+                        run(tag, w, inp, ref, alt)
+            elif w.mode == "dense":
+                alt = dict(BLOCK_H=32, NUM_SPLITS=A.default_splits(w, 32, 64))
+                run(tag, w, inp, ref, alt)
 
     print(f"\n==== nvfp4_debug summary ({time.perf_counter() - t_start:.0f} s, {skipped} variants skipped "
           f"for the budget) ====")

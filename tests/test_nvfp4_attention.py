@@ -184,7 +184,9 @@ for cc, kv, over in json.loads(sys.argv[1]):
         c = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
                            options={"num_warps": nw, "num_stages": cfg["num_stages"]})
         ptx = c.asm["ptx"]
-        res.append([cc, kv, fn.__name__, "wgmma" in ptx, "tcgen05.mma" in ptx, "block_scale.block16" in ptx])
+        body = c.asm["ttgir"].split("scf.for", 1)[-1].split("scf.yield", 1)[0]  # the global-KV loop
+        res.append([cc, kv, fn.__name__, "wgmma" in ptx, "tcgen05.mma" in ptx, "block_scale.block16" in ptx,
+                    body.count("tt.join")])
 print(json.dumps(res))
 """
 
@@ -208,6 +210,30 @@ def test_lowers_for_sm90_and_sm100():
     assert split[1][4] and not split[1][5], "sm_100 SWAP_AB: tcgen05 BF16/FP16 MMA"
     assert split[2][4] and split[2][5], "sm_100 USE_DOT_SCALED: tcgen05 mxf4nvf4 block_scale.block16"
     assert len(res) == 6
+
+
+def test_nvfp4_tile_decoded_once_per_iteration():
+    # the nibble join is the decode's signature op: one per loop iteration means both MMAs
+    # read one decoded tile (written plainly, Triton decoded it once per operand layout)
+    res = _lower([[90, "nvfp4", {}], [90, "nvfp4", {"SWAP_AB": True}]])
+    assert [r[6] for r in res if r[2] == "_split_kernel"] == [1, 1]
+
+
+def test_default_configs_are_the_calibrated_ones():
+    # the ptxas-checked defaults (no spills on sm_90, default_config's docstring)
+    for h, bh in ((16, 16), (20, 32), (64, 64)):
+        for kv in A.KV_DTYPES:
+            cfg = A.default_config(A.Workload(16, 32768, h, kv, "dense"))
+            assert (cfg["BLOCK_N"], cfg["BLOCK_H"], cfg["num_warps"], cfg["SWAP_AB"]) == (64, bh, 8, False)
+    # B=16, H=16, N=32K: 32 splits + the SWA program = 528 programs, 4 per SM of 132
+    assert A.default_config(A.Workload(16, 32768, 16, "nvfp4", "dense"))["NUM_SPLITS"] == 32
+    # B=1 fills the GPU too (128 splits), within the search space
+    w1 = A.Workload(1, 32768, 16, "nvfp4", "dense")
+    c1 = A.default_config(w1)
+    assert c1["NUM_SPLITS"] == 128 and S.SPACE.contains(c1) and S.constraints(c1, w1)
+    # the calibrated shared-memory estimate rejects the 128 x 64 tile (262144 B on sm_90)
+    w64 = A.Workload(16, 32768, 64, "nvfp4", "dense")
+    assert not S.constraints(dict(A.default_config(w64), BLOCK_N=128), w64)
 
 
 @pytest.mark.gpu
