@@ -7,7 +7,6 @@ fingerprint, kernels, the sha256 of every file, the source database and commit) 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,14 +19,11 @@ from tuner.runtime import PACK_SCHEMA, Pack, PackError, load_pack, sha256_file
 from tuner.spec import numeric_axes, workload_from_dict
 from tuner.store import Environment, Store, Winner
 from tuner.store.models import utcnow
+from tuner.store.db import redact_url
 
 
 class ExportError(Exception):
     """Nothing (or nothing unambiguous) to export."""
-
-
-def _safe_url(url: str) -> str:
-    return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
 
 
 def _pick_environment(store: Store, gpu: str | None) -> Environment:
@@ -81,7 +77,7 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
     manifest = {
         "schema": PACK_SCHEMA, "name": name or out.name, "created": utcnow().isoformat() + "Z",
         "fingerprint": env.fingerprint, "meaningful": meaningful, "kernels": kinfo, "files": files,
-        "source": {"database": _safe_url(store.url), "commit": git_commit()},
+        "source": {"database": redact_url(store.url), "commit": git_commit()},
     }
     if not meaningful:
         manifest["note"] = "times measured through the Triton interpreter: correct configs, not GPU results"

@@ -211,8 +211,23 @@ def _workload_sort_key(workload: dict[str, Any]) -> tuple:
     return tuple(out)
 
 
+class Ratios:
+    """Mixin: speedup over the default and fraction of the roofline floor, for entries
+    with ``is_default``, ``median_us``, ``default_us``, ``floor_us`` and ``meaningful``."""
+
+    @property
+    def speedup(self) -> float | None:
+        if self.is_default:
+            return 1.0
+        return self.default_us / self.median_us if self.default_us and self.median_us else None
+
+    @property
+    def floor_fraction(self) -> float | None:
+        return self.floor_us / self.median_us if self.floor_us and self.median_us and self.meaningful else None
+
+
 @dataclass(frozen=True)
-class Entry:
+class Entry(Ratios):
     """The current tuned entry of one (kernel, workload, GPU): the newest winner row."""
 
     kernel: str
@@ -230,16 +245,6 @@ class Entry:
     meaningful: bool
     source_hash: str
     updated: dt.datetime
-
-    @property
-    def speedup(self) -> float | None:
-        if self.is_default:
-            return 1.0
-        return self.default_us / self.median_us if self.default_us and self.median_us else None
-
-    @property
-    def floor_fraction(self) -> float | None:
-        return self.floor_us / self.median_us if self.floor_us and self.median_us and self.meaningful else None
 
 
 def current_entries(store: Store) -> list[Entry]:

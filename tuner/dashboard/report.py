@@ -14,15 +14,15 @@ import hashlib
 import html
 import logging
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from tuner.dashboard.detect import Change, detect
-from tuner.dashboard.history import (Entry, Series, Verdict, current_entries, latest_revalidations,
+from tuner.dashboard.history import (Entry, Ratios, Series, Verdict, current_entries, latest_revalidations,
                                      load_history, versions_label)
 from tuner.store import Environment, Store
+from tuner.store.db import redact_url
 
 log = logging.getLogger(__name__)
 
@@ -58,13 +58,9 @@ def _config_text(config: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in config.items())
 
 
-def _safe_url(url: str) -> str:
-    return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
-
-
 # -- data gathering -----------------------------------------------------------------------
 @dataclass(frozen=True)
-class TableEntry:
+class TableEntry(Ratios):
     """One row of the entries table (from a pack, or the newest winner in the database)."""
 
     kernel: str
@@ -81,16 +77,6 @@ class TableEntry:
     noise: float
     meaningful: bool
     source_hash: str
-
-    @property
-    def speedup(self) -> float | None:
-        if self.is_default:
-            return 1.0
-        return self.default_us / self.median_us if self.default_us and self.median_us else None
-
-    @property
-    def floor_fraction(self) -> float | None:
-        return self.floor_us / self.median_us if self.floor_us and self.median_us and self.meaningful else None
 
 
 def _from_entry(e: Entry) -> TableEntry:
@@ -409,7 +395,7 @@ def render(data: Data, *, refresh_s: int | None = None) -> str:
           'patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#f4f4f4"/>'
           '<line x1="0" y1="0" x2="0" y2="6" stroke="#c8c8c8" stroke-width="2"/></pattern></defs></svg>',
           "<header><h1>tuner regression dashboard</h1>",
-          f'<div class="meta">database {esc(_safe_url(data.url))} · generated {esc(f"{data.generated:%Y-%m-%d %H:%M}")} UTC'
+          f'<div class="meta">database {esc(redact_url(data.url))} · generated {esc(f"{data.generated:%Y-%m-%d %H:%M}")} UTC'
           f" · entries from {esc(data.entries_from)} · threshold {esc(f'{100 * data.threshold:g}')}%"
           + (f" · refreshes every {int(refresh_s)} s" if refresh_s else "") + "</div></header><main>"]
     if interp_only:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 from sqlalchemy import create_engine, event, inspect
@@ -24,6 +25,11 @@ _OPTUNA_TABLES = {"studies", "study_directions", "study_user_attributes", "study
 
 class StoreError(Exception):
     """The database cannot be used: unreadable, not ours, or not reachable."""
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by ***, for reports and pack manifests."""
+    return re.sub(r"//([^:/@]+):[^@]*@", r"//\1:***@", url)
 
 
 def normalize_url(db: str | None) -> str:
