@@ -27,6 +27,10 @@ SPACE = Space(
 )
 
 _MAX_PER_THREAD = 64  # fp32 values of the decoded tile a thread holds (plus bytes and bf16 copies)
+# DEDUP tiles of 32+ rows (4 or 8 warps) abort in Triton 3.6's TritonGPURemoveLayoutConversions
+# ("'arith.select' op expected condition type to have the same shape": the where on the row
+# mask ends up with two slice layouts); Triton 3.9 compiles them. Checked for sm_90, 2026-11-29.
+_MAX_DEDUP_ROWS = 16
 
 
 def constraints(config: dict[str, Any], workload: Workload) -> bool:
@@ -36,6 +40,8 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     tile = rows * D
     if tile > _MAX_PER_THREAD * threads or tile < threads * vec:
         return False
+    if config["DEDUP"] and rows > _MAX_DEDUP_ROWS:
+        return False  # Triton 3.6 (the H200 host's) fails to compile these (see _MAX_DEDUP_ROWS)
     n = max(1, workload.tokens) * ROWS_PER_TOKEN
     if rows > max(2, triton.next_power_of_2(n)):
         return False  # lanes with no row

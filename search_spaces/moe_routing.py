@@ -20,6 +20,10 @@ SPACE = Space(
 # Values a thread may hold in one live tile before spills are likely (several such tiles
 # are live at once: logits/scores/masked scores, or the pairwise rank tile).
 _MAX_PER_THREAD = 64
+# Grouped profiles (dsv3) at 64 values a thread hit 255 registers and spill inside the chunk
+# loop (Triton 3.6, sm_90: BLOCK_T=8, 1 warp, 60 B); at <= 32 a thread the worst is 8 B
+# (2 words) of spills. See benchmarks/NOTES.md "engram / moe: compile-level check".
+_MAX_PER_THREAD_GROUPED = 32
 
 
 def constraints(config: dict[str, Any], workload: Workload) -> bool:
@@ -32,6 +36,8 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     tile = bt * e_pad
     if tile > _MAX_PER_THREAD * threads or tile < threads:
         return False
+    if prof and prof["n_group"] > 1 and tile > _MAX_PER_THREAD_GROUPED * threads:
+        return False  # grouped top-k keeps [BLOCK_T, N_GROUP, GSIZE] key tiles live too
     n_pad = triton.next_power_of_2(bt * top_k)
     if n_pad * n_pad > 2 * _MAX_PER_THREAD * threads:  # the [N, N] same-expert tile (int1)
         return False

@@ -412,6 +412,70 @@ def test_lower_compiles_sm90_sm100():
                                                ("lookup", False, 100), ("hash", False, 90), ("hash", False, 100)])
 
 
+_LOWER_SM90_DEFAULTS = r"""
+import inspect, json, os, re, subprocess, tempfile, triton
+from triton.backends.compiler import GPUTarget
+from kernel_templates import engram as E
+from search_spaces import engram as S
+cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+width = {"b8": 1, "u8": 1, "b16": 2, "u16": 2, "b32": 4, "u32": 4, "b64": 8, "u64": 8}
+seen, out = set(), []
+for wl in S.WORKLOADS:
+    cfg = E.default_config(wl)
+    for fn, sig, cx in E.lower_signatures(wl, cfg):
+        key = json.dumps([cx, cfg["num_warps"], cfg["num_stages"]], sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
+        # Real launches pass 16-B aligned torch allocations: say so, as `tune lower` does.
+        params = list(inspect.signature(fn.fn).parameters)
+        attrs = {(params.index(n),): [["tt.divisibility", 16]] for n, t in sig.items() if t.startswith("*")}
+        c = triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx, attrs=attrs),
+                           target=GPUTarget("cuda", 90, 32),
+                           options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
+        ptx = c.asm["ptx"]
+        loads = [(int(v or 1)) * width[t] for v, t in re.findall(r"ld\.global(?:\.\w+)*?(?:\.v(\d))?\.([bu]\d+) ", ptx)]
+        stores = [(int(v or 1)) * width[t] for v, t in re.findall(r"st\.global(?:\.\w+)*?(?:\.v(\d))?\.([bu]\d+) ", ptx)]
+        res = None
+        if os.path.exists(cuobjdump):
+            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+                f.write(c.asm["cubin"]); f.flush()
+                res = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+                sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
+            m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", res)
+            res = dict(reg=int(m[1]), stack=int(m[2]), local=int(m[4]), stl=len(re.findall(r"\bSTL", sass)))
+        out.append(dict(cfg=cfg, loads=loads, stores=stores, usage=res, ptx_local="st.local" in ptx))
+print(json.dumps(out))
+"""
+
+
+def test_sm90_defaults_load_wide_store_16b_no_spills():
+    """Every distinct default of the grid, compiled for sm_90 as launched (16-B aligned pointers):
+    table values move in 8-B loads (264-B rows allow no wider), bf16 rows in 16-B stores, no spills."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-c", _LOWER_SM90_DEFAULTS], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    done = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(done) >= 2 and any(d["cfg"]["DEDUP"] for d in done) and not all(d["cfg"]["DEDUP"] for d in done)
+    for d in done:
+        cfg = d["cfg"]
+        assert cfg["VEC"] == 8, cfg
+        threads = 32 * cfg["num_warps"]
+        value_bytes = cfg["ROWS"] * E.D // threads           # table values per thread per tile
+        assert max(d["loads"]) == 8, (cfg, d["loads"])       # never wider than the row alignment
+        # Everything narrower than 8 B is at most the scale bytes (8 per row) a thread holds.
+        assert sum(b for b in d["loads"] if b < 8) <= max(1, cfg["ROWS"] * E.N_SCALES // threads), (cfg, d["loads"])
+        assert d["loads"].count(8) * 8 >= value_bytes, (cfg, d["loads"])
+        assert set(d["stores"]) == {16} and len(d["stores"]) * 16 == 2 * value_bytes, (cfg, d["stores"])
+        assert not d["ptx_local"], cfg
+        if d["usage"] is not None:
+            u = d["usage"]
+            assert u["stack"] == 0 and u["local"] == 0 and u["stl"] == 0, (cfg, u)
+            assert u["reg"] <= 192, (cfg, u)
+
+
 def test_benchmark_help_on_cpu():
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "engram.py"), "--help"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
