@@ -155,11 +155,31 @@ def _e2m1x2_to_e4m3_scaled(packed):
 
 
 @triton.jit
-def _mx_block_dot(k_ptr, ks_ptr, row_k, row_s, valid, qj, J: tl.constexpr):
-    """Scores of one 32-wide MXFP4 block: FP8 MMA on the 2^-6-scaled codes, then * 2^(s+6)."""
-    codes = tl.load(k_ptr + row_k[:, None] + J * 16 + tl.arange(0, 16)[None, :], mask=valid[:, None], other=0)
-    sc = ue8m0_to_f32(tl.load(ks_ptr + row_s + J, mask=valid, other=127)) * 64.0
-    return tl.dot(_e2m1x2_to_e4m3_scaled(codes), tl.trans(qj)) * sc[:, None]
+def _split4(x):
+    """``[R, 4, C]`` -> its four ``[R, C]`` slices along axis 1 (register shuffles only)."""
+    a, b = tl.split(tl.reshape(tl.permute(x, (0, 2, 1)), (x.shape[0], x.shape[2], 2, 2)))
+    x0, x2 = tl.split(a)
+    x1, x3 = tl.split(b)
+    return x0, x1, x2, x3
+
+
+@triton.jit
+def _mx_tile_dot(k_ptr, ks_ptr, row_k, row_s, valid, q0, q1, q2, q3, BLOCK_N: tl.constexpr):
+    """Scores of an MXFP4 key tile: the 64 code bytes and 4 scale bytes of each key in one
+    load each (16 B per thread at 64 keys / 4 warps: 128-bit loads; four per-block loads
+    of 16 B rows were only 8 B per thread), then per 32-wide scale block an FP8 MMA on the
+    2^-6-scaled codes times 2^(s+6)."""
+    codes = tl.load(k_ptr + row_k[:, None, None] + tl.arange(0, 4)[None, :, None] * 16
+                    + tl.arange(0, 16)[None, None, :], mask=valid[:, None, None], other=0)
+    c0, c1, c2, c3 = _split4(codes)
+    scl = tl.load(ks_ptr + row_s[:, None, None] + tl.arange(0, 4)[None, :, None],
+                  mask=valid[:, None, None], other=127)
+    s0, s1, s2, s3 = _split4(scl)
+    s = tl.dot(_e2m1x2_to_e4m3_scaled(c0), tl.trans(q0)) * (ue8m0_to_f32(s0) * 64.0)
+    s += tl.dot(_e2m1x2_to_e4m3_scaled(c1), tl.trans(q1)) * (ue8m0_to_f32(s1) * 64.0)
+    s += tl.dot(_e2m1x2_to_e4m3_scaled(c2), tl.trans(q2)) * (ue8m0_to_f32(s2) * 64.0)
+    s += tl.dot(_e2m1x2_to_e4m3_scaled(c3), tl.trans(q3)) * (ue8m0_to_f32(s3) * 64.0)
+    return s
 
 
 @triton.jit
@@ -171,7 +191,7 @@ def _kth_key(base, stride_l, cnt_ptr, n_lists, k, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     prefix = tl.full([], 0, tl.int64)
     rem = k
-    for p in tl.static_range(8):
+    for p in range(8):  # a loop, not unrolled: unrolled, ptxas spilled 12-24 B in the merge kernel
         SHIFT = 56 - 8 * p
         hist = tl.zeros([256], tl.int32)
         for li in range(n_lists):
@@ -298,10 +318,7 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
                 s = tl.dot(kt.to(tl.float8e4nv, bitcast=True), tl.trans(q))  # [BLOCK_N, QR]
                 ksc = tl.load(ks_ptr + row_s, mask=valid, other=0.0)
             elif MX_FP8_DOT:
-                s = _mx_block_dot(k_ptr, ks_ptr, row_k, row_s, valid, q0, 0)
-                s += _mx_block_dot(k_ptr, ks_ptr, row_k, row_s, valid, q1, 1)
-                s += _mx_block_dot(k_ptr, ks_ptr, row_k, row_s, valid, q2, 2)
-                s += _mx_block_dot(k_ptr, ks_ptr, row_k, row_s, valid, q3, 3)
+                s = _mx_tile_dot(k_ptr, ks_ptr, row_k, row_s, valid, q0, q1, q2, q3, BLOCK_N)
             else:
                 codes = tl.load(k_ptr + row_k[:, None] + tl.arange(0, D // 2)[None, :], mask=valid[:, None],
                                 other=0)
@@ -577,13 +594,19 @@ def default_splits(w: Workload, block_n: int, sms: int = SMS) -> int:
 def default_config(workload: Workload) -> dict[str, Any]:
     """Heuristic: 64-key tiles (one page: one block-table load per tile, the wgmma M),
     splits for ~2 waves, candidate lists of twice the top-k, up to 8-way merges, shared
-    thresholds; mxfp4 keys go through FP8 MMA on the scaled codes."""
+    thresholds; mxfp4 keys go through FP8 MMA on the scaled codes.
+
+    Checked for sm_90 with Triton 3.6 (ptxas -v / cuobjdump, divisibility-16
+    specialisation as at launch) for every default of search_spaces.sparse_mqa.WORKLOADS:
+    no spills; scoring kernel shared 16640 / 25088 B and 181 / 229 registers (fp8,
+    next_n 1 / 2), 8448 / 12800 B and 147 / 194 registers (mxfp4); merge kernels 4-16 KB,
+    96-128 registers."""
     w = workload
+    mx = PROFILES[w.profile]["k_format"] == "mxfp4"
     bn = 64
     S = default_splits(w, bn)
     return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": min(8, max(2, S)),
-            "SELECT_BLOCK": 1024, "SHARE_THRESHOLD": True,
-            "MX_FP8_DOT": PROFILES[w.profile]["k_format"] == "mxfp4", "num_warps": 4, "num_stages": 2}
+            "SELECT_BLOCK": 1024, "SHARE_THRESHOLD": True, "MX_FP8_DOT": mx, "num_warps": 4, "num_stages": 2}
 
 
 def cost(workload: Workload) -> tuple[float, float]:

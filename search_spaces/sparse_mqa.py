@@ -5,10 +5,10 @@ from typing import Any
 
 import triton
 
-from kernel_templates.sparse_mqa import BYTES_PER_KEY, D_INDEX, PAGE, PROFILES, Workload, feasible
+from kernel_templates.sparse_mqa import D_INDEX, PAGE, PROFILES, Workload, feasible
 from tuner.space import Bool, Choice, Pow2, Space
 
-__all__ = ["SPACE", "constraints", "feasible", "WORKLOADS", "SMALL_WORKLOADS"]
+__all__ = ["SPACE", "constraints", "smem_estimate", "feasible", "WORKLOADS", "SMALL_WORKLOADS"]
 
 SPACE = Space(
     BLOCK_N=Pow2(16, 128),        # keys per tile: the MMA's M (wgmma wants 64)
@@ -24,7 +24,28 @@ SPACE = Space(
 
 SMEM_BYTES = 232448   # opt-in shared memory per block on H100/H200 and B200 (227 KB)
 SMS = 132             # H200; only used to tell over-splitting apart
-_MAX_WORDS = 160      # 32-bit registers per thread for the score tile, q and the key tile
+# fp32 score-tile words per thread ([BLOCK_N, next_n*H] / threads) past which the scoring
+# kernel spills, measured for sm_90 with Triton 3.6 (cuobjdump): fp8 keys compile spill-free
+# at 64 (173-229 registers) and spill at 128; mxfp4 (FP8 MMA per scale block: four
+# partial products, the decode and four q slices live) takes 194-239 registers at 32 and
+# spills at 64. ~120-150 registers are the top-k bookkeeping whatever the tile. (BLOCK_N
+# < 64 has no wgmma: mma.sync, with an 8-16 B stack frame at 128-168 registers.)
+_MAX_ACC_WORDS = {"fp8": 64, "mxfp4": 32}
+
+
+def smem_estimate(config: dict[str, Any], workload: Workload) -> int:
+    """Upper bound of the scoring kernel's shared memory: the q operand, ``num_stages``
+    key tiles (128 B a key; 64 B of raw codes for the mxfp4 FP8-MMA path), q once more
+    for the mma.sync layouts of BLOCK_N < 64, 1 KB of reduction scratch. Calibrated on
+    sm_90 / Triton 3.6: 1.04-2.3x the measured ``metadata.shared`` over BLOCK_N 32-128,
+    1-3 stages, 4-8 warps, next_n 1-2, both formats and both mxfp4 MMA paths (measured
+    6-38 KB: never near the 227 KB limit, so this prunes nothing in SPACE today)."""
+    w = workload
+    prof = PROFILES[w.profile]
+    bn, ns = config["BLOCK_N"], config["num_stages"]
+    qr = triton.next_power_of_2(w.next_n) * triton.next_power_of_2(prof["heads"])
+    key_bytes = D_INDEX // 2 if prof["k_format"] == "mxfp4" and config["MX_FP8_DOT"] else D_INDEX
+    return 1024 + qr * D_INDEX * (2 if bn < 64 else 1) + ns * bn * key_bytes
 
 
 def constraints(config: dict[str, Any], workload: Workload) -> bool:
@@ -44,15 +65,11 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         return False
     if S == 1 and config["MERGE_GROUP"] != 2:
         return False  # one list: the group size does nothing
-    # registers: fp32 scores [BLOCK_N, next_n*H], q [next_n*H, 128] fp8, the key tile
+    # registers: the fp32 score tile per thread (calibrated, see _MAX_ACC_WORDS)
     qr = triton.next_power_of_2(w.next_n) * triton.next_power_of_2(prof["heads"])
-    key_words = bn * D_INDEX // (2 if mx and not config["MX_FP8_DOT"] else 4)  # bf16 or fp8 operand
-    words = bn * qr + qr * D_INDEX // 4 + key_words
-    if words / (32 * nw) > _MAX_WORDS:
+    if bn * qr // (32 * nw) > _MAX_ACC_WORDS[prof["k_format"]]:
         return False
-    smem = config["num_stages"] * bn * BYTES_PER_KEY[prof["k_format"]] + qr * D_INDEX + bn * D_INDEX * 2
-    return smem <= SMEM_BYTES
-
+    return smem_estimate(config, w) <= SMEM_BYTES
 
 _BATCH = (1, 8, 32, 128)
 _CONTEXT = (8192, 32768, 131072, 524288)
