@@ -413,8 +413,9 @@ def test_lower_compiles_sm90_sm100():
 
 
 _LOWER_SM90_DEFAULTS = r"""
-import inspect, json, os, re, subprocess, tempfile, triton
+import json, os, re, subprocess, tempfile, triton
 from triton.backends.compiler import GPUTarget
+from tuner import lowering
 from kernel_templates import engram as E
 from search_spaces import engram as S
 cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
@@ -428,8 +429,7 @@ for wl in S.WORKLOADS:
             continue
         seen.add(key)
         # Real launches pass 16-B aligned torch allocations: say so, as `tune lower` does.
-        params = list(inspect.signature(fn.fn).parameters)
-        attrs = {(params.index(n),): [["tt.divisibility", 16]] for n, t in sig.items() if t.startswith("*")}
+        attrs = lowering.pointer_alignment(fn, sig)
         c = triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx, attrs=attrs),
                            target=GPUTarget("cuda", 90, 32),
                            options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})

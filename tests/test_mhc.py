@@ -193,6 +193,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from kernel_templates import mhc
 from search_spaces.mhc import WORKLOADS
+from tuner import lowering
 seen = {}
 for wl in WORKLOADS:
     cfg = mhc.default_config(wl)
@@ -205,15 +206,7 @@ for wl in WORKLOADS:
         plan, _ = mhc._plan(wl.op, m(T, 4, D, dt=bf), m(T, D, dt=bf), m(T, 4), m(T, 4, 4), m(24, 4 * D), m(3),
                             m(24), m(D, dt=bf), 1e-6, 20, cfg)
         args = next(a for k, _g, a in plan if k is fn)
-        attrs = {}
-        for i, name in enumerate(fn.arg_names):
-            v = args[name]
-            if sig[name] == "constexpr":
-                continue
-            if isinstance(v, torch.Tensor) or (type(v) is int and v % 16 == 0):
-                attrs[(i,)] = [["tt.divisibility", 16]]
-            elif type(v) is int and v == 1:
-                sig[name], cx[name] = "constexpr", 1
+        attrs = lowering.specialize(fn, args, sig, cx)
         key = (fn.__name__, str(sorted(sig.items())), str(sorted(cx.items())), str(sorted(attrs)),
                cfg["num_warps"], cfg["num_stages"])
         if key not in seen:

@@ -276,15 +276,7 @@ for wl in WORKLOADS:
         sig, cx = M.lowering.signature(fn, args)
         # As the JIT specializes on the GPU: pointers and 16-divisible ints get
         # tt.divisibility 16 (it sets vector widths), ints == 1 become constexprs.
-        attrs = {}
-        for i, name in enumerate(fn.arg_names):
-            v = args[name]
-            if sig[name] == "constexpr":
-                continue
-            if isinstance(v, torch.Tensor) or (type(v) is int and v % 16 == 0):
-                attrs[(i,)] = [["tt.divisibility", 16]]
-            elif type(v) is int and v == 1:
-                sig[name], cx[name] = "constexpr", 1
+        attrs = M.lowering.specialize(fn, args, sig, cx)
         # NUM_SPLITS / MERGE_GROUP only enter scalar index math: one compile per rest
         key = repr((fn.__name__, sorted(sig.items()), sorted((k, v) for k, v in cx.items()
                     if k not in ("NUM_SPLITS", "MERGE_GROUP")), sorted(attrs), args["num_warps"], args["num_stages"]))

@@ -37,3 +37,31 @@ def signature(kern: Any, args: Mapping[str, Any]) -> tuple[dict[str, str], dict[
         else:
             sig[name] = "i32"
     return sig, cx
+
+
+def _param_names(kern: Any) -> list[str]:
+    return list(inspect.signature(getattr(kern, "fn", kern)).parameters)
+
+
+def pointer_alignment(kern: Any, sig: Mapping[str, str]) -> dict[tuple[int], list[list[Any]]]:
+    """``attrs`` saying every pointer argument is 16-byte aligned, as torch allocations are
+    at launch; without it a lowering understates vector widths."""
+    names = _param_names(kern)
+    return {(names.index(n),): [["tt.divisibility", 16]] for n, t in sig.items() if t.startswith("*")}
+
+
+def specialize(kern: Any, args: Mapping[str, Any], sig: dict[str, str],
+               cx: dict[str, Any]) -> dict[tuple[int], list[list[Any]]]:
+    """Specialize as the JIT does from real launch values: pointers and ints divisible by
+    16 get ``tt.divisibility`` 16 (returned as ``attrs``); ints equal to 1 become
+    constexprs (``sig`` and ``cx`` are updated in place)."""
+    attrs: dict[tuple[int], list[list[Any]]] = {}
+    for i, name in enumerate(_param_names(kern)):
+        v = args[name]
+        if sig[name] == "constexpr":
+            continue
+        if isinstance(v, torch.Tensor) or (type(v) is int and v % 16 == 0):
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif type(v) is int and v == 1:
+            sig[name], cx[name] = "constexpr", 1
+    return attrs

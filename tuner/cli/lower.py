@@ -1,7 +1,6 @@
 """`tune lower`: compile a template for a GPU target without that GPU; report what it emitted."""
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import re
@@ -42,11 +41,10 @@ def lower_one(fn, signature: dict[str, str], constexprs: dict[str, Any], arch: i
     import triton
     from triton.backends.compiler import GPUTarget
 
-    # Real launches see torch allocations: every pointer 16-byte aligned, which is what
-    # lets Triton emit wide loads. Say so, or the lowering understates vector widths.
-    params = list(inspect.signature(getattr(fn, "fn", fn)).parameters)
-    attrs = {(params.index(n),): [["tt.divisibility", 16]] for n, t in signature.items() if t.startswith("*")}
-    src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+    from tuner.lowering import pointer_alignment
+
+    src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs,
+                                    attrs=pointer_alignment(fn, signature))
     c = triton.compile(src, target=GPUTarget("cuda", arch, 32),
                        options={"num_warps": num_warps, "num_stages": num_stages})
     ptx = c.asm["ptx"]
