@@ -83,7 +83,7 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
     except AssertionError as e:
         rec.update(verified=False, error=str(e))
         return rec
-    t = bench(lambda: A.launch(config=config, **inputs), reps=args.reps)
+    t = bench(lambda: A.launch(config=config, **inputs), graph=True, reps=args.reps)
     nbytes, flops = A.cost(w)
     floor_s = max(nbytes / ceilings["hbm_bytes_per_s"], flops / ceilings["bf16_flops_per_s"])
     sec = t.median_us * 1e-6
@@ -95,7 +95,7 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
     if not args.no_baseline:
         try:
             A.verify(A.torch_eager(**sub), A.reference(**sub), sub)
-            tb = bench(lambda: A.torch_eager(**inputs), reps=max(5, args.reps // 5), max_seconds=20)
+            tb = bench(lambda: A.torch_eager(**inputs), graph=True, reps=max(5, args.reps // 5), max_seconds=20)
             rec["sdpa_us"] = tb.median_us
             rec["speedup_vs_sdpa"] = tb.median_us / t.median_us
         except torch.cuda.OutOfMemoryError:

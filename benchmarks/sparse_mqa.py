@@ -86,9 +86,9 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
         return rec
     hbm = ceilings["hbm_bytes_per_s"]
     nbytes, flops = M.cost(w)
-    t = bench(lambda: M.launch(config=config, **inputs), reps=args.reps)
+    t = bench(lambda: M.launch(config=config, **inputs), graph=True, reps=args.reps)
     score_only = dict(inputs, top_k=0, return_logits=True)
-    ts = bench(lambda: M.launch(config=config, **score_only), reps=args.reps)
+    ts = bench(lambda: M.launch(config=config, **score_only), graph=True, reps=args.reps)
     logit_bytes = 4 * w.batch * w.next_n * w.context
     rec.update(median_us=t.median_us, p20_us=t.p20_us, p80_us=t.p80_us, bytes=nbytes, flops=flops,
                floor_us=nbytes / hbm * 1e6, pct_floor=100 * nbytes / hbm / (t.median_us * 1e-6),
@@ -98,7 +98,7 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
     if not args.no_baseline:
         try:
             M.verify(M.torch_eager(**sub), ref, sub)
-            tb = bench(lambda: M.torch_eager(**inputs), reps=max(5, args.reps // 5), max_seconds=20)
+            tb = bench(lambda: M.torch_eager(**inputs), graph=True, reps=max(5, args.reps // 5), max_seconds=20)
             rec["baseline_us"] = tb.median_us
             rec["speedup_vs_baseline"] = tb.median_us / t.median_us
         except torch.cuda.OutOfMemoryError:

@@ -789,6 +789,6 @@ runtime.register_defaults("engram", lambda wd: default_config(Workload(**wd)))
 
 SPEC = KernelSpec(
     name="engram", workload=Workload, make_inputs=make_inputs, reference=reference, launch=launch,
-    default_config=default_config, cost=cost, verify=verify, baselines=baselines, launch_bound=False,
+    default_config=default_config, cost=cost, verify=verify, baselines=baselines, launch_bound=True,
     description="Engram table lookup: hashed rows -> dequantized FP8 rows from HBM or host memory (UVA)",
 )

@@ -661,5 +661,6 @@ runtime.register_defaults("moe_routing", lambda wd: default_config(Workload(**wd
 SPEC = KernelSpec(
     name="moe_routing", workload=Workload, make_inputs=make_inputs, reference=reference, launch=launch,
     default_config=default_config, cost=cost, verify=verify, baselines=baselines, launch_bound=True,
+    cold_l2=False,
     description="router logits -> grouped top-k, weights and moe_align_block_size layout, one launch",
 )

@@ -211,24 +211,43 @@ def _scores(qd, kv, sc, SWAP_AB: tl.constexpr, INTERPRET: tl.constexpr):
 
 
 @triton.jit
-def _scaled_scores(q1, s1, q2, s2, q3, s3, kv_ptr, kvs_ptr, row_c, row_s, valid, D: tl.constexpr,
+def _scaled_scores(q1, s1, q2, s2, q3, s3, kv_ptr, kvs_ptr, row_c, row_s, valid, live, D: tl.constexpr,
                    SWAP_AB: tl.constexpr):
-    """q @ K^T with native block-scaled FP4 MMA: q as three NVFP4 terms, K as stored."""
+    """q @ K^T with native block-scaled FP4 MMA: q as three NVFP4 terms, K as stored.
+
+    Written around two Triton 3.6 bugs that abort the sm_100 compile (3.9 has neither;
+    the MMAs and their results are the same either way):
+    - ``live`` is always true (the caller's ``n0 < end``, inside its loop): the runtime
+      ``if`` keeps the MMAs out of the loop body proper, where OptimizeAccumulatorInit
+      turns the zero-initialised first MMA into use_acc=false and then also drops the
+      init of the TMEM allocs holding its *scales* ("uninitialized alloc must have a
+      mutable memdesc type").
+    - each MMA gets its own K-scale tensor (equal bits; ``ks3`` differs only on invalid
+      rows, whose codes are 0): one tensor shared by the three MMAs becomes one TMEM
+      alloc with three users, and NVWSInsertTmemAref asserts ``allocOp->hasOneUse()``.
+    """
     codes = tl.load(kv_ptr + row_c[:, None] + tl.arange(0, D // 2)[None, :], mask=valid[:, None], other=0)
     ks = tl.load(kvs_ptr + row_s[:, None] + tl.arange(0, D // 16)[None, :], mask=valid[:, None], other=0)
-    ks = ks.to(tl.float8e4nv, bitcast=True)
+    ks1 = ks.to(tl.float8e4nv, bitcast=True)
+    ks2 = tl.where(valid[:, None], ks, 0).to(tl.float8e4nv, bitcast=True)
+    ks3 = tl.where(valid[:, None], ks, 1).to(tl.float8e4nv, bitcast=True)
     s1 = s1.to(tl.float8e4nv, bitcast=True)
     s2 = s2.to(tl.float8e4nv, bitcast=True)
     s3 = s3.to(tl.float8e4nv, bitcast=True)
-    if SWAP_AB:  # [BLOCK_N, BLOCK_H] = K [BLOCK_N, D] @ q^T [D, BLOCK_H]
-        acc = tl.dot_scaled(codes, ks, "e2m1", tl.trans(q1), s1, "e2m1")
-        acc = tl.dot_scaled(codes, ks, "e2m1", tl.trans(q2), s2, "e2m1", acc)
-        acc = tl.dot_scaled(codes, ks, "e2m1", tl.trans(q3), s3, "e2m1", acc)
+    if SWAP_AB:
+        acc = tl.zeros([codes.shape[0], q1.shape[0]], tl.float32)
     else:
-        kt = tl.trans(codes)  # [D/2, BLOCK_N]: packed along the reduction axis
-        acc = tl.dot_scaled(q1, s1, "e2m1", kt, ks, "e2m1")
-        acc = tl.dot_scaled(q2, s2, "e2m1", kt, ks, "e2m1", acc)
-        acc = tl.dot_scaled(q3, s3, "e2m1", kt, ks, "e2m1", acc)
+        acc = tl.zeros([q1.shape[0], codes.shape[0]], tl.float32)
+    if live:
+        if SWAP_AB:  # [BLOCK_N, BLOCK_H] = K [BLOCK_N, D] @ q^T [D, BLOCK_H]
+            acc = tl.dot_scaled(codes, ks1, "e2m1", tl.trans(q1), s1, "e2m1")
+            acc = tl.dot_scaled(codes, ks2, "e2m1", tl.trans(q2), s2, "e2m1", acc)
+            acc = tl.dot_scaled(codes, ks3, "e2m1", tl.trans(q3), s3, "e2m1", acc)
+        else:
+            kt = tl.trans(codes)  # [D/2, BLOCK_N]: packed along the reduction axis
+            acc = tl.dot_scaled(q1, s1, "e2m1", kt, ks1, "e2m1")
+            acc = tl.dot_scaled(q2, s2, "e2m1", kt, ks2, "e2m1", acc)
+            acc = tl.dot_scaled(q3, s3, "e2m1", kt, ks3, "e2m1", acc)
     return acc
 
 
@@ -327,7 +346,7 @@ def _split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr,
                                                   stride_ks, stride_sp, stride_ss, PAGE, BLOCK_N, SPARSE)
             raw_c, raw_s = _load_kv_raw(kv_ptr, kvs_ptr, row_c, row_s, valid_next, D, KV_DTYPE)
             if USE_DOT_SCALED:
-                s = _scaled_scores(q1, s1, q2, s2, q3, s3, kv_ptr, kvs_ptr, cur_c, cur_s, valid, D,
+                s = _scaled_scores(q1, s1, q2, s2, q3, s3, kv_ptr, kvs_ptr, cur_c, cur_s, valid, n0 < end, D,
                                    SWAP_AB) * qk_scale
             else:
                 s = _scores(qd, kv, sc, SWAP_AB, INTERPRET)
@@ -778,6 +797,6 @@ SPEC = KernelSpec(
     cost=cost,
     verify=verify,
     baselines=baselines,
-    launch_bound=False,
+    launch_bound=True,
     description="NVFP4 / FP8 / BF16 paged decode attention (MQA latent 512 + FP8 SWA window + sink), split-KV",
 )

@@ -46,24 +46,37 @@ def _pow2_ceil(n: int) -> int:
 
 
 def smem_estimate(config: dict[str, Any], op: str) -> int:
-    """Shared memory (bytes) of the pre / seam kernel.
+    """Shared memory (bytes) of the pre / seam kernel; an upper bound on Triton 3.6 sm_90.
 
     ``fma`` / ``ieee`` (CUDA cores, fn tiles ``[BLOCK_D, 32]``): the loop's loads per stage
     (four fp32 fn tiles, four bf16 stream tiles, and y for the seam) times the
     ``num_stages - 1`` buffers the pipeliner keeps, plus layout-conversion scratch (two fn
-    tiles and two fp32 stream tiles) and 4 KB for reductions. tf32 / tf32x3 (tensor cores,
+    tiles and two fp32 stream tiles; for ``ieee`` at least the four fp32 stream tiles it
+    stages as the dot's A operand) and 4 KB for reductions. tf32 / tf32x3 (tensor cores,
     transposed: fn tiles ``[64, BLOCK_D]`` as the A operand, the streams ``[BLOCK_D,
     BLOCK_T]`` fp32 as the B operand in shared memory): ``num_stages`` buffers of the
-    loads, plus the four B tiles, plus 4 KB. Checked against sm_90 compiles (Triton 3.6):
-    seam 64 x 32, 8 warps, 2 / 3 stages: 122880 / 176128 B (estimate 143360 / 196608);
-    16 x 32 and 16 x 64, 4 warps, 2 stages: 78848 / 157696 B (88064 / 172032); pre
-    64 x 32: 118784 B (135168); ieee 16 x 32: 29696 B (37888)."""
+    loads, plus the four B tiles, plus 4 KB.
+
+    Checked against sm_90 compiles (Triton 3.6, launch specialization as on the GPU) of
+    every pre / seam config the constraints admit over the space (1388 distinct compiles,
+    largest 196608 B; post needs <= 256 B, the split-K finish kernel <= 4 KB) and of 120
+    rejected heavy ones (8 warps, 1-4 stages, BLOCK_T x BLOCK_D up to 64 x 128 / 16 x 256):
+    never below the compiled size (D not a multiple of 16 compiles smaller). ``ieee``
+    compiles to exactly ``(num_stages - 1) * per_stage + 4 * BLOCK_T * BLOCK_D * 4`` from 2
+    stages on (pre 64 x 64, 8 warps, 3 stages: 196608 B, estimate 200704; the two-fn-tile
+    scratch alone gave 184320, an under-estimate at every BLOCK_T = 64 ieee config).
+    Heaviest tensor-core ones: seam 32 x 64 tf32, 8 warps, 2 stages: 188416 (208896); pre
+    16 x 32 tf32, 8 warps, 4 stages: 155648 (159744). The H200 failure, seam 64 x 64
+    tf32x3, 8 warps, 3 stages: 245760 (389120, rejected)."""
     bt, bd = config["BLOCK_T"], config["BLOCK_D"]
     streams = (5 if op == "seam" else 4) * bt * bd * 2
     if config["DOT_PRECISION"] in TENSOR_CORE_PRECISIONS:
         return max(1, config["num_stages"]) * (4 * 64 * bd * 4 + streams) + 4 * bd * bt * 4 + 4096
     per_stage = 4 * bd * 32 * 4 + streams
-    return max(1, config["num_stages"] - 1) * per_stage + 2 * bd * 32 * 4 + 2 * bt * bd * 4 + 4096
+    scratch = 2 * bd * 32 * 4 + 2 * bt * bd * 4
+    if config["DOT_PRECISION"] == "ieee":
+        scratch = max(scratch, 4 * bt * bd * 4)
+    return max(1, config["num_stages"] - 1) * per_stage + scratch + 4096
 
 
 def reg_estimate(config: dict[str, Any], op: str) -> float:

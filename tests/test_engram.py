@@ -482,12 +482,55 @@ def test_benchmark_help_on_cpu():
     assert r.returncode == 0 and "--pack" in r.stdout, r.stderr[-2000:]
 
 
+# ----------------------------------------------------------------------------- what the GPU tests launch
+
+_GPU_PLACEMENTS = ["hbm", "host", "host_thp"]
+
+
+def _gpu_workload(placement: str) -> E.Workload:
+    return E.Workload(300, placement, 1 << 20)
+
+
+def _default_and_dedup_flipped(wl: E.Workload) -> list[dict]:
+    """The default config and the same with DEDUP flipped, both admitted by the search space:
+    a flip to DEDUP above S._MAX_DEDUP_ROWS rows (hbm's default tile is 32) would not compile on
+    Triton 3.6, so the flipped tile shrinks to that many rows (warps as default_config sizes them
+    for it) and takes the smallest grid fraction giving the same grid, as default_config does."""
+    cfg = E.default_config(wl)
+    flip = dict(cfg, DEDUP=not cfg["DEDUP"])
+    if flip["DEDUP"] and flip["ROWS"] > S._MAX_DEDUP_ROWS:
+        rows = S._MAX_DEDUP_ROWS
+        flip.update(ROWS=rows, num_warps=max(1, min(8, rows // 8)))
+        n, sms = wl.tokens * E.ROWS_PER_TOKEN, E.sm_count_hint()
+        want = E.grid_programs(n, flip, sms)
+        flip["GRID_SM_FRAC"] = min(f for f in E.GRID_SM_FRACS
+                                   if E.grid_programs(n, dict(flip, GRID_SM_FRAC=f), sms) == want)
+    for c in (cfg, flip):
+        assert S.SPACE.contains(c) and S.constraints(c, wl), (wl, c)
+    assert {cfg["DEDUP"], flip["DEDUP"]} == {False, True}
+    return [cfg, flip]
+
+
+@pytest.mark.parametrize("placement", _GPU_PLACEMENTS)
+def test_placement_configs_are_admitted(placement):
+    """What test_gpu_lookup_every_placement launches, checked without a GPU: both DEDUP paths,
+    each config one the search space admits (hbm's 32-row default flips to a 16-row DEDUP tile)."""
+    default, flipped = _default_and_dedup_flipped(_gpu_workload(placement))  # asserts admission, both paths
+    assert not default["DEDUP"] and flipped["DEDUP"]  # 300 tokens: no dedup by default
+    if placement == "hbm":
+        assert (default["ROWS"], default["num_warps"]) == (32, 4)
+        assert (flipped["ROWS"], flipped["num_warps"]) == (16, 2)
+        assert not S.constraints(dict(default, DEDUP=True), _gpu_workload(placement))  # the plain flip
+    else:
+        assert flipped == dict(default, DEDUP=True)
+
+
 # ----------------------------------------------------------------------------- GPU only
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("placement", ["hbm", "host", "host_thp"])
+@pytest.mark.parametrize("placement", _GPU_PLACEMENTS)
 def test_gpu_lookup_every_placement(placement):
-    wl = E.Workload(300, placement, 1 << 20)
+    wl = _gpu_workload(placement)
     inputs = E.make_inputs(wl, "cuda", seed=0)
     with inputs["table"] as t:
         assert t.placement in (placement, "host")
@@ -495,7 +538,7 @@ def test_gpu_lookup_every_placement(placement):
             assert t.data.device.type == "cpu" and t.data.is_pinned()
             assert isinstance(t.kernel_arg(), E._UVAPointer)
         ref = E.reference(**inputs)
-        for cfg in (E.default_config(wl), dict(E.default_config(wl), DEDUP=not E.default_config(wl)["DEDUP"])):
+        for cfg in _default_and_dedup_flipped(wl):
             E.verify(E.launch(config=cfg, **inputs), ref, inputs)
         E.verify(E.baselines["torch_eager"](**inputs), ref, inputs)
     assert not t.registered

@@ -62,16 +62,26 @@ def test_model_width(op, device):
 CONFIGS = [
     dict(BLOCK_T=16, BLOCK_D=16, SPLIT_K=1, DOT_PRECISION="tf32", num_warps=4, num_stages=2),  # fused
     dict(BLOCK_T=16, BLOCK_D=32, SPLIT_K=2, DOT_PRECISION="ieee", num_warps=4, num_stages=2),  # split, last chunk short
-    dict(BLOCK_T=4, BLOCK_D=16, SPLIT_K=4, DOT_PRECISION="fma", num_warps=2, num_stages=1),   # tiny token blocks
-    dict(BLOCK_T=64, BLOCK_D=64, SPLIT_K=1, DOT_PRECISION="tf32x3", num_warps=8, num_stages=3),  # block > T, D tail
+    dict(BLOCK_T=4, BLOCK_D=16, SPLIT_K=2, DOT_PRECISION="fma", num_warps=2, num_stages=1),   # tiny token blocks
+    dict(BLOCK_T=64, BLOCK_D=32, SPLIT_K=1, DOT_PRECISION="tf32x3", num_warps=8, num_stages=3),  # block > T, D tail
 ]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"T{c['BLOCK_T']}-D{c['BLOCK_D']}-K{c['SPLIT_K']}-{c['DOT_PRECISION']}")
 @pytest.mark.parametrize("op", ["pre", "seam"])
 def test_configs(op, config, device):
+    # Only configs the tuner could pick: on a GPU an unpruned one may not even launch.
+    assert constraints(config, mhc.Workload(op, 37, 80)), (op, config)
     inputs, out = _run(op, 37, 80, device, seed=3, config=config)
     mhc.verify(out, mhc.reference(**inputs), inputs)
+
+
+def test_constraints_reject_oversized_shared_memory():
+    """On the H200 (Triton 3.6) the seam at 64 x 64, tf32x3, 8 warps, 3 stages needed
+    245760 B of shared memory (> 232448): the estimate alone must prune it."""
+    cfg = dict(BLOCK_T=64, BLOCK_D=64, SPLIT_K=1, DOT_PRECISION="tf32x3", num_warps=8, num_stages=3)
+    assert smem_estimate(cfg, "seam") >= 245760
+    assert not constraints(cfg, mhc.Workload("seam", 37, 80))
 
 
 def test_post_configs(device):
@@ -81,21 +91,27 @@ def test_post_configs(device):
         mhc.verify(out, mhc.reference(**inputs), inputs)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# `device` is a constant per session, so sharing it across examples is safe.
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(T=st.integers(1, 40), D16=st.integers(1, 6), seed=st.integers(0, 2**16), split=st.sampled_from([1, 2]))
-def test_seam_is_post_then_pre(T, D16, seed, split):
+def test_seam_is_post_then_pre(T, D16, seed, split, device):
     """The fused seam equals post followed by pre, and its comb is doubly stochastic."""
     D = 16 * D16
-    inputs = mhc.make_inputs(mhc.Workload("seam", T, D), "cpu", seed)
+    inputs = mhc.make_inputs(mhc.Workload("seam", T, D), device, seed)
     cfg = dict(BLOCK_T=16, BLOCK_D=16, SPLIT_K=min(split, D16), DOT_PRECISION="ieee", num_warps=4, num_stages=2)
     Xn, u, post, comb = mhc.mhc_seam(inputs["X"], inputs["y"], inputs["post"], inputs["comb"], inputs["fn"],
                                      inputs["scale"], inputs["base"], inputs["norm_w"], config=cfg)
     Xn2 = mhc.mhc_post(inputs["X"], inputs["y"], inputs["post"], inputs["comb"],
                        config=dict(cfg, SPLIT_K=1, DOT_PRECISION="fma"))
     u2, post2, comb2 = mhc.mhc_pre(Xn2, inputs["fn"], inputs["scale"], inputs["base"], inputs["norm_w"], config=cfg)
-    assert_equal("X_new", Xn.view(torch.int16), Xn2.view(torch.int16))
-    torch.testing.assert_close(post, post2, rtol=0, atol=1e-6)
-    torch.testing.assert_close(comb, comb2, rtol=0, atol=1e-6)
+    # bit-equal under the interpreter; on a GPU the two kernels contract their multiply-adds
+    # differently (the H200 gave 1 element of 9472 one bf16 ulp apart), so 1 ulp is allowed
+    ulps = (Xn.view(torch.int16).int() - Xn2.view(torch.int16).int()).abs().max().item()
+    assert ulps <= (0 if device == "cpu" else 1), f"X_new: {ulps} bf16 ulps apart"
+    atol = 1e-6 if device == "cpu" else 1e-5
+    torch.testing.assert_close(post, post2, rtol=0, atol=atol)
+    torch.testing.assert_close(comb, comb2, rtol=0, atol=atol)
     torch.testing.assert_close(u.float(), u2.float(), rtol=0, atol=float(u2.float().abs().max()) * 2**-8)
     _assert_doubly_stochastic(comb)
 

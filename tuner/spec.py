@@ -66,6 +66,9 @@ class KernelSpec:
     baselines: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     launch_bound: bool = False
     """Time with CUDA-graph replay: the kernel is short enough that launch gaps matter."""
+    cold_l2: bool = True
+    """Flush the L2 before each timed call: the inputs come from HBM in a real step (a KV
+    cache, a weight). False where a producer kernel has just written them (router logits)."""
     description: str = ""
 
 

@@ -59,7 +59,9 @@ def bench(fn: Callable[[], Any], *, graph: bool = False, warmup: int = 10, reps:
     """Time ``fn()``.
 
     ``graph``: capture ``fn`` in a CUDA graph (``calls_per_graph`` back-to-back calls)
-    and time replays: launch gaps shrink to what a serving engine sees under graphs.
+    and time replays: launch gaps shrink to what a serving engine sees under graphs
+    (decode steps are replayed graphs). With ``flush_l2`` each captured call is preceded
+    by the L2 flush, and a graph of the flushes alone, timed the same way, is subtracted.
     ``rotate``: alternative closures over other input sets, cycled through so repeated
     calls do not hit a warm L2. On the CPU (interpreter) the result is not meaningful.
     """
@@ -72,7 +74,7 @@ def bench(fn: Callable[[], Any], *, graph: bool = False, warmup: int = 10, reps:
             samples.append((time.perf_counter() - t0) * 1e6)
         return _quantiles(samples, meaningful=False)
     if graph:
-        return _bench_graph(fns, warmup=warmup, reps=reps)
+        return _bench_graph(fns, warmup=warmup, reps=reps, flush_l2=flush_l2)
     for i in range(warmup):
         fns[i % len(fns)]()
     torch.cuda.synchronize()
@@ -93,30 +95,47 @@ def bench(fn: Callable[[], Any], *, graph: bool = False, warmup: int = 10, reps:
     return _quantiles([s.elapsed_time(e) * 1e3 for s, e in zip(starts[:done], ends[:done])], True)
 
 
-def _bench_graph(fns: list[Callable[[], Any]], *, warmup: int, reps: int, calls_per_graph: int = 20) -> Timing:
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for i in range(3):  # warm caches and compile outside the capture
-            fns[i % len(fns)]()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
+def _graph_samples(fns: list[Callable[[], Any]], *, warmup: int, n: int, calls: int, flush_l2: bool) -> list[float]:
+    """``n`` replays of a graph of ``calls`` captured calls (each after a flush with
+    ``flush_l2``): the microseconds of each replay, not yet divided by ``calls``."""
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        for i in range(calls_per_graph):
-            fns[i % len(fns)]()
+        for i in range(calls):
+            if flush_l2:
+                _flush_l2()
+            if fns:
+                fns[i % len(fns)]()
     for _ in range(max(1, warmup // 5)):
         g.replay()
     torch.cuda.synchronize()
     samples = []
-    for _ in range(max(10, reps // 5)):
+    for _ in range(n):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
         g.replay()
         e.record()
         e.synchronize()
-        samples.append(s.elapsed_time(e) * 1e3 / calls_per_graph)
-    return _quantiles(samples, True)
+        samples.append(s.elapsed_time(e) * 1e3)
+    return samples
+
+
+def _bench_graph(fns: list[Callable[[], Any]], *, warmup: int, reps: int, calls_per_graph: int = 20,
+                 flush_l2: bool = False) -> Timing:
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for i in range(3):  # warm caches and compile outside the capture
+            fns[i % len(fns)]()
+        if flush_l2:
+            _flush_l2()
+    torch.cuda.current_stream().wait_stream(stream)
+    torch.cuda.synchronize()
+    n = max(10, reps // 5)
+    both = _graph_samples(fns, warmup=warmup, n=n, calls=calls_per_graph, flush_l2=flush_l2)
+    if not flush_l2:
+        return _quantiles([t / calls_per_graph for t in both], True)
+    flush = statistics.median(_graph_samples([], warmup=warmup, n=n, calls=calls_per_graph, flush_l2=True))
+    return _quantiles([max(t - flush, 0.0) / calls_per_graph for t in both], True)
 
 
 def empty_launch_floor(*, graph: bool) -> Timing:
