@@ -98,7 +98,7 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
     if not args.no_baseline:
         try:
             M.verify(M.torch_eager(**sub), ref, sub)
-            tb = bench(lambda: M.torch_eager(**inputs), graph=True, reps=max(5, args.reps // 5), max_seconds=20)
+            tb = bench(lambda: M.torch_eager(**inputs), reps=max(5, args.reps // 5), max_seconds=20)
             rec["baseline_us"] = tb.median_us
             rec["speedup_vs_baseline"] = tb.median_us / t.median_us
         except torch.cuda.OutOfMemoryError:

@@ -59,6 +59,19 @@ def test_exact_nearest_default_and_counters(tmp_path):
     assert pack.stats()["toy"] == {"exact": 2, "nearest": 2, "default": 1}
 
 
+def test_nearest_entry_that_kept_the_default_gives_this_workloads_default(tmp_path):
+    entries = [{"workload": {"tokens": 256, "profile": "dsv3"}, "config": {"BLOCK_T": 1, "num_warps": 1},
+                "is_default": True},
+               {"workload": {"tokens": 64, "profile": "dsv41-flash"}, "config": {"BLOCK_T": 4, "num_warps": 2},
+                "is_default": False}]
+    pack = load_pack(write_pack(tmp_path / "p", entries=entries))
+    s = pack.select("toy", {"tokens": 4096, "profile": "dsv3"})
+    assert (s.how, s.config["tokens_seen"]) == ("default", 4096)
+    assert pack.select("toy", {"tokens": 256, "profile": "dsv3"}).how == "exact"
+    s = pack.select("toy", {"tokens": 128, "profile": "dsv41-flash"})
+    assert (s.how, s.config) == ("nearest", {"BLOCK_T": 4, "num_warps": 2})
+
+
 def test_unknown_kernel_warns_once_and_defaults(tmp_path, caplog):
     pack = load_pack(write_pack(tmp_path / "p"))
     runtime.register_defaults("other", lambda w: {"X": 1})

@@ -135,7 +135,10 @@ class Pack:
             d = sum((math.log2(max(float(e["workload"][a]), 1.0)) - lv) ** 2 for a, lv in zip(table.numeric, logs))
             if d < best_d:
                 best, best_d = e, d
-        if best is None:
+        if best is None or best.get("is_default"):
+            # Where the tuner kept the default, the default heuristic is what was learnt:
+            # this workload's own default, not a config sized for another shape (engram
+            # host_thp T=4096 ran 2.6x slower on the T=256 default than on its own).
             return _default(kernel, workload)
         return Selection(dict(best["config"]), "nearest", best["workload"])
 
