@@ -715,20 +715,34 @@ def feasible(workload: Workload, budget_bytes: int | None = None) -> str | None:
 
 
 def torch_eager(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink, *, sm_scale=None,
-                topk_idx=None, kv_dtype="nvfp4") -> torch.Tensor:
-    """What a user would write: dequantize the whole cache to BF16, gather each
+                topk_idx=None, kv_dtype="nvfp4", chunk_bytes: int = 2**32) -> torch.Tensor:
+    """What a user would write: dequantize the whole cache to BF16 (once), gather each
     sequence's entries, append the SWA window and a zero "sink" key whose logit comes
     from the mask, then ``F.scaled_dot_product_attention`` (MQA via ``enable_gqa``).
+    With a 512-wide head and a float mask SDPA takes its math path, which expands K/V
+    over the heads; sequences go through it in groups of at most ``chunk_bytes`` of that
+    expansion (whole batches ran out of the H200's memory from B=16 at 128K).
     No host syncs, so it can be captured in a CUDA graph."""
-    B, H, D = q.shape
-    page = kv_codes.shape[1]
-    tau = D ** -0.5 if sm_scale is None else sm_scale
     if kv_dtype == "nvfp4":
         cache = dequantize_nvfp4(kv_codes, kv_scales, dtype=torch.bfloat16)
     elif kv_dtype == "fp8":
         cache = dequantize_fp8_ue8m0(kv_codes, kv_scales, dtype=torch.bfloat16)
     else:
         cache = kv_codes
+    B, H, D = q.shape
+    per_seq = H * (block_table.shape[1] * kv_codes.shape[1] + swa_kv.shape[1] + 1) * D * 2
+    step = max(1, min(B, chunk_bytes // per_seq))
+    outs = []
+    for i in range(0, B, step):
+        j = slice(i, i + step)
+        outs.append(_sdpa_dequantized(q[j], cache, block_table[j], seq_lens[j], swa_kv[j], swa_scales[j], sink,
+                                      sm_scale, None if topk_idx is None else topk_idx[j]))
+    return outs[0] if len(outs) == 1 else torch.cat(outs)
+
+
+def _sdpa_dequantized(q, cache, block_table, seq_lens, swa_kv, swa_scales, sink, sm_scale, topk_idx) -> torch.Tensor:
+    B, H, D = q.shape
+    tau = D ** -0.5 if sm_scale is None else sm_scale
     dense = cache[block_table.long()].reshape(B, -1, D)  # [B, max_pages*PAGE, D]
     if topk_idx is not None:
         idx = topk_idx.long()
