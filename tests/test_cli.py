@@ -78,9 +78,23 @@ def test_quick_tune_export_load_select_round_trip(tmp_path, capsys):
     assert pack.manifest["meaningful"] is False  # interpreter times are never a GPU result
     sel = pack.select("moe_routing", {"tokens": 3, "profile": "dsv3"})
     assert sel.how == "exact" and sel.config == winner.config
-    assert pack.select("moe_routing", {"tokens": 5, "profile": "dsv3"}).how == "nearest"
+    # a neighbour whose winner is the default gives this workload's own default
+    assert pack.select("moe_routing", {"tokens": 5, "profile": "dsv3"}).how == (
+        "default" if winner.is_default else "nearest")
     assert pack.select("moe_routing", {"tokens": 5, "profile": "dsv4-flash"}).how == "default"
     assert tune("lower", "moe-routing", "--target", "sm_90", "--pack", str(pack_dir)) == 0
+
+
+def test_budget_bounds_the_search_but_every_workload_gets_its_default(tmp_path):
+    db = str(tmp_path / "r.db")
+    assert tune("moe-routing", "--tokens", "1,3", "--profile", "dsv3", "--budget", "0.01s", "--db", db) == 0
+    con = sqlite3.connect(db)
+    winners = con.execute("SELECT workload_key, is_default FROM tuner_winners ORDER BY workload_key").fetchall()
+    searched = con.execute("SELECT COUNT(*) FROM tuner_trials WHERE phase = 'search' AND status != 'pruned'"
+                           ).fetchone()[0]
+    con.close()
+    assert [(k, bool(d)) for k, d in winners] == [("tokens=1,profile=dsv3", True), ("tokens=3,profile=dsv3", True)]
+    assert searched == 2  # the two defaults, nothing more: the budget was spent
 
 
 def _count(db: Path, where: str) -> int:

@@ -23,7 +23,8 @@ def _common_params() -> list[inspect.Parameter]:
         P("trials", kw, default=None, annotation=Annotated[Optional[int], typer.Option(
             "--trials", help="Candidates evaluated per workload (default 16; 4 with --quick).")]),
         P("budget", kw, default=None, annotation=Annotated[Optional[str], typer.Option(
-            "--budget", help="Wall-clock budget for the whole command, e.g. 90s, 5m, 1h.")]),
+            "--budget", help="Wall-clock budget for the search, e.g. 90s, 5m, 1h. The default config of "
+            "every workload is measured even past it, so each workload gets an entry.")]),
         P("patience", kw, default=None, annotation=Annotated[Optional[int], typer.Option(
             "--patience", help="Stop a workload after this many trials without improvement.")]),
         P("sampler", kw, default="tpe", annotation=Annotated[str, typer.Option(
