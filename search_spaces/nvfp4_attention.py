@@ -40,6 +40,21 @@ _MAX_REGS = 384       # accumulator + dequantized tile (part of it lives in shar
 _SMEM_PER_ENTRY = 1056
 _SMEM_PER_HEAD = 2048
 _SMEM_SLACK = 8192
+# USE_DOT_SCALED (sm_100 only: BLOCK_N = 128, SWAP_AB) needs more, so it has its own estimate,
+# measured for sm_100 (GPUTarget("cuda", 100, 32), split kernel, metadata.shared) on Triton 3.6
+# and 3.9, heads 16 / 64, dense and sparse (mode, heads, num_warps change nothing); bytes
+# for BLOCK_H 16 / 32, 3.6 | 3.9:
+#   DQ_FP16,     num_stages 2-3: 200720 / 233488 | 176144 / 184336
+#   DQ_FP16,     num_stages 1:   - / 196616       | - / 163848
+#   bf16 decode, num_stages 2-3: 286752 / 311328 | 270368 / 278560
+#   bf16 decode, num_stages 1:   not measured (estimated like num_stages 2-3: rejected)
+# (BLOCK_H 64 is far above the limit already under the sm_90 estimate). Estimate: the
+# largest of the two versions, as a base per decode path + 2048 per head + a term for the
+# pipelined (num_stages > 1) raw tiles, and never below the sm_90 estimate; exact for the
+# 3.6 DQ_FP16 pipelined numbers, above all the others. Admitted: DQ_FP16 with BLOCK_H 16
+# (any num_stages) or 32 (num_stages 1 only).
+_DS_SMEM_BASE = {True: 131080, False: 253984}      # by DQ_FP16
+_DS_SMEM_PIPELINED = {True: 36872, False: 0}       # by DQ_FP16, added when num_stages > 1
 
 
 def target_cc() -> int:
@@ -87,10 +102,20 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     if acc_words / threads > _MAX_ACC_REGS or (acc_words + tile_words) / threads > _MAX_REGS:
         return False
     # shared memory (calibrated above); the SMEM_BYTES limit is the opt-in maximum per block
-    smem = bn * _SMEM_PER_ENTRY + bh * _SMEM_PER_HEAD + _SMEM_SLACK
-    if smem > SMEM_BYTES:
+    if smem_estimate(config) > SMEM_BYTES:
         return False
     return True
+
+
+def smem_estimate(config: dict[str, Any]) -> int:
+    """Estimated shared memory (bytes) of the split kernel for ``config`` (calibrated above)."""
+    bn, bh = config["BLOCK_N"], config["BLOCK_H"]
+    smem = bn * _SMEM_PER_ENTRY + bh * _SMEM_PER_HEAD + _SMEM_SLACK
+    if config["USE_DOT_SCALED"]:
+        dq = bool(config["DQ_FP16"])
+        ds = _DS_SMEM_BASE[dq] + bh * _SMEM_PER_HEAD + (_DS_SMEM_PIPELINED[dq] if config["num_stages"] > 1 else 0)
+        smem = max(smem, ds)
+    return smem
 
 
 _BATCH = (1, 4, 16, 64, 256)
