@@ -164,7 +164,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from tuner import runtime
     from tuner.runtime.env import gpu_identity
     from tuner.spec import workload_dict
-    from tuner.timing import bench, gpu_available
+    from tuner.timing import bench, bench_kernel, gpu_available
 
     if not gpu_available():
         raise SystemExit("benchmarks/engram.py needs a CUDA GPU (and TRITON_INTERPRET unset)")
@@ -202,7 +202,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     times = {}
                     for name, cfg in configs.items():
                         E.verify(E.launch(config=cfg, **inputs), ref, inputs)
-                        times[name] = bench(lambda: E.launch(config=cfg, **inputs), graph=True, reps=args.reps)
+                        times[name] = bench_kernel(E.SPEC, lambda: E.launch(config=cfg, **inputs), reps=args.reps)
                     base = E.baselines["torch_eager"]
                     E.verify(base(**inputs), ref, inputs)
                     t_base = bench(lambda: base(**inputs), graph=table.placement == "hbm",  # host: syncs, no graph

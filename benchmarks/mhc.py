@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from search_spaces.mhc import WORKLOADS
     from tuner import runtime
     from tuner.spec import workload_dict, workload_key
-    from tuner.timing import bench, gpu_available
+    from tuner.timing import bench, bench_kernel, gpu_available
 
     if not gpu_available():
         raise SystemExit("benchmarks/mhc.py needs a CUDA GPU (and TRITON_INTERPRET unset)")
@@ -79,10 +79,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             except AssertionError as e:  # a wrong config is reported, never timed
                 row[f"{name}_error"] = str(e)
                 continue
-            row[name] = _timing(bench(lambda c=cfg: mhc.launch(config=c, **inputs), graph=True, reps=args.reps))
+            row[name] = _timing(bench_kernel(mhc.SPEC, lambda c=cfg: mhc.launch(config=c, **inputs), reps=args.reps))
         eager = mhc.baselines["torch_eager"]
         row["torch_eager"] = _timing(bench(lambda: eager(**inputs), reps=args.reps))
-        row["torch_graph"] = _timing(bench(lambda: eager(**inputs), graph=True, reps=args.reps))
+        row["torch_graph"] = _timing(bench_kernel(mhc.SPEC, lambda: eager(**inputs), reps=args.reps))
         nbytes, flops = mhc.cost(wl)
         row["bytes"], row["flops"] = nbytes, flops
         row["floor_us"] = max(nbytes / ceil["copy_bytes_per_s"] * 1e6, ceil["launch_graph_us"])

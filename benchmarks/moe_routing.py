@@ -104,9 +104,9 @@ def bench_kernels(args: argparse.Namespace) -> dict[str, Any]:
             mr.verify(mr.launch(config=cfg, **inputs), mr.reference(**inputs), inputs)
             eager = mr.baselines["torch_eager"]
             mr.verify(eager(**inputs), mr.reference(**inputs), inputs)
-            k_graph = timing.bench(lambda: mr.launch(config=cfg, **inputs), graph=True)
+            k_graph = timing.bench_kernel(mr.SPEC, lambda: mr.launch(config=cfg, **inputs))
             k_plain = timing.bench(lambda: mr.launch(config=cfg, **inputs), flush_l2=False)
-            e_graph = timing.bench(lambda: eager(**inputs), graph=True)
+            e_graph = timing.bench_kernel(mr.SPEC, lambda: eager(**inputs))
             e_plain = timing.bench(lambda: eager(**inputs), flush_l2=False)
             torch.cuda.synchronize()
             rows.append({"tokens": tokens, "profile": profile, "config": cfg, "how": sel.how if sel else "default",

@@ -71,7 +71,7 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
 
     from kernel_templates import nvfp4_attention as A
     from tuner.spec import workload_dict
-    from tuner.timing import bench
+    from tuner.timing import bench, bench_kernel
 
     rec: dict[str, Any] = {"workload": workload_dict(w), "config": config, "config_from": how}
     inputs = A.make_inputs(w, "cuda", 0)
@@ -83,7 +83,7 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
     except AssertionError as e:
         rec.update(verified=False, error=str(e))
         return rec
-    t = bench(lambda: A.launch(config=config, **inputs), graph=True, reps=args.reps)
+    t = bench_kernel(A.SPEC, lambda: A.launch(config=config, **inputs), reps=args.reps)
     nbytes, flops = A.cost(w)
     floor_s = max(nbytes / ceilings["hbm_bytes_per_s"], flops / ceilings["bf16_flops_per_s"])
     sec = t.median_us * 1e-6

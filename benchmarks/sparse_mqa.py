@@ -71,7 +71,7 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
 
     from kernel_templates import sparse_mqa as M
     from tuner.spec import workload_dict
-    from tuner.timing import bench
+    from tuner.timing import bench, bench_kernel
 
     rec: dict[str, Any] = {"workload": workload_dict(w), "config": config, "config_from": how}
     inputs = M.make_inputs(w, "cuda", 0)
@@ -86,9 +86,9 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
         return rec
     hbm = ceilings["hbm_bytes_per_s"]
     nbytes, flops = M.cost(w)
-    t = bench(lambda: M.launch(config=config, **inputs), graph=True, reps=args.reps)
+    t = bench_kernel(M.SPEC, lambda: M.launch(config=config, **inputs), reps=args.reps)
     score_only = dict(inputs, top_k=0, return_logits=True)
-    ts = bench(lambda: M.launch(config=config, **score_only), graph=True, reps=args.reps)
+    ts = bench_kernel(M.SPEC, lambda: M.launch(config=config, **score_only), reps=args.reps)
     logit_bytes = 4 * w.batch * w.next_n * w.context
     rec.update(median_us=t.median_us, p20_us=t.p20_us, p80_us=t.p80_us, bytes=nbytes, flops=flops,
                floor_us=nbytes / hbm * 1e6, pct_floor=100 * nbytes / hbm / (t.median_us * 1e-6),

@@ -138,6 +138,14 @@ def _bench_graph(fns: list[Callable[[], Any]], *, warmup: int, reps: int, calls_
     return _quantiles([max(t - flush, 0.0) / calls_per_graph for t in both], True)
 
 
+def bench_kernel(spec: Any, fn: Callable[[], Any], **kw: Any) -> Timing:
+    """Time ``fn`` (a launch of ``spec``'s kernel, or a baseline beside it) the way the
+    tuner times trials: CUDA-graph replay where ``spec.launch_bound``, the L2 flushed
+    before each call where ``spec.cold_l2``. Benchmarks use it so their numbers and the
+    tuner's stay comparable."""
+    return bench(fn, graph=spec.launch_bound, flush_l2=spec.cold_l2, **kw)
+
+
 def empty_launch_floor(*, graph: bool) -> Timing:
     """Time of an empty Triton kernel launched the same way: the launch-latency floor."""
     from tuner._empty import launch_empty

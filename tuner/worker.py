@@ -88,8 +88,7 @@ class _Evaluator:
         except AssertionError as e:
             return TrialResult("mismatch", error=str(e)[:500]).__dict__
         del out
-        t = timing.bench(lambda: spec.launch(config=config, **inputs), graph=spec.launch_bound,
-                         flush_l2=spec.cold_l2, reps=reps)
+        t = timing.bench_kernel(spec, lambda: spec.launch(config=config, **inputs), reps=reps)
         return TrialResult("ok", t.median_us, t.p20_us, t.p80_us, None, t.meaningful).__dict__
 
     def retime(self, name: str, workload: dict, configs: list[dict], rounds: int, seed: int, reps: int) -> list:
@@ -106,8 +105,7 @@ class _Evaluator:
         out: list[list[list[float]]] = [[] for _ in configs]
         for _ in range(rounds):
             for i, cfg in enumerate(configs):
-                t = timing.bench(lambda: spec.launch(config=cfg, **inputs), graph=spec.launch_bound,
-                                 flush_l2=spec.cold_l2, reps=reps)
+                t = timing.bench_kernel(spec, lambda: spec.launch(config=cfg, **inputs), reps=reps)
                 out[i].append([t.median_us, t.p20_us, t.p80_us])
         return out
 
