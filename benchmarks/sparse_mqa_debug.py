@@ -72,13 +72,6 @@ def micro() -> None:
         print(f"sort int64 BLOCK={block}: {'OK' if torch.equal(out, x.sort(descending=True).values) else 'WRONG'}")
 
 
-def exact_topk(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Top-k of the rows of ``logits [R, N]``: descending, lower index first on ties, -1 past -inf."""
-    v, i = torch.sort(logits, dim=-1, descending=True, stable=True)
-    i = torch.where(torch.isfinite(v), i, -1)[:, :k]
-    return i.int()
-
-
 def compare(tag: str, idx: torch.Tensor, want: torch.Tensor) -> None:
     idx, want = idx.reshape(want.shape).cpu(), want.cpu()
     bad = (idx != want).any(-1)
@@ -120,7 +113,7 @@ def case(profile: str, B: int, N: int, **over) -> None:
     inputs = M.make_inputs(w, DEV, 0)
     k = inputs["top_k"]
     idx, logits = M.launch(config=cfg, **dict(inputs, return_logits=True))
-    want = exact_topk(logits.view(B, -1), k)
+    want = M.topk_of_logits(logits.view(B, -1), k)
     compare("with logits vs own-logits top-k", idx, want)
     idx2 = M.launch(config=cfg, **inputs)
     compare("without logits vs own-logits top-k", idx2, want)

@@ -81,6 +81,13 @@ def visible(seq_lens: torch.Tensor, next_n: int) -> torch.Tensor:
     return (seq_lens.long()[:, None] - next_n + i[None, :] + 1).clamp(min=0)
 
 
+def topk_of_logits(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """The top-k order of the spec on logits ``[..., N]``: descending, lower index first on
+    equal scores, -1 where a row has fewer than ``k`` finite (visible) entries."""
+    v, i = torch.sort(logits, dim=-1, descending=True, stable=True)
+    return torch.where(torch.isfinite(v), i, -1)[..., :k].to(torch.int32)
+
+
 def reference(q: torch.Tensor, weights: torch.Tensor, k_cache: torch.Tensor, k_scales: torch.Tensor,
               block_table: torch.Tensor, seq_lens: torch.Tensor, *, top_k: int, k_format: str = "fp8",
               return_logits: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -112,8 +119,8 @@ def reference(q: torch.Tensor, weights: torch.Tensor, k_cache: torch.Tensor, k_s
             if nt == 0:
                 continue
             logits[b, t, :nt] = score[t, :nt]
-            order = torch.sort(score[t, :nt], descending=True, stable=True).indices[:top_k]
-            idx_out[b, t, :order.numel()] = order.to(torch.int32)
+            order = topk_of_logits(score[t, :nt], top_k)
+            idx_out[b, t, :order.numel()] = order
     return (idx_out, logits) if return_logits else idx_out
 
 

@@ -43,13 +43,6 @@ def min_gap(ref_logits: torch.Tensor, ref_idx: torch.Tensor) -> float:
     return min(gaps) if gaps else 1.0
 
 
-def own_topk(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Top-k of the kernel's own logits ``[B, T, N]``: descending, lower index first on
-    ties, -1 where the row has fewer than k visible (finite) keys."""
-    v, i = torch.sort(logits.float().cpu(), dim=-1, descending=True, stable=True)
-    return torch.where(torch.isfinite(v), i, -1)[..., :k].int()
-
-
 def check_exact(inp: dict, config: dict) -> None:
     """The indices are exactly the top-k of the kernel's own logits on any device (immune
     to the MMA's rounding); the run without logits (another compile) gives the same; on
@@ -59,7 +52,7 @@ def check_exact(inp: dict, config: dict) -> None:
     idx, logits = M.launch(config=config, **dict(inp, return_logits=True))
     ref = M.reference(**dict(inp, return_logits=True))
     assert idx.dtype == torch.int32 and idx.shape == ref[0].shape
-    assert_equal("topk_idx vs own logits", idx, own_topk(logits, inp["top_k"]))
+    assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, inp["top_k"]))
     if not want_logits:
         assert_equal("topk_idx without logits", M.launch(config=config, **inp), idx)
     if idx.device.type == "cpu":
