@@ -122,17 +122,19 @@ def _gather_ceiling(table: Any, reps: int) -> dict[str, float]:
     return out
 
 
-def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int) -> dict[str, Any]:
+def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int, stream: Any | None = None,
+             cap: bool = True) -> dict[str, Any]:
     """Lookup alone, a layer of equal duration alone, and both (lookup prefetched first).
 
     Timed as CUDA-graph replays, as a decode step runs: the side-stream fork and join of
     the prefetcher are captured, and host launch time does not serialize the streams."""
     import torch
 
-    from kernel_templates.engram import EngramPrefetcher
+    from kernel_templates.engram import EngramPrefetcher, prefetch_config
     from tuner.timing import bench
 
-    pf = EngramPrefetcher(table, config=cfg)
+    pcfg = prefetch_config(cfg) if cap else cfg  # capped: what submit() runs with a pack's config
+    pf = EngramPrefetcher(table, config=pcfg, stream=stream)
     t_lookup = bench(lambda: pf.submit(rows).wait(), graph=True, flush_l2=False, reps=reps).median_us
     a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
     c = torch.empty_like(a)
@@ -152,7 +154,7 @@ def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int) -> dict[str,
 
     t_both = bench(both, graph=True, flush_l2=False, reps=reps).median_us
     hidden = (t_lookup + t_layer - t_both) / t_lookup
-    return {"lookup_us": t_lookup, "layer_us": t_layer, "both_us": t_both, "gemms": k,
+    return {"lookup_us": t_lookup, "layer_us": t_layer, "both_us": t_both, "gemms": k, "config": pcfg,
             "hidden_fraction": max(0.0, min(1.0, hidden))}
 
 

@@ -448,7 +448,12 @@ def pack_rows(x: torch.Tensor) -> torch.Tensor:
 
 _INTERPRETER_SMS = 4  # the interpreter runs programs one by one: a few, so the persistent loop is exercised
 _H200_SMS = 132
-GRID_SM_FRACS = (0.25, 0.5, 1.0, 2.0, 4.0)
+GRID_SM_FRACS = (1 / 32, 1 / 16, 1 / 8, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+# Grid cap of a prefetched lookup (EngramPrefetcher): host tables are PCIe-bound, and on the
+# H200 16 programs (1/8 of the SMs) already gather as fast as 132-264 (host T=256: 47.8 vs
+# 45.2 us), while leaving the main stream's layer the rest of the GPU; with 132 programs
+# the prefetch hid 3% of the lookup, with 16 it hid 56% (benchmarks/NOTES.md, run 10).
+PREFETCH_SM_FRAC = 1 / 8
 
 
 @functools.lru_cache(maxsize=None)
@@ -578,6 +583,12 @@ def engram_lookup(table: EngramTable, rows: torch.Tensor, config: dict[str, Any]
     return launch(config=config, table=table, rows=rows)
 
 
+def prefetch_config(config: dict[str, Any], sm_frac: float = PREFETCH_SM_FRAC) -> dict[str, Any]:
+    """``config`` with its persistent grid capped at ``sm_frac`` of the SMs (never raised): a
+    prefetch shares the GPU with the layers it hides behind (see PREFETCH_SM_FRAC)."""
+    return dict(config, GRID_SM_FRAC=min(config["GRID_SM_FRAC"], sm_frac))
+
+
 class PrefetchHandle:
     """One lookup in flight: ``wait()`` makes the current stream wait for it and returns the output."""
 
@@ -605,18 +616,22 @@ class EngramPrefetcher:
     ``submit(rows)`` orders the side stream after the current one (the rows were made
     there), launches the lookup into a fresh output and records an event; each handle
     owns its buffer, so several may be in flight. Without CUDA it runs synchronously.
+    With ``config=None`` each lookup takes the pack's config for its shape with the grid
+    capped at ``sm_frac`` of the SMs (``prefetch_config``); a given ``config`` runs as is.
     """
 
     def __init__(self, table: EngramTable, *, config: dict[str, Any] | None = None,
-                 stream: Any | None = None) -> None:
+                 stream: Any | None = None, sm_frac: float = PREFETCH_SM_FRAC) -> None:
         self.table = table
         self.config = config
+        self.sm_frac = sm_frac
         cuda = table.device.type == "cuda" and not interpreting()
         self.stream = (stream or torch.cuda.Stream(table.device)) if cuda else None
 
     def submit(self, rows: torch.Tensor) -> PrefetchHandle:
         """Start the lookup of ``rows`` on the side stream; returns its handle."""
-        cfg = self.config or runtime.select("engram", _workload_of(self.table, rows)).config
+        cfg = self.config or prefetch_config(runtime.select("engram", _workload_of(self.table, rows)).config,
+                                             self.sm_frac)
         if self.stream is None:
             return PrefetchHandle(launch(config=cfg, table=self.table, rows=rows), None)
         self.stream.wait_stream(torch.cuda.current_stream(self.table.device))
@@ -699,13 +714,18 @@ def make_inputs(workload: Workload, device: str = "cpu", seed: int = 0) -> dict[
 
 
 def default_config(workload: Workload) -> dict[str, Any]:
-    """H200 guess. HBM: wide tiles, 2 programs per SM for bytes in flight. Host: PCIe-bound,
-    half the SMs (room for the main stream), dedup once T is large enough for repeats."""
+    """H200 defaults from the run-10 sweep (benchmarks/NOTES.md). HBM: 32-row tiles, 8 warps,
+    up to 16 programs per SM (bytes in flight: T=4096 31.0 -> 24.1 us, 74% of HBM). Host:
+    PCIe-bound; 64-row tiles, 16 warps, a quarter of the SMs gather as fast as all of them
+    (T=256 45.2 us for 33 to 264 programs), leaving the rest to the main stream; dedup
+    once T is large enough for repeats."""
     n = max(1, workload.tokens) * ROWS_PER_TOKEN
     host = workload.placement != "hbm"
-    rows = min(16 if host else 32, max(2, triton.next_power_of_2(n)))
-    cfg = dict(ROWS=rows, VEC=8, DEDUP=host and workload.tokens >= 4096, GRID_SM_FRAC=0.5 if host else 2.0,
-               CHUNK_ROWS=0, num_warps=max(1, min(8, rows // 8)), num_stages=1)
+    rows = min(64 if host else 32, max(2, triton.next_power_of_2(n)))
+    cfg = dict(ROWS=rows, VEC=8, DEDUP=host and workload.tokens >= 4096, GRID_SM_FRAC=0.25 if host else 16.0,
+               CHUNK_ROWS=0, num_warps=max(1, min(16 if host else 8, rows // 4)), num_stages=3 if host else 1)
+    if cfg["DEDUP"]:  # Triton 3.6 compiles DEDUP tiles of at most 16 rows (search_spaces/engram.py)
+        cfg.update(ROWS=16, num_warps=4)
     # The smallest fraction giving the same grid: small T needs fewer programs than SMs.
     sms = sm_count_hint()
     want = grid_programs(n, cfg, sms)

@@ -22,7 +22,7 @@ SPACE = Space(
     DEDUP=Bool(),
     GRID_SM_FRAC=Choice(GRID_SM_FRACS),
     CHUNK_ROWS=Choice((0, 6144, 24576, 98304)),  # 0, or 256 / 1024 / 4096 tokens per launch
-    num_warps=Pow2(1, 8),
+    num_warps=Pow2(1, 16),
     num_stages=Choice((1, 2, 3)),
 )
 

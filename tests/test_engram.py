@@ -514,15 +514,14 @@ def _default_and_dedup_flipped(wl: E.Workload) -> list[dict]:
 @pytest.mark.parametrize("placement", _GPU_PLACEMENTS)
 def test_placement_configs_are_admitted(placement):
     """What test_gpu_lookup_every_placement launches, checked without a GPU: both DEDUP paths,
-    each config one the search space admits (hbm's 32-row default flips to a 16-row DEDUP tile)."""
+    each config one the search space admits (the 32-row hbm and 64-row host defaults flip to a
+    16-row DEDUP tile)."""
     default, flipped = _default_and_dedup_flipped(_gpu_workload(placement))  # asserts admission, both paths
     assert not default["DEDUP"] and flipped["DEDUP"]  # 300 tokens: no dedup by default
-    if placement == "hbm":
-        assert (default["ROWS"], default["num_warps"]) == (32, 4)
-        assert (flipped["ROWS"], flipped["num_warps"]) == (16, 2)
-        assert not S.constraints(dict(default, DEDUP=True), _gpu_workload(placement))  # the plain flip
-    else:
-        assert flipped == dict(default, DEDUP=True)
+    expect = (32, 8) if placement == "hbm" else (64, 16)
+    assert (default["ROWS"], default["num_warps"]) == expect
+    assert (flipped["ROWS"], flipped["num_warps"]) == (16, 2)
+    assert not S.constraints(dict(default, DEDUP=True), _gpu_workload(placement))  # the plain flip
 
 
 # ----------------------------------------------------------------------------- GPU only
@@ -556,3 +555,14 @@ def test_gpu_prefetch_streams_several_in_flight():
         for r, h in zip(batches, handles):
             E.verify(h.wait(), E.reference(t, r), {})
         torch.cuda.synchronize()
+
+
+def test_prefetch_config_caps_the_grid_only():
+    """A prefetch takes the pack's config with the grid capped at PREFETCH_SM_FRAC, never raised."""
+    wide = E.default_config(E.Workload(4096, "hbm", 1 << 20))
+    assert wide["GRID_SM_FRAC"] > E.PREFETCH_SM_FRAC
+    capped = E.prefetch_config(wide)
+    assert capped == dict(wide, GRID_SM_FRAC=E.PREFETCH_SM_FRAC)
+    lean = dict(wide, GRID_SM_FRAC=1 / 32)
+    assert E.prefetch_config(lean) == lean
+    assert E.prefetch_config(wide, sm_frac=0.5)["GRID_SM_FRAC"] == 0.5
