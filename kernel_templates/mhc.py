@@ -322,91 +322,11 @@ def _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, d
 
 
 @triton.jit
-def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr,
-              u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr,
-              T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, stride_ut, eps, n_iters,
-              SEAM: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr,
-              DOT_PRECISION: tl.constexpr):
-    pid_t = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
-    mask_t = offs_t < T
-    # Program pid_k owns a D-chunk of all four streams: that is a 4*chunk slice of the
-    # 4D reduction, and the seam's new residual for it needs nothing from other chunks.
-    chunk = tl.cdiv(tl.cdiv(D, SPLIT_K), BLOCK_D) * BLOCK_D
-    d_lo = pid_k * chunk
-    d_hi = tl.minimum(d_lo + chunk, D)
-    if DOT_PRECISION == "fma" or DOT_PRECISION == "ieee":
-        acc = tl.zeros([BLOCK_T, 32], dtype=tl.float32)
-    else:
-        acc = tl.zeros([64, BLOCK_T], dtype=tl.float32)
-    z = tl.zeros([BLOCK_T], dtype=tl.float32)
-    g = (z, z, z, z, z, z, z, z, z, z)
-    if SEAM:
-        coeffs = _all_post_coeffs(pin_ptr, cin_ptr, offs_t, mask_t)
-    for d0 in range(d_lo, d_hi, BLOCK_D):
-        offs_d = d0 + tl.arange(0, BLOCK_D)
-        if SEAM:
-            x0, x1, x2, x3 = _post_tile(x_ptr, y_ptr, coeffs, xn_ptr, offs_t, mask_t, offs_d, D,
-                                        stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, "evict_last")
-        else:
-            x0 = _load2(x_ptr, offs_t, mask_t, offs_d, D, stride_xt, "")
-            x1 = _load2(x_ptr + stride_xs, offs_t, mask_t, offs_d, D, stride_xt, "")
-            x2 = _load2(x_ptr + 2 * stride_xs, offs_t, mask_t, offs_d, D, stride_xt, "")
-            x3 = _load2(x_ptr + 3 * stride_xs, offs_t, mask_t, offs_d, D, stride_xt, "")
-        acc, g = _accumulate(x0, x1, x2, x3, fn_ptr, offs_d, D, acc, g, DOT_PRECISION)
-    gram = _gram_matrix(g, BLOCK_T)
-    acc = _mix_sums(acc, BLOCK_T, DOT_PRECISION)
-    if SPLIT_K == 1:
-        p0, p1, p2, p3, urms = _epilogue(tl.reshape(acc, [BLOCK_T, 8, 4]), gram, scale_ptr, base_ptr, post_ptr,
-                                         comb_ptr, offs_t, mask_t, D, eps, n_iters, True)
-        # This program read (pre) or wrote (seam) these rows during its loop: L2-hot at small T only.
-        if SEAM:
-            _u_pass(xn_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, 0, D, D,
-                    stride_nt, stride_ns, stride_ut, BLOCK_D)
-        else:
-            _u_pass(x_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, 0, D, D,
-                    stride_xt, stride_xs, stride_ut, BLOCK_D)
-    else:
-        n = tl.arange(0, 32)
-        tl.store(pmix_ptr + (pid_k * T + offs_t)[:, None] * 32 + n[None, :], acc, mask=mask_t[:, None])
-        s = tl.arange(0, 4)
-        tl.store(pgram_ptr + (pid_k * T + offs_t)[:, None, None] * 16 + s[None, :, None] * 4 + s[None, None, :],
-                 gram, mask=mask_t[:, None, None])
-
-
-@triton.jit
-def _mhc_pre_kernel(x_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr,
-                    T, D, stride_xt, stride_xs, stride_ut, eps, n_iters,
-                    BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr,
-                    DOT_PRECISION: tl.constexpr):
-    _mix_body(x_ptr, x_ptr, x_ptr, x_ptr, x_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr, comb_ptr,
-              pmix_ptr, pgram_ptr, T, D, stride_xt, stride_xs, 0, 0, 0, stride_ut, eps, n_iters,
-              False, BLOCK_T, BLOCK_D, SPLIT_K, DOT_PRECISION)
-
-
-@triton.jit
-def _mhc_seam_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr,
-                     u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr,
-                     T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, stride_ut, eps, n_iters,
-                     BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr,
-                     DOT_PRECISION: tl.constexpr):
-    _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr,
-              comb_ptr, pmix_ptr, pgram_ptr, T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns,
-              stride_ut, eps, n_iters, True, BLOCK_T, BLOCK_D, SPLIT_K, DOT_PRECISION)
-
-
-@triton.jit
-def _mhc_finish_kernel(pmix_ptr, pgram_ptr, src_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr, comb_ptr,
-                       T, D, stride_st, stride_ss, stride_ut, eps, n_iters,
-                       BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr):
-    """Split-K epilogue, grid (token blocks, SPLIT_K). Every program reduces the partials
-    (rather than waiting on one that did); chunk 0 also runs the Sinkhorn and stores
-    post / comb; each writes u for the D-chunk its twin in the first launch covered."""
-    pid_t = tl.program_id(0)
-    pid_k = tl.program_id(1)
-    offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
-    mask_t = offs_t < T
+def _combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t, mask_t, T, D, eps, n_iters,
+             store, BLOCK_T: tl.constexpr, SPLIT_K: tl.constexpr):
+    """Sum the SPLIT_K partial mix sums / Gram matrices of a token block and run the
+    epilogue (post / comb stored if ``store``); returns pre_0..3 and u's RMS factor.
+    ``.cg`` loads: the partials were written by other programs (other SMs)."""
     row = tl.arange(0, 8)[None, :, None]
     col = tl.arange(0, 4)[None, None, :]
     s = tl.arange(0, 4)
@@ -414,13 +334,191 @@ def _mhc_finish_kernel(pmix_ptr, pgram_ptr, src_ptr, scale_ptr, base_ptr, w_ptr,
     gram = tl.zeros([BLOCK_T, 4, 4], dtype=tl.float32)
     for k in range(SPLIT_K):
         bt = (k * T + offs_t)[:, None, None]
-        m3 += tl.load(pmix_ptr + bt * 32 + row * 4 + col, mask=mask_t[:, None, None], other=0.0)
+        m3 += tl.load(pmix_ptr + bt * 32 + row * 4 + col, mask=mask_t[:, None, None], other=0.0,
+                      cache_modifier=".cg")
         gram += tl.load(pgram_ptr + bt * 16 + s[None, :, None] * 4 + s[None, None, :],
-                        mask=mask_t[:, None, None], other=0.0)
+                        mask=mask_t[:, None, None], other=0.0, cache_modifier=".cg")
+    return _epilogue(m3, gram, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t, mask_t, D, eps, n_iters, store)
+
+
+@triton.jit
+def _store_coef(pmix_ptr, offs_t, mask_t, p0, p1, p2, p3, urms):
+    """pre_0..3 and u's RMS factor of each token into slots 0..4 of its split-0 partial row."""
+    base = pmix_ptr + offs_t * 32
+    tl.store(base, p0, mask=mask_t)
+    tl.store(base + 1, p1, mask=mask_t)
+    tl.store(base + 2, p2, mask=mask_t)
+    tl.store(base + 3, p3, mask=mask_t)
+    tl.store(base + 4, urms, mask=mask_t)
+
+
+@triton.jit
+def _load_coef(pmix_ptr, offs_t, mask_t):
+    base = pmix_ptr + offs_t * 32
+    return (tl.load(base, mask=mask_t, other=0.0, cache_modifier=".cg"),
+            tl.load(base + 1, mask=mask_t, other=0.0, cache_modifier=".cg"),
+            tl.load(base + 2, mask=mask_t, other=0.0, cache_modifier=".cg"),
+            tl.load(base + 3, mask=mask_t, other=0.0, cache_modifier=".cg"),
+            tl.load(base + 4, mask=mask_t, other=0.0, cache_modifier=".cg"))
+
+
+@triton.jit
+def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr,
+              u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr, sync_ptr,
+              T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, stride_ut, eps, n_iters,
+              SEAM: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr,
+              DOT_PRECISION: tl.constexpr, SYNC: tl.constexpr, PHASE: tl.constexpr):
+    n_tb = tl.cdiv(T, BLOCK_T)
+    if SYNC == 2:
+        # Program ids from an atomic ticket, in the order programs actually started: a
+        # program waits only on siblings of its token block, and every ticket below its
+        # own belongs to a program already resident or done, so the wait cannot deadlock
+        # (it needs SPLIT_K programs co-resident, not the whole grid).
+        ticket = tl.atomic_add(sync_ptr, 1, sem="relaxed", scope="gpu")
+        pid_t = ticket // SPLIT_K
+        pid_k = ticket % SPLIT_K
+    else:
+        pid_t = tl.program_id(0)
+        pid_k = tl.program_id(1)
+    offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
+    mask_t = offs_t < T
+    # Program pid_k owns a D-chunk of all four streams: that is a 4*chunk slice of the
+    # 4D reduction, and the seam's new residual for it needs nothing from other chunks.
+    chunk = tl.cdiv(tl.cdiv(D, SPLIT_K), BLOCK_D) * BLOCK_D
+    d_lo = pid_k * chunk
+    d_hi = tl.minimum(d_lo + chunk, D)
+    # The rows u is formed from: the new residual (seam) or the input (pre).
+    if SEAM:
+        src_ptr = xn_ptr
+        stride_st = stride_nt
+        stride_ss = stride_ns
+    else:
+        src_ptr = x_ptr
+        stride_st = stride_xt
+        stride_ss = stride_xs
+    arrive = sync_ptr + 2 + pid_t
+    ready = sync_ptr + 2 + n_tb + pid_t
+    if PHASE != 2:
+        if DOT_PRECISION == "fma" or DOT_PRECISION == "ieee":
+            acc = tl.zeros([BLOCK_T, 32], dtype=tl.float32)
+        else:
+            acc = tl.zeros([64, BLOCK_T], dtype=tl.float32)
+        z = tl.zeros([BLOCK_T], dtype=tl.float32)
+        g = (z, z, z, z, z, z, z, z, z, z)
+        if SEAM:
+            coeffs = _all_post_coeffs(pin_ptr, cin_ptr, offs_t, mask_t)
+        for d0 in range(d_lo, d_hi, BLOCK_D):
+            offs_d = d0 + tl.arange(0, BLOCK_D)
+            if SEAM:
+                x0, x1, x2, x3 = _post_tile(x_ptr, y_ptr, coeffs, xn_ptr, offs_t, mask_t, offs_d, D,
+                                            stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, "evict_last")
+            else:
+                x0 = _load2(x_ptr, offs_t, mask_t, offs_d, D, stride_xt, "")
+                x1 = _load2(x_ptr + stride_xs, offs_t, mask_t, offs_d, D, stride_xt, "")
+                x2 = _load2(x_ptr + 2 * stride_xs, offs_t, mask_t, offs_d, D, stride_xt, "")
+                x3 = _load2(x_ptr + 3 * stride_xs, offs_t, mask_t, offs_d, D, stride_xt, "")
+            acc, g = _accumulate(x0, x1, x2, x3, fn_ptr, offs_d, D, acc, g, DOT_PRECISION)
+        gram = _gram_matrix(g, BLOCK_T)
+        acc = _mix_sums(acc, BLOCK_T, DOT_PRECISION)
+        if SPLIT_K == 1:
+            p0, p1, p2, p3, urms = _epilogue(tl.reshape(acc, [BLOCK_T, 8, 4]), gram, scale_ptr, base_ptr, post_ptr,
+                                             comb_ptr, offs_t, mask_t, D, eps, n_iters, True)
+            # This program read (pre) or wrote (seam) these rows during its loop: L2-hot at small T only.
+            _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, 0, D, D,
+                    stride_st, stride_ss, stride_ut, BLOCK_D)
+        else:
+            n = tl.arange(0, 32)
+            tl.store(pmix_ptr + (pid_k * T + offs_t)[:, None] * 32 + n[None, :], acc, mask=mask_t[:, None])
+            s = tl.arange(0, 4)
+            tl.store(pgram_ptr + (pid_k * T + offs_t)[:, None, None] * 16 + s[None, :, None] * 4 + s[None, None, :],
+                     gram, mask=mask_t[:, None, None])
+            if SYNC == 1:
+                # The last of the SPLIT_K programs of this token block to arrive finishes
+                # it: sums the partials, runs the epilogue and writes u for whole rows,
+                # re-reading the new residual its siblings just wrote (L2-hot). No program
+                # ever waits. bar.sync first: this CTA's stores precede the release.
+                tl.debug_barrier()
+                if tl.atomic_add(arrive, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1:
+                    tl.atomic_xchg(arrive, 0, sem="relaxed", scope="gpu")  # left zero for the next call
+                    tl.debug_barrier()
+                    p0, p1, p2, p3, urms = _combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr,
+                                                    offs_t, mask_t, T, D, eps, n_iters, True, BLOCK_T, SPLIT_K)
+                    _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, 0, D, D,
+                            stride_st, stride_ss, stride_ut, BLOCK_D)
+            if SYNC == 2:
+                # The last of the block's programs to arrive sums the partials, runs the
+                # epilogue once (post / comb stored) and publishes pre_0..3 and u's RMS
+                # factor in the first 5 of its 32 slots of split 0's partial row (already
+                # read, and every sibling has written its own partials by then).
+                tl.debug_barrier()
+                if tl.atomic_add(arrive, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1:
+                    tl.debug_barrier()
+                    p0, p1, p2, p3, urms = _combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr,
+                                                    offs_t, mask_t, T, D, eps, n_iters, True, BLOCK_T, SPLIT_K)
+                    _store_coef(pmix_ptr, offs_t, mask_t, p0, p1, p2, p3, urms)
+                    tl.debug_barrier()
+                    tl.atomic_xchg(ready, 1, sem="release", scope="gpu")
+    if SYNC == 2:
+        if PHASE != 1:
+            # Wait for the block's last program (every ticket below this one belongs to a
+            # program already started, so it exists and never waits itself), then write
+            # u for this program's own chunk, re-reading the new residual it wrote
+            # moments ago (from L2, not HBM).
+            while tl.atomic_add(ready, 0, sem="acquire", scope="gpu") == 0:
+                pass
+            tl.debug_barrier()
+            p0, p1, p2, p3, urms = _load_coef(pmix_ptr, offs_t, mask_t)
+            _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, d_hi, D,
+                    stride_st, stride_ss, stride_ut, BLOCK_D)
+            # The last to leave re-zeroes the block's counters (all siblings are past the wait).
+            depart = sync_ptr + 2 + 2 * n_tb + pid_t
+            if tl.atomic_add(depart, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1:
+                tl.atomic_xchg(arrive, 0, sem="relaxed", scope="gpu")
+                tl.atomic_xchg(ready, 0, sem="relaxed", scope="gpu")
+                tl.atomic_xchg(depart, 0, sem="relaxed", scope="gpu")
+        # The last program out re-zeroes the ticket: every program has drawn one by then.
+        if tl.atomic_add(sync_ptr + 1, 1, sem="acq_rel", scope="gpu") == n_tb * SPLIT_K - 1:
+            tl.atomic_xchg(sync_ptr, 0, sem="relaxed", scope="gpu")
+            tl.atomic_xchg(sync_ptr + 1, 0, sem="relaxed", scope="gpu")
+
+
+@triton.jit
+def _mhc_pre_kernel(x_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr,
+                    sync_ptr, T, D, stride_xt, stride_xs, stride_ut, eps, n_iters,
+                    BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr,
+                    DOT_PRECISION: tl.constexpr, SYNC: tl.constexpr, PHASE: tl.constexpr):
+    _mix_body(x_ptr, x_ptr, x_ptr, x_ptr, x_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr, comb_ptr,
+              pmix_ptr, pgram_ptr, sync_ptr, T, D, stride_xt, stride_xs, 0, 0, 0, stride_ut, eps, n_iters,
+              False, BLOCK_T, BLOCK_D, SPLIT_K, DOT_PRECISION, SYNC, PHASE)
+
+
+@triton.jit
+def _mhc_seam_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr,
+                     u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr, sync_ptr,
+                     T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, stride_ut, eps, n_iters,
+                     BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr,
+                     DOT_PRECISION: tl.constexpr, SYNC: tl.constexpr, PHASE: tl.constexpr):
+    _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr,
+              comb_ptr, pmix_ptr, pgram_ptr, sync_ptr, T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns,
+              stride_ut, eps, n_iters, True, BLOCK_T, BLOCK_D, SPLIT_K, DOT_PRECISION, SYNC, PHASE)
+
+
+@triton.jit
+def _mhc_finish_kernel(pmix_ptr, pgram_ptr, src_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr, comb_ptr,
+                       T, D, stride_st, stride_ss, stride_ut, eps, n_iters,
+                       BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr):
+    """Split-K epilogue as a second launch (``SYNC`` 0), grid (token blocks, SPLIT_K).
+    Every program reduces the partials (rather than waiting on one that did); chunk 0
+    also runs the Sinkhorn and stores post / comb; each writes u for the D-chunk its twin
+    in the first launch covered."""
+    pid_t = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
+    mask_t = offs_t < T
     # Only chunk 0 stores post / comb, so only it runs the Sinkhorn rounds (all of them
     # did before: SPLIT_K-fold redundant work); u needs just pre and the RMS factor.
-    p0, p1, p2, p3, urms = _epilogue(m3, gram, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t, mask_t, D, eps,
-                                     n_iters, pid_k == 0)
+    p0, p1, p2, p3, urms = _combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t, mask_t,
+                                    T, D, eps, n_iters, pid_k == 0, BLOCK_T, SPLIT_K)
     chunk = tl.cdiv(tl.cdiv(D, SPLIT_K), BLOCK_D) * BLOCK_D
     d_lo = pid_k * chunk
     _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, tl.minimum(d_lo + chunk, D), D,
@@ -503,6 +601,7 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
                     stride_nt=Xn.stride(0), stride_ns=Xn.stride(1), BLOCK_T=BT, BLOCK_D=BD)
         return [(_mhc_post_kernel, (n_tb, triton.cdiv(D, BD)), args)], Xn
     SK = config["SPLIT_K"]
+    sync = int(config.get("SYNC", 0)) if SK > 1 else 0  # one program per block: nothing to combine
     u = torch.empty((T, D), dtype=torch.bfloat16, device=dev)
     post_out = torch.empty((T, 4), dtype=torch.float32, device=dev)
     comb_out = torch.empty((T, 4, 4), dtype=torch.float32, device=dev)
@@ -510,13 +609,13 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
     pmix = torch.empty((SK * T * 32,) if SK > 1 else (1,), dtype=torch.float32, device=dev)
     pgram = torch.empty((SK * T * 16,) if SK > 1 else (1,), dtype=torch.float32, device=dev)
     common = dict(scale_ptr=scale, base_ptr=base, w_ptr=norm_w, u_ptr=u, post_ptr=post_out, comb_ptr=comb_out,
-                  pmix_ptr=pmix, pgram_ptr=pgram, T=T, D=D)
+                  pmix_ptr=pmix, pgram_ptr=pgram, sync_ptr=_sync_scratch(dev, 2 + 3 * n_tb), T=T, D=D)
     meta = dict(BLOCK_T=BT, BLOCK_D=BD, SPLIT_K=SK)
     tail = dict(eps=float(eps), n_iters=int(sinkhorn_iters))
     if op == "pre":
         src, outs = X, (u, post_out, comb_out)
         args = dict(x_ptr=X, fn_ptr=fn, **common, stride_xt=X.stride(0), stride_xs=X.stride(1),
-                    stride_ut=u.stride(0), **tail, **meta, DOT_PRECISION=config["DOT_PRECISION"])
+                    stride_ut=u.stride(0), **tail, **meta, DOT_PRECISION=config["DOT_PRECISION"], SYNC=sync)
         kern = _mhc_pre_kernel
     else:
         Xn = torch.empty((T, 4, D), dtype=torch.bfloat16, device=dev)
@@ -524,16 +623,43 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
         args = dict(x_ptr=X, y_ptr=y, pin_ptr=post, cin_ptr=comb, xn_ptr=Xn, fn_ptr=fn, **common,
                     stride_xt=X.stride(0), stride_xs=X.stride(1), stride_yt=y.stride(0),
                     stride_nt=Xn.stride(0), stride_ns=Xn.stride(1), stride_ut=u.stride(0), **tail, **meta,
-                    DOT_PRECISION=config["DOT_PRECISION"])
+                    DOT_PRECISION=config["DOT_PRECISION"], SYNC=sync)
         kern = _mhc_seam_kernel
     # Reorder to the kernel's own argument order (the signature dict follows it).
-    launches = [(kern, (n_tb, SK), {k: args[k] for k in kern.arg_names})]
-    if SK > 1:
+    if sync == 2:
+        # Ticketed ids: a 1-D grid. The interpreter runs programs one after another, so a
+        # program would wait forever on siblings not yet run: there the same kernel runs
+        # as two launches, the mix (PHASE 1), then the combine and u (PHASE 2).
+        phases = (1, 2) if interpreting() and not meta_device(dev) else (0,)
+        return [(kern, (n_tb * SK,), {k: dict(args, PHASE=ph)[k] for k in kern.arg_names}) for ph in phases], outs
+    launches = [(kern, (n_tb, SK), {k: dict(args, PHASE=0)[k] for k in kern.arg_names})]
+    if sync == 0 and SK > 1:
         fin = dict(pmix_ptr=pmix, pgram_ptr=pgram, src_ptr=src, scale_ptr=scale, base_ptr=base, w_ptr=norm_w,
                    u_ptr=u, post_ptr=post_out, comb_ptr=comb_out, T=T, D=D, stride_st=src.stride(0),
                    stride_ss=src.stride(1), stride_ut=u.stride(0), **tail, **meta)
         launches.append((_mhc_finish_kernel, (n_tb, SK), fin))
     return launches, outs
+
+
+_SYNC: dict[torch.device, torch.Tensor] = {}
+
+
+def meta_device(dev: Any) -> bool:
+    return torch.device(dev).type == "meta"
+
+
+def _sync_scratch(dev: Any, n: int) -> torch.Tensor:
+    """int32 counters of the one-launch split (``SYNC`` 1 / 2): ticket, done, then per
+    token block arrivals, a ready flag and departures. Zeroed once; every launch leaves them zero
+    again, so no memset per call. Shared per device: one-launch calls on two streams of
+    one device must not overlap."""
+    if meta_device(dev):
+        return torch.empty(n, dtype=torch.int32, device=dev)
+    dev = torch.device(dev)
+    buf = _SYNC.get(dev)
+    if buf is None or buf.numel() < n:
+        buf = _SYNC[dev] = torch.zeros(max(n, 1024), dtype=torch.int32, device=dev)
+    return buf
 
 
 def launch(*, config: dict[str, Any], op: str, X: torch.Tensor, y: torch.Tensor | None = None,
@@ -624,7 +750,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     ~3e-4 on post, is well inside the bound)."""
     T, D = workload.tokens, workload.dim
     if workload.op == "post":
-        return dict(BLOCK_T=min(4, _pow2_ceil(T)), BLOCK_D=256, SPLIT_K=1, DOT_PRECISION="fma",
+        return dict(BLOCK_T=min(4, _pow2_ceil(T)), BLOCK_D=256, SPLIT_K=1, DOT_PRECISION="fma", SYNC=0,
                     num_warps=4, num_stages=1)
     # Calibrated by compiling for sm_90 (Triton 3.6, cuobjdump; transposed tf32 GEMM).
     # Large T takes 64-token blocks: 4x fewer re-reads of fn from L2 (2 MB per token
@@ -643,7 +769,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     # Split D while the grid is short of that, keeping every chunk whole blocks.
     while sk < 64 and n_tb * sk * 2 <= programs and D % (2 * sk * BD) == 0:
         sk *= 2
-    return dict(BLOCK_T=BT, BLOCK_D=BD, SPLIT_K=sk, DOT_PRECISION="tf32", num_warps=4, num_stages=2)
+    return dict(BLOCK_T=BT, BLOCK_D=BD, SPLIT_K=sk, DOT_PRECISION="tf32", SYNC=0, num_warps=4, num_stages=2)
 
 
 def split_chunk(D: int, config: dict[str, Any]) -> int:

@@ -3,7 +3,10 @@
 ``BLOCK_T`` tokens per program, ``BLOCK_D`` columns of D per step (all four streams),
 ``SPLIT_K`` programs sharing one token block's 4D reduction (1 = one fused launch),
 ``DOT_PRECISION`` how the fn GEMM runs (``fma`` without tensor cores, or ``tl.dot``'s
-tf32 / tf32x3 / ieee). The Sinkhorn layout is not a knob: it is a packed
+tf32 / tf32x3 / ieee), ``SYNC`` how a split token block is combined (0: a second launch,
+which re-reads the new residual after the whole grid wrote it, from HBM at large T;
+1: one launch, the block's last program to finish writes u for its whole rows; 2: one
+launch, the block's programs wait for each other and each writes u for its own chunk). The Sinkhorn layout is not a knob: it is a packed
 ``[BLOCK_T, 8, 4]`` register tile (pre, post and the 4 comb rows of a token together),
 a few hundred flops per token, so the token block (``BLOCK_T``) is what lays it out.
 """
@@ -19,11 +22,12 @@ SPACE = Space(
     BLOCK_D=Pow2(16, 256),
     SPLIT_K=Pow2(1, 64),
     DOT_PRECISION=Choice(DOT_PRECISIONS),
+    SYNC=Choice((0, 1, 2)),
     num_warps=Pow2(1, 8),
     num_stages=Choice((1, 2, 3, 4)),
 )
 
-_POST_FIXED = {"SPLIT_K": 1, "DOT_PRECISION": "fma"}
+_POST_FIXED = {"SPLIT_K": 1, "DOT_PRECISION": "fma", "SYNC": 0}
 """post has no GEMM: one value of each unused key, so the study never times duplicates."""
 
 # Both estimates are calibrated against sm_90 compiles (Triton 3.6, the H200's; shared
@@ -111,6 +115,8 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         return False  # some split program would own no columns
     if sk > 1 and (T + bt - 1) // bt * sk > 4096:
         return False  # far past filling the GPU; partials traffic grows as SPLIT_K^2
+    if config["SYNC"] != 0 and sk == 1:
+        return False  # nothing to combine: the same kernel as SYNC 0
     if reg_estimate(config, workload.op) > (_REGS_PER_THREAD_TC if prec in TENSOR_CORE_PRECISIONS
                                             else _REGS_PER_THREAD):
         return False

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from kernel_templates import mhc
 from search_spaces.mhc import SPACE, SMALL_WORKLOADS, WORKLOADS, constraints, smem_estimate
-from tuner.verify import assert_equal
 
 
 def _run(op: str, T: int, D: int, device: str, seed: int = 0, config: dict | None = None):
@@ -51,7 +50,7 @@ def test_model_width(op, device):
     interpreter's cost is per step)."""
     # BLOCK_D 256 at 4 warps needed 238848 B of shared memory on an H200 (> 232448):
     # the config must pass the constraints, which now model that.
-    cfg = dict(BLOCK_T=16, BLOCK_D=64, SPLIT_K=4, DOT_PRECISION="ieee", num_warps=8, num_stages=2)
+    cfg = dict(BLOCK_T=16, BLOCK_D=64, SPLIT_K=4, DOT_PRECISION="ieee", SYNC=0, num_warps=8, num_stages=2)
     if op == "post":
         cfg.update(BLOCK_T=4, BLOCK_D=256, SPLIT_K=1, DOT_PRECISION="fma", num_warps=4)
     assert constraints(cfg, mhc.Workload(op, 3, 4096))
@@ -60,14 +59,19 @@ def test_model_width(op, device):
 
 
 CONFIGS = [
-    dict(BLOCK_T=16, BLOCK_D=16, SPLIT_K=1, DOT_PRECISION="tf32", num_warps=4, num_stages=2),  # fused
-    dict(BLOCK_T=16, BLOCK_D=32, SPLIT_K=2, DOT_PRECISION="ieee", num_warps=4, num_stages=2),  # split, last chunk short
-    dict(BLOCK_T=4, BLOCK_D=16, SPLIT_K=2, DOT_PRECISION="fma", num_warps=2, num_stages=1),   # tiny token blocks
-    dict(BLOCK_T=64, BLOCK_D=32, SPLIT_K=1, DOT_PRECISION="tf32x3", num_warps=8, num_stages=3),  # block > T, D tail
+    dict(BLOCK_T=16, BLOCK_D=16, SPLIT_K=1, DOT_PRECISION="tf32", SYNC=0, num_warps=4, num_stages=2),  # fused
+    dict(BLOCK_T=16, BLOCK_D=32, SPLIT_K=2, DOT_PRECISION="ieee", SYNC=0, num_warps=4, num_stages=2),  # split, last chunk short
+    dict(BLOCK_T=4, BLOCK_D=16, SPLIT_K=2, DOT_PRECISION="fma", SYNC=0, num_warps=2, num_stages=1),   # tiny token blocks
+    dict(BLOCK_T=64, BLOCK_D=32, SPLIT_K=1, DOT_PRECISION="tf32x3", SYNC=0, num_warps=8, num_stages=3),  # block > T, D tail
+    # one launch: the last program of a block finishes it / the block's programs wait for each other
+    dict(BLOCK_T=16, BLOCK_D=16, SPLIT_K=2, DOT_PRECISION="tf32", SYNC=1, num_warps=4, num_stages=2),
+    dict(BLOCK_T=16, BLOCK_D=32, SPLIT_K=2, DOT_PRECISION="ieee", SYNC=2, num_warps=4, num_stages=2),
+    dict(BLOCK_T=4, BLOCK_D=16, SPLIT_K=2, DOT_PRECISION="fma", SYNC=2, num_warps=2, num_stages=1),
 ]
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: f"T{c['BLOCK_T']}-D{c['BLOCK_D']}-K{c['SPLIT_K']}-{c['DOT_PRECISION']}")
+@pytest.mark.parametrize("config", CONFIGS,
+                         ids=lambda c: f"T{c['BLOCK_T']}-D{c['BLOCK_D']}-K{c['SPLIT_K']}-{c['DOT_PRECISION']}-S{c['SYNC']}")
 @pytest.mark.parametrize("op", ["pre", "seam"])
 def test_configs(op, config, device):
     # Only configs the tuner could pick: on a GPU an unpruned one may not even launch.
@@ -76,17 +80,39 @@ def test_configs(op, config, device):
     mhc.verify(out, mhc.reference(**inputs), inputs)
 
 
+@pytest.mark.parametrize("sync", [1, 2])
+@pytest.mark.parametrize("op", ["pre", "seam"])
+def test_one_launch_split(op, sync, device):
+    """SYNC 1 / 2 with several programs per token block and several blocks (last block
+    partial) match the reference and the two-launch split bit for bit (same partials,
+    same summation order), and leave the counters zero for the next call."""
+    wl = mhc.Workload(op, 21, 128)
+    inputs = mhc.make_inputs(wl, device, 11)
+    base = dict(BLOCK_T=4, BLOCK_D=16, SPLIT_K=8, DOT_PRECISION="fma", SYNC=0, num_warps=2, num_stages=1)
+    cfg = dict(base, SYNC=sync)
+    assert constraints(cfg, wl)
+    out = mhc.launch(config=cfg, **inputs)
+    mhc.verify(out, mhc.reference(**inputs), inputs)
+    two = mhc.launch(config=base, **inputs)
+    for a, b in zip(out, two):
+        assert torch.equal(a, b)
+    assert not mhc._sync_scratch(inputs["X"].device, 2 + 3 * 6).any()
+    again = mhc.launch(config=cfg, **inputs)  # a second call starts from clean counters
+    for a, b in zip(again, out):
+        assert torch.equal(a, b)
+
+
 def test_constraints_reject_oversized_shared_memory():
     """On the H200 (Triton 3.6) the seam at 64 x 64, tf32x3, 8 warps, 3 stages needed
     245760 B of shared memory (> 232448): the estimate alone must prune it."""
-    cfg = dict(BLOCK_T=64, BLOCK_D=64, SPLIT_K=1, DOT_PRECISION="tf32x3", num_warps=8, num_stages=3)
+    cfg = dict(BLOCK_T=64, BLOCK_D=64, SPLIT_K=1, DOT_PRECISION="tf32x3", SYNC=0, num_warps=8, num_stages=3)
     assert smem_estimate(cfg, "seam") >= 245760
     assert not constraints(cfg, mhc.Workload("seam", 37, 80))
 
 
 def test_post_configs(device):
-    for cfg in (dict(BLOCK_T=1, BLOCK_D=16, SPLIT_K=1, DOT_PRECISION="fma", num_warps=1, num_stages=1),
-                dict(BLOCK_T=8, BLOCK_D=128, SPLIT_K=1, DOT_PRECISION="fma", num_warps=4, num_stages=1)):
+    for cfg in (dict(BLOCK_T=1, BLOCK_D=16, SPLIT_K=1, DOT_PRECISION="fma", SYNC=0, num_warps=1, num_stages=1),
+                dict(BLOCK_T=8, BLOCK_D=128, SPLIT_K=1, DOT_PRECISION="fma", SYNC=0, num_warps=4, num_stages=1)):
         inputs, out = _run("post", 37, 80, device, seed=5, config=cfg)
         mhc.verify(out, mhc.reference(**inputs), inputs)
 
@@ -94,12 +120,14 @@ def test_post_configs(device):
 # `device` is a constant per session, so sharing it across examples is safe.
 @settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(T=st.integers(1, 40), D16=st.integers(1, 6), seed=st.integers(0, 2**16), split=st.sampled_from([1, 2]))
-def test_seam_is_post_then_pre(T, D16, seed, split, device):
+@given(T=st.integers(1, 40), D16=st.integers(1, 6), seed=st.integers(0, 2**16), split=st.sampled_from([1, 2]),
+       sync=st.sampled_from([0, 1, 2]))
+def test_seam_is_post_then_pre(T, D16, seed, split, sync, device):
     """The fused seam equals post followed by pre, and its comb is doubly stochastic."""
     D = 16 * D16
     inputs = mhc.make_inputs(mhc.Workload("seam", T, D), device, seed)
-    cfg = dict(BLOCK_T=16, BLOCK_D=16, SPLIT_K=min(split, D16), DOT_PRECISION="ieee", num_warps=4, num_stages=2)
+    cfg = dict(BLOCK_T=16, BLOCK_D=16, SPLIT_K=min(split, D16), DOT_PRECISION="ieee", SYNC=sync, num_warps=4,
+               num_stages=2)
     Xn, u, post, comb = mhc.mhc_seam(inputs["X"], inputs["y"], inputs["post"], inputs["comb"], inputs["fn"],
                                      inputs["scale"], inputs["base"], inputs["norm_w"], config=cfg)
     Xn2 = mhc.mhc_post(inputs["X"], inputs["y"], inputs["post"], inputs["comb"],
@@ -153,7 +181,8 @@ def test_space_matches_kernels():
     names = set()
     for kern in (mhc._mhc_pre_kernel, mhc._mhc_seam_kernel, mhc._mhc_finish_kernel, mhc._mhc_post_kernel):
         names |= lowering.constexpr_names(kern)
-    assert names | {"num_warps", "num_stages"} == set(SPACE)
+    # PHASE is the launcher's (the interpreter's two-launch form of SYNC 2), not a config key
+    assert (names - {"PHASE"}) | {"num_warps", "num_stages"} == set(SPACE)
     for wl in WORKLOADS + SMALL_WORKLOADS:
         cfg = mhc.default_config(wl)
         assert SPACE.contains(cfg) and constraints(cfg, wl), (wl, cfg)
