@@ -71,6 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--budget", type=float, default=75.0, help="seconds after which no new variant is started")
     p.add_argument("--only", default="nvfp4,fp8,bf16", help="comma-separated kv dtypes")
     p.add_argument("--reps", type=int, default=20, help="timed repetitions per variant")
+    p.add_argument("--variants", action="store_true",
+                   help="only the variant sweep at the issue's target points (B=16, N=32K: H=16 nvfp4 and fp8, "
+                        "H=64 nvfp4): the default against SWAP_AB / D_CHUNKS / warps variants, each verified")
     return p.parse_args(argv)
 
 
@@ -157,20 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     def line(r: tuple[str, float, bool, float]) -> None:
         print(f"{r[0]:<80} err={r[1]:<11.4g} {'PASS' if r[2] else 'FAIL'} {r[3]:>9.1f} us", flush=True)
 
-    for probe in (_probe_dequant, _probe_word_decode, _probe_subnormal_dot, _probe_dequant_dot):
-        n = len(rows)
-        try:
-            probe(rows)
-        except Exception as e:  # a probe that cannot compile is itself a finding
-            rows.append((f"{probe.__name__} raised {type(e).__name__}: {str(e)[:60]}", float("nan"), False,
-                         float("nan")))
-        for r in rows[n:]:
-            line(r)
-
     def run(tag: str, w: Any, inp: dict, ref: torch.Tensor, over: dict[str, Any], time_it: bool = True) -> None:
         cfg = dict(A.default_config(w), **over)
         name = (f"{tag} BN={cfg['BLOCK_N']} BH={cfg['BLOCK_H']} S={cfg['NUM_SPLITS']} DQ16={int(cfg['DQ_FP16'])} "
-                f"SWAP={int(cfg['SWAP_AB'])} nw={cfg['num_warps']} ns={cfg['num_stages']}")
+                f"SWAP={int(cfg['SWAP_AB'])} CH={cfg['D_CHUNKS']} nw={cfg['num_warps']} ns={cfg['num_stages']}")
         try:
             out = A.launch(config=cfg, **inp)
             torch.cuda.synchronize()
@@ -188,6 +181,23 @@ def main(argv: list[str] | None = None) -> int:
             err, ok, us = float("nan"), False, float("nan")
         rows.append((name, err, ok, us))
         line(rows[-1])
+
+    if args.variants:
+        _variant_sweep(args, run, t_start)
+        print(f"\n==== nvfp4_debug --variants summary ({time.perf_counter() - t_start:.0f} s) ====")
+        for r in rows:
+            print(f"{r[0]:<80} {r[1]:<11.4g} {'PASS' if r[2] else 'FAIL':<4} {r[3]:>9.1f}")
+        return 0
+
+    for probe in (_probe_dequant, _probe_word_decode, _probe_subnormal_dot, _probe_dequant_dot):
+        n = len(rows)
+        try:
+            probe(rows)
+        except Exception as e:  # a probe that cannot compile is itself a finding
+            rows.append((f"{probe.__name__} raised {type(e).__name__}: {str(e)[:60]}", float("nan"), False,
+                         float("nan")))
+        for r in rows[n:]:
+            line(r)
 
     kvs = [k for k in args.only.split(",") if k]
     # small ragged workloads: 20 heads (two head blocks at BLOCK_H=16, one masked at 32),
@@ -265,6 +275,57 @@ def main(argv: list[str] | None = None) -> int:
     n_fail = sum(not r[2] for r in rows)
     print(f"{len(rows) - n_fail} passed, {n_fail} failed")
     return 0
+
+
+# variants timed at the issue's target points: (label, overrides); NUM_SPLITS follows default_splits
+VARIANTS_H16 = (
+    ("default", {}),
+    ("swap 4w", dict(SWAP_AB=True, num_warps=4)),
+    ("swap 8w", dict(SWAP_AB=True, num_warps=8)),
+    ("swap 4w ch2", dict(SWAP_AB=True, num_warps=4, D_CHUNKS=2)),
+    ("swap 8w ch2", dict(SWAP_AB=True, num_warps=8, D_CHUNKS=2)),
+    ("swap 4w ch4", dict(SWAP_AB=True, num_warps=4, D_CHUNKS=4)),
+    ("mma.sync 8w ch2", dict(D_CHUNKS=2)),
+    ("swap 8w BN128", dict(SWAP_AB=True, num_warps=8, BLOCK_N=128)),
+)
+VARIANTS_H64 = (
+    ("default", {}),
+    ("ch2", dict(D_CHUNKS=2)),
+    ("ch4", dict(D_CHUNKS=4)),
+    ("BH32", dict(BLOCK_H=32)),
+    ("BH32 ch2", dict(BLOCK_H=32, D_CHUNKS=2)),
+)
+
+
+def _variant_sweep(args: argparse.Namespace, run: Any, t_start: float) -> None:
+    """Each variant verified against the fp32 reference and timed (graph replay, L2 flushed
+    as in the tuner: ``tuner.timing.bench``), nvfp4 H=16 first, then fp8 H=16, nvfp4 H=64;
+    no new variant starts after ``--budget`` seconds."""
+    import torch
+
+    from kernel_templates import nvfp4_attention as A
+    from search_spaces import nvfp4_attention as S
+
+    points = [("nvfp4", 16, VARIANTS_H16), ("fp8", 16, VARIANTS_H16), ("nvfp4", 64, VARIANTS_H64)]
+    for kv, heads, variants in points:
+        w = A.Workload(16, 32768, heads, kv, "dense")
+        inp = A.make_inputs(w, "cuda", 0)
+        ref = A.reference(**inp)
+        floor_us = A.cost(w)[0] / 4.0e12 * 1e6
+        for label, over in variants:
+            if time.perf_counter() - t_start > args.budget:
+                print(f"skipped (budget): {kv} H{heads} {label}")
+                continue
+            cfg = dict(A.default_config(w), **over)
+            if over.get("DQ_FP16") is None and kv != "nvfp4":
+                cfg["DQ_FP16"] = False
+            cfg["NUM_SPLITS"] = A.default_splits(w, cfg["BLOCK_H"], cfg["BLOCK_N"])
+            if not S.constraints(cfg, w):
+                print(f"pruned by the constraints: {kv} H{heads} {label}")
+                continue
+            run(f"{label:<16} {kv:<5} B16 N32K H{heads} (floor~{floor_us:.0f}us)", w, inp, ref, cfg)
+        del inp, ref
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

@@ -25,6 +25,20 @@ Design:
 - ``SWAP_AB``: compute ``K q^T`` and ``V^T P^T`` so that the entries (``BLOCK_N``) and
   the latent (512) are the MMA's M: Hopper's wgmma needs M >= 64, which 16 heads cannot
   give (without it Triton falls back to mma.sync; likewise tcgen05 on sm_100).
+- ``D_CHUNKS`` (1, 2, 4): the latent in column chunks of ``512 / D_CHUNKS``, each decoded,
+  stored and multiplied on its own (``_split_chunked``; the scores accumulate over the
+  chunks by chained MMAs, each chunk has its own accumulator); only the raw bytes are
+  loop-carried. Meant to cut the registers of the whole decoded tile (128 per thread at
+  4 warps) and the shared-memory bank conflicts of its stores (narrower rows put more rows
+  per warp, i.e. more swizzle phases per store). Triton 3.6 sm_90 compiles say it is no
+  free lunch: a decoded chunk that is not loop-carried is not "from a load or block
+  argument", so under SWAP_AB Triton makes it a register A operand of wgmma through a
+  shared round trip of its own and transposes it in registers for ``V^T P^T`` (two copies
+  per chunk, ~2900 SASS instructions per warp per 64-entry tile vs 2068, spills); without
+  SWAP_AB (mma.sync) the two MMAs read two differently swizzled copies. At H=64 (64 x 64,
+  8 warps) it lowers shared memory from 196608 to 131072 bytes and halves the spill
+  traffic inside the loop (STL+LDL per tile 158 -> 81). A search-space switch, not a
+  default: the tuner times it.
 - ``DQ_FP16`` (nvfp4): the cheap exact dequant (``_nvfp4_tile_to_f16_words``, the bits
   of ``nvfp4.nvfp4_tile_to_f16_scaled`` computed two elements per 32-bit word) and FP16
   MMA; the 2^14 it leaves out is folded into the softmax scale and the partial output.
@@ -42,7 +56,6 @@ Design:
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,17 +131,22 @@ def reference(q: torch.Tensor, kv_codes: torch.Tensor, kv_scales: torch.Tensor |
 
 
 @triton.jit
-def _load_kv_raw(kv_ptr, kvs_ptr, row_c, row_s, valid, D: tl.constexpr, KV_DTYPE: tl.constexpr):
-    """The stored bytes of a ``[BLOCK_N, D]`` tile: (codes, scales); invalid rows read as zero
-    (scale 127 = 1.0 for UE8M0), never NaN garbage. One row is contiguous: 128-bit loads."""
+def _load_kv_raw(kv_ptr, kvs_ptr, row_c, row_s, valid, D: tl.constexpr, KV_DTYPE: tl.constexpr,
+                 C0: tl.constexpr = 0):
+    """The stored bytes of a ``[BLOCK_N, D]`` tile (columns ``C0 .. C0 + D`` of the latent):
+    (codes, scales); invalid rows read as zero (scale 127 = 1.0 for UE8M0), never NaN
+    garbage. One row is contiguous: 128-bit loads."""
     if KV_DTYPE == 0:
-        codes = tl.load(kv_ptr + row_c[:, None] + tl.arange(0, D // 2)[None, :], mask=valid[:, None], other=0)
-        scales = tl.load(kvs_ptr + row_s[:, None] + tl.arange(0, D // 16)[None, :], mask=valid[:, None], other=0)
+        codes = tl.load(kv_ptr + row_c[:, None] + (C0 // 2 + tl.arange(0, D // 2))[None, :], mask=valid[:, None],
+                        other=0)
+        scales = tl.load(kvs_ptr + row_s[:, None] + (C0 // 16 + tl.arange(0, D // 16))[None, :], mask=valid[:, None],
+                         other=0)
     elif KV_DTYPE == 1:
-        codes = tl.load(kv_ptr + row_c[:, None] + tl.arange(0, D)[None, :], mask=valid[:, None], other=0)
-        scales = tl.load(kvs_ptr + row_s[:, None] + tl.arange(0, D // 32)[None, :], mask=valid[:, None], other=127)
+        codes = tl.load(kv_ptr + row_c[:, None] + (C0 + tl.arange(0, D))[None, :], mask=valid[:, None], other=0)
+        scales = tl.load(kvs_ptr + row_s[:, None] + (C0 // 32 + tl.arange(0, D // 32))[None, :], mask=valid[:, None],
+                         other=127)
     else:
-        codes = tl.load(kv_ptr + row_c[:, None] + tl.arange(0, D)[None, :], mask=valid[:, None], other=0.0)
+        codes = tl.load(kv_ptr + row_c[:, None] + (C0 + tl.arange(0, D))[None, :], mask=valid[:, None], other=0.0)
         scales = codes
     return codes, scales
 
@@ -211,6 +229,73 @@ def _scores(qd, kv, sc, SWAP_AB: tl.constexpr, INTERPRET: tl.constexpr):
 
 
 @triton.jit
+def _mma_acc(a, b, acc, INTERPRET: tl.constexpr):
+    """``acc + a @ b`` (``_mma`` with an accumulator: chained MMAs)."""
+    if INTERPRET and a.dtype == tl.bfloat16:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
+    else:
+        return tl.dot(a, b, acc)
+
+
+@triton.jit
+def _load_chunks(kv_ptr, kvs_ptr, row_c, row_s, valid, D: tl.constexpr, KV_DTYPE: tl.constexpr,
+                 D_CHUNKS: tl.constexpr):
+    """The raw tile as ``D_CHUNKS`` column chunks: a tuple of (codes, scales) pairs."""
+    raw = ()
+    for c in tl.static_range(D_CHUNKS):
+        raw = raw + (_load_kv_raw(kv_ptr, kvs_ptr, row_c, row_s, valid, D // D_CHUNKS, KV_DTYPE,
+                                  c * (D // D_CHUNKS)),)
+    return raw
+
+
+@triton.jit
+def _attend_chunks(qs, raw, valid, m_i, l_i, accs, sc, KV_DTYPE: tl.constexpr, DQ_FP16: tl.constexpr,
+                   SWAP_AB: tl.constexpr, INTERPRET: tl.constexpr):
+    """One tile, the latent split in chunks (``D_CHUNKS`` > 1): each chunk is decoded on its
+    own (a ``[BLOCK_N, D / D_CHUNKS]`` tensor, so the decode's registers are a fraction of
+    the tile's), stored to shared memory once and read there by both MMAs: the scores
+    accumulate over the chunks (chained MMAs), then each chunk's accumulator takes
+    ``P @ V_chunk``. ``qs`` / ``raw`` / ``accs``: tuples of the chunks."""
+    kvs = ()
+    for c in tl.static_range(len(raw)):
+        kv = _decode_kv(raw[c][0], raw[c][1], KV_DTYPE, DQ_FP16)
+        kvs = kvs + (kv,)
+        if c == 0:
+            if SWAP_AB:
+                s = _mma(kv, tl.trans(qs[c]), INTERPRET)
+            else:
+                s = _mma(qs[c], tl.trans(kv), INTERPRET)
+        else:
+            if SWAP_AB:
+                s = _mma_acc(kv, tl.trans(qs[c]), s, INTERPRET)
+            else:
+                s = _mma_acc(qs[c], tl.trans(kv), s, INTERPRET)
+    s = s * sc
+    if SWAP_AB:
+        s = tl.where(valid[:, None], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 0))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # all-masked so far: no NaN
+        alpha = tl.exp2(m_i - m_use)
+        p = tl.exp2(s - m_use[None, :])
+        l_i = l_i * alpha + tl.sum(p, 0)
+    else:
+        s = tl.where(valid[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_use)
+        p = tl.exp2(s - m_use[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+    new = ()
+    for c in tl.static_range(len(raw)):
+        kv = kvs[c]
+        if SWAP_AB:
+            new = new + (_mma_acc(tl.trans(kv), p.to(kv.dtype), accs[c] * alpha[None, :], INTERPRET),)
+        else:
+            new = new + (_mma_acc(p.to(kv.dtype), kv, accs[c] * alpha[:, None], INTERPRET),)
+    return m_new, l_i, new
+
+
+@triton.jit
 def _scaled_scores(q1, s1, q2, s2, q3, s3, kv_ptr, kvs_ptr, row_c, row_s, valid, live, D: tl.constexpr,
                    SWAP_AB: tl.constexpr):
     """q @ K^T with native block-scaled FP4 MMA: q as three NVFP4 terms, K as stored.
@@ -284,7 +369,128 @@ def _split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr,
                   D: tl.constexpr, PAGE: tl.constexpr, KV_DTYPE: tl.constexpr, SPARSE: tl.constexpr,
                   BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, NUM_SPLITS: tl.constexpr,
                   DQ_FP16: tl.constexpr, USE_DOT_SCALED: tl.constexpr, SWAP_AB: tl.constexpr,
-                  INTERPRET: tl.constexpr):
+                  D_CHUNKS: tl.constexpr, INTERPRET: tl.constexpr):
+    if D_CHUNKS > 1:
+        _split_chunked(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr, topk_ptr, m_ptr, l_ptr, acc_ptr,
+                       H, n_topk, W, qk_scale, stride_qb, stride_qh, stride_kp, stride_ks, stride_sp, stride_ss,
+                       stride_btb, stride_wb, stride_ww, stride_wsb, stride_wsw, stride_tb, stride_mb, stride_mh,
+                       stride_ab, stride_ah, stride_as, D, PAGE, KV_DTYPE, SPARSE, BLOCK_N, BLOCK_H, NUM_SPLITS,
+                       DQ_FP16, SWAP_AB, D_CHUNKS, INTERPRET)
+    else:
+        _split_whole(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr, topk_ptr, m_ptr, l_ptr, acc_ptr,
+                     H, n_topk, W, qk_scale, stride_qb, stride_qh, stride_kp, stride_ks, stride_sp, stride_ss,
+                     stride_btb, stride_wb, stride_ww, stride_wsb, stride_wsw, stride_tb, stride_mb, stride_mh,
+                     stride_ab, stride_ah, stride_as, D, PAGE, KV_DTYPE, SPARSE, BLOCK_N, BLOCK_H, NUM_SPLITS,
+                     DQ_FP16, USE_DOT_SCALED, SWAP_AB, INTERPRET)
+
+
+@triton.jit
+def _split_chunked(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr, topk_ptr, m_ptr, l_ptr, acc_ptr,
+                   H, n_topk, W, qk_scale, stride_qb, stride_qh, stride_kp, stride_ks, stride_sp, stride_ss,
+                   stride_btb, stride_wb, stride_ww, stride_wsb, stride_wsw, stride_tb, stride_mb, stride_mh,
+                   stride_ab, stride_ah, stride_as, D: tl.constexpr, PAGE: tl.constexpr, KV_DTYPE: tl.constexpr,
+                   SPARSE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, NUM_SPLITS: tl.constexpr,
+                   DQ_FP16: tl.constexpr, SWAP_AB: tl.constexpr, D_CHUNKS: tl.constexpr, INTERPRET: tl.constexpr):
+    """The split program with the latent in ``D_CHUNKS`` column chunks (``_attend_chunks``).
+
+    No decoded tile crosses an iteration: the raw chunks of tile i+1 are loaded (into
+    registers) before tile i is decoded chunk by chunk, so the registers held across the
+    MMAs are the raw bytes plus one chunk being decoded, not a whole 16-bit tile; each
+    chunk's 16-bit copy lives in shared memory only. Narrower rows also change the
+    decode's thread layout (more rows per warp), which spreads each warp's stores over
+    more swizzle phases of the shared tile."""
+    b = tl.program_id(0)
+    hb = tl.program_id(1)
+    split = tl.program_id(2)
+    DC: tl.constexpr = D // D_CHUNKS
+    heads = hb * BLOCK_H + tl.arange(0, BLOCK_H)
+    hmask = heads < H
+    dc = tl.arange(0, DC)
+    offs_n = tl.arange(0, BLOCK_N)
+    seq_len = tl.load(seqlen_ptr + b)
+    m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_H], tl.float32)
+    accs = ()
+    for c in tl.static_range(D_CHUNKS):
+        if SWAP_AB:
+            accs = accs + (tl.zeros([DC, BLOCK_H], tl.float32),)
+        else:
+            accs = accs + (tl.zeros([BLOCK_H, DC], tl.float32),)
+    q_row = q_ptr + b.to(tl.int64) * stride_qb + heads[:, None] * stride_qh
+    if split < NUM_SPLITS:
+        if SPARSE:
+            n_items = n_topk
+        else:
+            n_items = seq_len
+        chunk = tl.cdiv(tl.cdiv(n_items, NUM_SPLITS), BLOCK_N) * BLOCK_N
+        start = split * chunk
+        end = tl.minimum(start + chunk, n_items)
+        qs = ()
+        for c in tl.static_range(D_CHUNKS):
+            qc = tl.load(q_row + (c * DC + dc)[None, :], mask=hmask[:, None], other=0.0)
+            if DQ_FP16 and KV_DTYPE == 0:
+                qc = qc.to(tl.float16)
+            qs = qs + (qc,)
+        if DQ_FP16 and KV_DTYPE == 0:
+            sc = qk_scale * _F16_SHIFT  # the fp16 tile holds value * 2^-14
+        else:
+            sc = qk_scale
+        bt_row = bt_ptr + b.to(tl.int64) * stride_btb
+        tk_row = topk_ptr + b.to(tl.int64) * stride_tb
+        row_c, row_s, valid_next = _tile_rows(start, end, seq_len, offs_n, bt_row, tk_row, stride_kp, stride_ks,
+                                              stride_sp, stride_ss, PAGE, BLOCK_N, SPARSE)
+        raw_next = _load_chunks(kv_ptr, kvs_ptr, row_c, row_s, valid_next, D, KV_DTYPE, D_CHUNKS)
+        for n0 in range(start, end, BLOCK_N):
+            raw = raw_next
+            valid = valid_next
+            row_c, row_s, valid_next = _tile_rows(n0 + BLOCK_N, end, seq_len, offs_n, bt_row, tk_row, stride_kp,
+                                                  stride_ks, stride_sp, stride_ss, PAGE, BLOCK_N, SPARSE)
+            raw_next = _load_chunks(kv_ptr, kvs_ptr, row_c, row_s, valid_next, D, KV_DTYPE, D_CHUNKS)
+            m_i, l_i, accs = _attend_chunks(qs, raw, valid, m_i, l_i, accs, sc, KV_DTYPE, DQ_FP16, SWAP_AB,
+                                            INTERPRET)
+        if DQ_FP16 and KV_DTYPE == 0:
+            scaled = ()
+            for c in tl.static_range(D_CHUNKS):
+                scaled = scaled + (accs[c] * _F16_SHIFT,)
+            accs = scaled
+    else:
+        # the SWA window (FP8, BF16 MMA), same chunked loop
+        n_w = tl.minimum(seq_len, W)
+        w_c = swa_ptr + b.to(tl.int64) * stride_wb
+        w_s = swas_ptr + b.to(tl.int64) * stride_wsb
+        wqs = ()
+        for c in tl.static_range(D_CHUNKS):
+            wqs = wqs + (tl.load(q_row + (c * DC + dc)[None, :], mask=hmask[:, None], other=0.0),)
+        wvalid_next = offs_n < n_w
+        wraw_next = _load_chunks(w_c, w_s, offs_n * stride_ww, offs_n * stride_wsw, wvalid_next, D, 1, D_CHUNKS)
+        for n0 in range(0, n_w, BLOCK_N):
+            wraw = wraw_next
+            wvalid = wvalid_next
+            w = n0 + BLOCK_N + offs_n
+            wvalid_next = w < n_w
+            wraw_next = _load_chunks(w_c, w_s, w * stride_ww, w * stride_wsw, wvalid_next, D, 1, D_CHUNKS)
+            m_i, l_i, accs = _attend_chunks(wqs, wraw, wvalid, m_i, l_i, accs, qk_scale, 1, False, SWAP_AB,
+                                            INTERPRET)
+    mo = b.to(tl.int64) * stride_mb + heads * stride_mh + split
+    tl.store(m_ptr + mo, m_i, mask=hmask)
+    tl.store(l_ptr + mo, l_i, mask=hmask)
+    ab = acc_ptr + b.to(tl.int64) * stride_ab + split * stride_as
+    for c in tl.static_range(D_CHUNKS):
+        if SWAP_AB:
+            tl.store(ab + heads[None, :] * stride_ah + (c * DC + dc)[:, None], accs[c], mask=hmask[None, :])
+        else:
+            tl.store(ab + heads[:, None] * stride_ah + (c * DC + dc)[None, :], accs[c], mask=hmask[:, None])
+
+
+@triton.jit
+def _split_whole(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr, topk_ptr, m_ptr, l_ptr, acc_ptr,
+                 H, n_topk, W, qk_scale, stride_qb, stride_qh, stride_kp, stride_ks, stride_sp, stride_ss,
+                 stride_btb, stride_wb, stride_ww, stride_wsb, stride_wsw, stride_tb, stride_mb, stride_mh,
+                 stride_ab, stride_ah, stride_as, D: tl.constexpr, PAGE: tl.constexpr, KV_DTYPE: tl.constexpr,
+                 SPARSE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, NUM_SPLITS: tl.constexpr,
+                 DQ_FP16: tl.constexpr, USE_DOT_SCALED: tl.constexpr, SWAP_AB: tl.constexpr,
+                 INTERPRET: tl.constexpr):
+    """The split program with the whole ``[BLOCK_N, D]`` tile at once (``D_CHUNKS`` = 1)."""
     b = tl.program_id(0)
     hb = tl.program_id(1)
     split = tl.program_id(2)
@@ -472,6 +678,9 @@ def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sin
         raise ValueError("BLOCK_H and BLOCK_N must be >= 16 (MMA tile)")
     if (config["DQ_FP16"] or config["USE_DOT_SCALED"]) and kv_dtype != "nvfp4":
         raise ValueError("DQ_FP16 / USE_DOT_SCALED apply to kv_dtype='nvfp4' only")
+    chunks = int(config.get("D_CHUNKS", 1))
+    if chunks not in (1, 2, 4) or (chunks > 1 and config["USE_DOT_SCALED"]):
+        raise ValueError(f"D_CHUNKS={chunks}: must be 1, 2 or 4, and 1 with USE_DOT_SCALED")
     m_buf, l_buf, acc_buf = partials
     tau = D ** -0.5 if sm_scale is None else float(sm_scale)
     kv = kv_codes.view(torch.uint8) if kv_dtype == "fp8" else kv_codes
@@ -491,6 +700,7 @@ def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sin
         D=D, PAGE=page, KV_DTYPE=_KV_CODE[kv_dtype], SPARSE=topk_idx is not None,
         BLOCK_N=BN, BLOCK_H=BH, NUM_SPLITS=S, DQ_FP16=bool(config["DQ_FP16"]),
         USE_DOT_SCALED=bool(config["USE_DOT_SCALED"]), SWAP_AB=bool(config["SWAP_AB"]),
+        D_CHUNKS=int(config.get("D_CHUNKS", 1)),  # absent in configs tuned before the switch existed
         INTERPRET=interpreting(),
         num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]),
     )
@@ -670,7 +880,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     bh = min(64, max(16, triton.next_power_of_2(w.heads)))
     bn = 64
     return {"BLOCK_N": bn, "BLOCK_H": bh, "NUM_SPLITS": default_splits(w, bh, bn),
-            "DQ_FP16": w.kv_dtype == "nvfp4", "USE_DOT_SCALED": False, "SWAP_AB": False,
+            "DQ_FP16": w.kv_dtype == "nvfp4", "USE_DOT_SCALED": False, "SWAP_AB": False, "D_CHUNKS": 1,
             "num_warps": 8, "num_stages": 2}
 
 

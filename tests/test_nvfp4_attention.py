@@ -54,6 +54,12 @@ CASES = [
     ("fp8", "sparse", dict(SWAP_AB=False, BLOCK_N=16, NUM_SPLITS=4)),
     ("bf16", "dense", dict(SWAP_AB=False, BLOCK_N=128, NUM_SPLITS=2)),  # tiles spanning two pages
     ("bf16", "sparse", dict(SWAP_AB=True, BLOCK_N=16, NUM_SPLITS=1)),
+    # the latent in column chunks (each decoded and multiplied on its own)
+    ("nvfp4", "dense", dict(DQ_FP16=True, SWAP_AB=True, BLOCK_N=32, NUM_SPLITS=4, D_CHUNKS=2)),
+    ("nvfp4", "sparse", dict(DQ_FP16=True, SWAP_AB=False, BLOCK_N=16, NUM_SPLITS=2, D_CHUNKS=4)),
+    ("nvfp4", "dense", dict(DQ_FP16=False, SWAP_AB=False, BLOCK_N=32, NUM_SPLITS=1, D_CHUNKS=4)),
+    ("fp8", "sparse", dict(SWAP_AB=True, BLOCK_N=16, NUM_SPLITS=2, D_CHUNKS=2)),
+    ("bf16", "dense", dict(SWAP_AB=False, BLOCK_N=128, NUM_SPLITS=2, D_CHUNKS=2)),
 ]
 
 
