@@ -114,6 +114,12 @@ def smem_estimate(config: dict[str, Any]) -> int:
     """Estimated shared memory (bytes) of the split kernel for ``config`` (calibrated above)."""
     bn, bh = config["BLOCK_N"], config["BLOCK_H"]
     smem = bn * _SMEM_PER_ENTRY + bh * _SMEM_PER_HEAD + _SMEM_SLACK
+    if config.get("D_CHUNKS", 1) > 1:
+        # chunked loop (measured like the above, Triton 3.6 sm_90, nvfp4 / fp8, 33 configs): one
+        # 16-bit tile's worth of chunk copies + q / P per head + 48 KB; an upper bound of every
+        # measured one (e.g. 64x16 mma.sync: 114688 with 2 chunks, 98304 with 4; 64x64: 131072;
+        # SWAP_AB 64x16: 51200 / 34816; 128x64: 196608 -> rejected, it spills anyway)
+        smem = bn * 1024 + bh * 1024 + 49152
     if config["USE_DOT_SCALED"]:
         dq = bool(config["DQ_FP16"])
         ds = _DS_SMEM_BASE[dq] + bh * _SMEM_PER_HEAD + (_DS_SMEM_PIPELINED[dq] if config["num_stages"] > 1 else 0)
