@@ -2,6 +2,13 @@
 same eager math in a CUDA graph, and the roofline floor, all measured in ONE run.
 
     python benchmarks/mhc.py --pack packs/nvidia-h200 [--op seam] [--tokens 1,64] [--dim 5120]
+    python benchmarks/mhc.py --op seam --tokens 1024,4096 --dim 5120 --no-baselines \
+        --variants '{"old": {"SYNC": 0, "BLOCK_T": 64, "SPLIT_K": 4}, "s1": {"SYNC": 1}}'
+
+``--variants`` names extra configs, each a partial config laid over the workload's
+default (one outside the space or pruned is skipped); ``name@T`` applies at that T only.
+Variants run first, in order, then the tuned entry and the default; each is verified,
+then timed, and printed as it finishes.
 
 Every config is verified against the float64 reference before it is timed. The floor is
 ``cost(workload).bytes`` over the device-to-device copy bandwidth measured in this run
@@ -30,6 +37,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tokens", default=None, help="comma list of T (default: the search-space grid)")
     p.add_argument("--dim", default=None, help="comma list of D (default: the search-space grid)")
     p.add_argument("--reps", type=int, default=100, help="timed repetitions per measurement")
+    p.add_argument("--variants", default=None, help="JSON {name: partial config over the default}")
+    p.add_argument("--no-baselines", action="store_true", help="skip the eager / graph baselines (faster)")
     return p.parse_args(argv)
 
 
@@ -50,7 +59,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from kernel_templates import mhc
-    from search_spaces.mhc import WORKLOADS
+    from search_spaces.mhc import SPACE, WORKLOADS, constraints
     from tuner import runtime
     from tuner.spec import workload_dict, workload_key
     from tuner.timing import bench, bench_kernel, gpu_available
@@ -62,6 +71,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     toks = {int(x) for x in args.tokens.split(",")} if args.tokens else None
     dims = {int(x) for x in args.dim.split(",")} if args.dim else None
     wls = [w for w in WORKLOADS if w.op in ops and (toks is None or w.tokens in toks) and (dims is None or w.dim in dims)]
+    variants = json.loads(args.variants) if args.variants else {}
     ceil = _ceilings(args.reps)
     rows = []
     for wl in wls:
@@ -70,22 +80,41 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         default = mhc.default_config(wl)
         sel = pack.select("mhc", workload_dict(wl)) if pack else None
         tuned = sel.config if sel is not None and sel.how != "default" else None
-        configs = {"default": default} | ({"tuned": tuned} if tuned else {})
+        # Variants first, in the order given (a config that hangs or crashes the context
+        # then costs only what comes after it), then the tuned entry and the default.
+        configs: dict[str, Any] = {}
+        for vname, over in variants.items():
+            if "@" in vname and int(vname.rsplit("@", 1)[1]) != wl.tokens:
+                continue  # name@T: only at that T
+            cfg = dict(default, **over)
+            if not SPACE.contains(cfg) or not constraints(cfg, wl):
+                print(f"{workload_key(wl)} {vname}: {cfg} outside the space or pruned, skipped", flush=True)
+                continue
+            configs[vname] = cfg
+        configs |= ({"tuned": tuned} if tuned else {}) | {"default": default}
         row: dict[str, Any] = {"workload": workload_dict(wl), "key": workload_key(wl),
                                "how": sel.how if sel else "default", "configs": configs}
+        nbytes, flops = mhc.cost(wl)
+        row["bytes"], row["flops"] = nbytes, flops
+        row["floor_us"] = max(nbytes / ceil["copy_bytes_per_s"] * 1e6, ceil["launch_graph_us"])
         for name, cfg in configs.items():
+            t0 = time.time()
             try:
                 mhc.verify(mhc.launch(config=cfg, **inputs), ref, inputs)
             except AssertionError as e:  # a wrong config is reported, never timed
                 row[f"{name}_error"] = str(e)
+                print(f"{workload_key(wl)} {name}: FAILED VERIFY {e}", flush=True)
                 continue
-            row[name] = _timing(bench_kernel(mhc.SPEC, lambda c=cfg: mhc.launch(config=c, **inputs), reps=args.reps))
-        eager = mhc.baselines["torch_eager"]
-        row["torch_eager"] = _timing(bench(lambda: eager(**inputs), reps=args.reps))
-        row["torch_graph"] = _timing(bench_kernel(mhc.SPEC, lambda: eager(**inputs), reps=args.reps))
-        nbytes, flops = mhc.cost(wl)
-        row["bytes"], row["flops"] = nbytes, flops
-        row["floor_us"] = max(nbytes / ceil["copy_bytes_per_s"] * 1e6, ceil["launch_graph_us"])
+            row[name] = _timing(bench_kernel(mhc.SPEC, lambda c=cfg, i=inputs: mhc.launch(config=c, **i),
+                                             reps=args.reps))
+            # one line per config as it finishes: a hang or a crash later keeps what was measured
+            print(f"{workload_key(wl)} {name}: {row[name]['median_us']:.2f} us "
+                  f"({100 * row['floor_us'] / row[name]['median_us']:.0f}% of floor) {cfg} "
+                  f"[{time.time() - t0:.1f} s]", flush=True)
+        if not args.no_baselines:
+            eager = mhc.baselines["torch_eager"]
+            row["torch_eager"] = _timing(bench(lambda i=inputs: eager(**i), reps=args.reps))
+            row["torch_graph"] = _timing(bench_kernel(mhc.SPEC, lambda i=inputs: eager(**i), reps=args.reps))
         rows.append(row)
         del inputs, ref
         torch.cuda.empty_cache()
@@ -102,9 +131,15 @@ def _table(result: dict[str, Any]) -> str:
         if best is None:
             lines.append(f"{r['key']:<28}  FAILED VERIFY: {r.get('tuned_error') or r.get('default_error')}")
             continue
-        k, e, g, f = best["median_us"], r["torch_eager"]["median_us"], r["torch_graph"]["median_us"], r["floor_us"]
+        k, f = best["median_us"], r["floor_us"]
+        e = r["torch_eager"]["median_us"] if "torch_eager" in r else float("nan")
+        g = r["torch_graph"]["median_us"] if "torch_graph" in r else float("nan")
         lines.append(f"{r['key']:<28}{r['how']:>8}{k:>11.2f}{e:>10.1f}{g:>10.1f}{f:>10.2f}"
                      f"{e / k:>9.2f}{g / k:>9.2f}{100 * f / k:>8.0f}%")
+        for name in r["configs"]:
+            if name not in ("default", "tuned") and name in r:
+                v = r[name]["median_us"]
+                lines.append(f"  {name:<26}{v:>19.2f}{'':>30}{100 * f / v:>26.0f}%")
     c = result["ceilings"]
     lines.append(f"copy {c['copy_bytes_per_s'] / 1e12:.2f} TB/s; graph launch floor {c['launch_graph_us']:.2f} us; "
                  f"GPU {result['gpu'].get('gpu')}")

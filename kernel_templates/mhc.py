@@ -332,12 +332,16 @@ def _combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_
     s = tl.arange(0, 4)
     m3 = tl.zeros([BLOCK_T, 8, 4], dtype=tl.float32)
     gram = tl.zeros([BLOCK_T, 4, 4], dtype=tl.float32)
-    for k in range(SPLIT_K):
-        bt = (k * T + offs_t)[:, None, None]
-        m3 += tl.load(pmix_ptr + bt * 32 + row * 4 + col, mask=mask_t[:, None, None], other=0.0,
-                      cache_modifier=".cg")
-        gram += tl.load(pgram_ptr + bt * 16 + s[None, :, None] * 4 + s[None, None, :],
-                        mask=mask_t[:, None, None], other=0.0, cache_modifier=".cg")
+    # Unrolled by 2 (SPLIT_K is a power of two >= 2 here): the loads of two splits are in
+    # flight together (one L2 round trip per split was the latency chain); the adds stay
+    # in split order, so every SYNC mode sums bit-identically.
+    for k0 in range(0, SPLIT_K, 2):
+        for kk in tl.static_range(2):
+            bt = ((k0 + kk) * T + offs_t)[:, None, None]
+            m3 += tl.load(pmix_ptr + bt * 32 + row * 4 + col, mask=mask_t[:, None, None], other=0.0,
+                          cache_modifier=".cg")
+            gram += tl.load(pgram_ptr + bt * 16 + s[None, :, None] * 4 + s[None, None, :],
+                            mask=mask_t[:, None, None], other=0.0, cache_modifier=".cg")
     return _epilogue(m3, gram, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t, mask_t, D, eps, n_iters, store)
 
 
@@ -762,6 +766,21 @@ def default_config(workload: Workload) -> dict[str, Any]:
     # layout twice per step through shared memory. 4-warp programs fit 3 per SM, so
     # the split goes on to ~2 programs per SM (the 8 warps per SM that one 8-warp
     # program gave). Small T: 16 x 32 at 4 warps (146 registers, 77 KB).
+    if T >= 1024 and D % 256 == 0:
+        # One launch (SYNC 2): the two-launch split re-read the whole new residual from
+        # HBM in the finish launch (+40% over the floor bytes at T = 4096) and its grid
+        # had to stay one wave (256 programs at 0.65 waves, 1.9 warps per scheduler in
+        # ncu). With the block's programs combining in-kernel the grid can be several
+        # waves: 64 x 16 (T >= 4096; 163 registers, 58 KB, 3 programs per SM) or 32 x 16
+        # (T = 1024..4095: 125 registers, 45 KB, 4 per SM; twice the token blocks) with
+        # SPLIT_K up to 16 for >= 1024 programs (chunks of 320 columns at D = 5120, each
+        # re-read from L2 for u right after it was written).
+        BT = 64 if T >= 4096 else 32
+        n_tb = triton.cdiv(T, BT)
+        sk = 2
+        while sk < 16 and n_tb * sk < 1024 and D % (2 * sk * 16) == 0:
+            sk *= 2
+        return dict(BLOCK_T=BT, BLOCK_D=16, SPLIT_K=sk, DOT_PRECISION="tf32", SYNC=2, num_warps=4, num_stages=2)
     BT, BD = (16, 32) if T < 1024 else (64, 16)
     n_tb = triton.cdiv(T, BT)
     sk = 1
