@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -264,3 +265,26 @@ def test_revalidate_a_pack_through_the_real_worker_in_the_interpreter(tmp_path):
     with store.session() as s:
         rows = s.scalars(select(Revalidation)).all()
     assert {x.role for x in rows} == {"winner", "default"} and all(x.status == TrialStatus.ok for x in rows)
+
+
+def test_export_leaves_out_winners_outside_todays_space(tmp_path, capsys):
+    """A winner tuned on an older source whose config lacks a parameter added since (or holds a
+    value dropped since) is left out of the pack and named in the manifest; the pack verifies."""
+    from tuner.pack import export_pack, verify_pack
+
+    db = str(tmp_path / "r.db")
+    _one_winner(db)
+    store = open_store(db)
+    with store.session() as s:
+        w = s.scalars(select(Winner)).one()
+        s.add(Winner(kernel="moe_routing", workload_key="tokens=5,profile=dsv3", workload={"tokens": 5, "profile": "dsv3"},
+                     environment_id=w.environment_id, source_hash="older", run_id=w.run_id,
+                     config={k: v for k, v in w.config.items() if k != "num_stages"}, is_default=False,
+                     median_us=10.0, p20_us=9.9, p80_us=10.1, default_median_us=13.0, floor_us=None, noise=0.01,
+                     meaningful=True))
+        s.commit()
+    out = export_pack(store, tmp_path / "pack")
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["kernels"]["moe_routing"]["entries"] == 1
+    assert m["kernels"]["moe_routing"]["left_out_outside_space"] == ["tokens=5,profile=dsv3"]
+    assert verify_pack(out).problems == []

@@ -48,6 +48,16 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
         if kernels and r.kernel not in kernels:
             continue
         by_kernel.setdefault(r.kernel, {})[r.workload_key] = r
+    # A winner tuned on an older source whose config the current search space no longer
+    # describes (a parameter added or a value dropped) cannot be loaded as it is: leave it
+    # out (the runtime falls back to the default there) and say so in the manifest.
+    left_out: dict[str, list[str]] = {}
+    for kname, entries in by_kernel.items():
+        k = registry.kernels().get(kname)
+        for key in [key for key, w in entries.items() if k is not None and not k.space.contains(w.config)]:
+            left_out.setdefault(kname, []).append(key)
+            del entries[key]
+    by_kernel = {kname: entries for kname, entries in by_kernel.items() if entries}
     if not by_kernel:
         raise ExportError("no winners for the requested kernels")
     out.mkdir(parents=True, exist_ok=True)
@@ -73,7 +83,8 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
         files[fname] = sha256_file(out / fname)
         kinfo[kname] = {"file": fname, "entries": len(entries),
                         "source_hashes": sorted({w.source_hash for w in entries.values()}),
-                        "current_source_hash": k.source_hash}
+                        "current_source_hash": k.source_hash,
+                        "left_out_outside_space": sorted(left_out.get(kname, []))}
     manifest = {
         "schema": PACK_SCHEMA, "name": name or out.name, "created": utcnow().isoformat() + "Z",
         "fingerprint": env.fingerprint, "meaningful": meaningful, "kernels": kinfo, "files": files,
