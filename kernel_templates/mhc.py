@@ -15,6 +15,16 @@ Design:
 - The Gram matrix ``G[i, k] = sum_d X_i[d] X_k[d]`` gives both RMS factors without
   another pass: ``sum(x^2) = trace(G)`` and ``sum(h^2) = pre^T G pre`` for
   ``h = sum_i pre_i X_i``. So ``u`` needs only one more read of the chunk (L2-hot while it fits).
+- ``SYNC`` (with ``SPLIT_K > 1``) moves that combine into the first launch: 1, the token
+  block's last program to arrive (an atomic counter) sums the partials and writes u for
+  whole rows; 2, programs take atomic tickets as ids, the block's last to arrive
+  publishes pre and the RMS factor, the others wait for it and each writes u for its
+  own chunk, re-reading the new residual it just wrote from L2 (the second launch
+  re-read it after the whole grid wrote it: from HBM at large T). Tickets make the wait
+  deadlock-free with any grid size (only SPLIT_K programs need to be co-resident).
+  Counters live in a per-device scratch that every launch leaves zero. Shared memory
+  and registers are as for ``SYNC`` 0 (sm_90, Triton 3.6: 64 x 16 tf32 59392 B, 163-168
+  registers).
 - ``SPLIT_K == 1`` is a single fused launch: each program owns whole token rows, does
   the epilogue in registers and re-reads its own rows for ``u``. Those are L2-hot only
   while all resident programs' rows (BLOCK_T x 4D x 2 B each: 2.6 MB at 64 x 5120)
