@@ -178,13 +178,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--points", default="host:256,hbm:4096", help="placement:tokens pairs, comma-separated")
     p.add_argument("--budget", type=float, default=150.0, help="seconds for the lookup part (overlap: 1/3, gather: 1/4)")
+    p.add_argument("--overlap-budget", type=float, default=None, help="seconds for the overlap part (default budget/3)")
+    p.add_argument("--no-gather", action="store_true", help="skip the raw gather part")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     a = p.parse_args(argv)
     rows: list = []
-    part_gather(rows, a.budget / 4)
+    if not a.no_gather:
+        part_gather(rows, a.budget / 4)
     points = [(x.split(":")[0], int(x.split(":")[1])) for x in a.points.split(",")]
     keep = part_lookup(points, rows, a.budget)
-    part_overlap(keep, rows, a.budget / 3)
+    part_overlap(keep, rows, a.overlap_budget if a.overlap_budget is not None else a.budget / 3)
     a.out.mkdir(parents=True, exist_ok=True)
     path = a.out / f"engram_sweep-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(rows, indent=1))
