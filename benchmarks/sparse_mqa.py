@@ -10,6 +10,11 @@ Raw numbers go to ``--out`` as JSON; the table printed last gives % of the HBM f
 the top-k overhead and the speedup over the baseline, then the issue's target checks.
 
     python benchmarks/sparse_mqa.py --pack packs/nvidia-h200 [--quick]
+    python benchmarks/sparse_mqa.py --algos merge,radix --batch 1,32 --context 8192,131072,524288 --next-n 1
+
+``--algos`` times each top-k path on the same inputs (``merge``: ``merge_config``, the
+previous default; ``radix``: ``default_config``), each verified first; the scoring alone is
+timed once (it is the same kernel for both).
 """
 from __future__ import annotations
 
@@ -38,6 +43,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profiles", default="dsv32,dsv41-flash", help="comma-separated profiles")
     p.add_argument("--no-baseline", action="store_true", help="skip the PyTorch baseline")
     p.add_argument("--reps", type=int, default=50, help="timed repetitions per measurement")
+    p.add_argument("--algos", default=None, help="comma-separated top-k paths to compare (merge,radix)")
+    p.add_argument("--batch", default=None, help="comma-separated batch sizes (filter)")
+    p.add_argument("--context", default=None, help="comma-separated contexts (filter)")
+    p.add_argument("--next-n", default=None, help="comma-separated next_n (filter)")
     return p.parse_args(argv)
 
 
@@ -55,7 +64,29 @@ def workloads(args: argparse.Namespace) -> list[Any]:
     ws = [w for w in WORKLOADS if w.profile in profs]
     if args.quick:
         ws = [w for w in ws if w.batch in (1, 32) and w.next_n == 1]
+    for name, attr in (("batch", "batch"), ("context", "context"), ("next_n", "next_n")):
+        want = getattr(args, name)
+        if want:
+            keep = {int(v) for v in want.split(",")}
+            ws = [w for w in ws if getattr(w, attr) in keep]
     return ws
+
+
+def algo_configs(w: Any, config: dict[str, Any], args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
+    """(label, config) per compared top-k path; without ``--algos`` the one config."""
+    from kernel_templates import sparse_mqa as M
+
+    if not args.algos:
+        return [("", config)]
+    out = []
+    for a in args.algos.split(","):
+        if a == "merge":
+            out.append((a, M.merge_config(w) if config.get("TOPK_ALGO", "merge") != "merge" else config))
+        elif a == "radix":
+            out.append((a, config if config.get("TOPK_ALGO") == "radix" else M.default_config(w)))
+        else:
+            raise SystemExit(f"unknown top-k path {a!r} (merge, radix)")
+    return out
 
 
 def _slice(inputs: dict[str, Any], n: int) -> dict[str, Any]:
@@ -77,34 +108,52 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
     inputs = M.make_inputs(w, "cuda", 0)
     sub = _slice(inputs, VERIFY_SEQS)
     ref = M.reference(**sub)
-    try:
-        M.verify(M.launch(config=config, **sub), ref, sub)
-        M.verify(M.launch(config=config, **inputs)[:VERIFY_SEQS], ref, sub)
-        rec["verified"] = True
-    except AssertionError as e:
-        rec.update(verified=False, error=str(e))
-        return rec
     hbm = ceilings["hbm_bytes_per_s"]
     nbytes, flops = M.cost(w)
-    t = bench_kernel(M.SPEC, lambda: M.launch(config=config, **inputs), reps=args.reps)
     score_only = dict(inputs, top_k=0, return_logits=True)
     ts = bench_kernel(M.SPEC, lambda: M.launch(config=config, **score_only), reps=args.reps)
     logit_bytes = 4 * w.batch * w.next_n * w.context
-    rec.update(median_us=t.median_us, p20_us=t.p20_us, p80_us=t.p80_us, bytes=nbytes, flops=flops,
-               floor_us=nbytes / hbm * 1e6, pct_floor=100 * nbytes / hbm / (t.median_us * 1e-6),
-               score_us=ts.median_us, score_floor_us=(nbytes + logit_bytes) / hbm * 1e6,
-               score_pct_floor=100 * (nbytes + logit_bytes) / hbm / (ts.median_us * 1e-6),
-               topk_overhead=t.median_us / ts.median_us - 1)
-    if not args.no_baseline:
+    rec.update(bytes=nbytes, flops=flops, floor_us=nbytes / hbm * 1e6, score_us=ts.median_us,
+               score_floor_us=(nbytes + logit_bytes) / hbm * 1e6,
+               score_pct_floor=100 * (nbytes + logit_bytes) / hbm / (ts.median_us * 1e-6))
+    runs = []
+    for label, cfg in algo_configs(w, config, args):
+        r: dict[str, Any] = {"algo": label or cfg.get("TOPK_ALGO", "merge"), "config": cfg}
+        try:
+            M.verify(M.launch(config=cfg, **sub), ref, sub)
+            M.verify(M.launch(config=cfg, **inputs)[:VERIFY_SEQS], ref, sub)
+            # the whole batch: exactly the top-k of the kernel's own logits
+            idx, logits = M.launch(config=cfg, **dict(inputs, return_logits=True))
+            want = M.topk_of_logits(logits, inputs["top_k"])
+            r["rows_wrong_vs_own_logits"] = int((idx != want).any(-1).sum())
+            r["verified"] = r["rows_wrong_vs_own_logits"] == 0
+            del idx, logits, want
+        except AssertionError as e:
+            r.update(verified=False, error=str(e))
+        if r["verified"]:
+            t = bench_kernel(M.SPEC, lambda: M.launch(config=cfg, **inputs), reps=args.reps)
+            r.update(median_us=t.median_us, p20_us=t.p20_us, p80_us=t.p80_us,
+                     pct_floor=100 * nbytes / hbm / (t.median_us * 1e-6), topk_overhead=t.median_us / ts.median_us - 1)
+        runs.append(r)
+    rec["runs"] = runs
+    main_run = runs[-1]
+    rec["verified"] = all(r["verified"] for r in runs)
+    if not rec["verified"]:
+        rec["error"] = "; ".join(f"{r['algo']}: {r.get('error', 'rows wrong vs own logits')}" for r in runs
+                                 if not r["verified"])
+    for k in ("median_us", "p20_us", "p80_us", "pct_floor", "topk_overhead"):
+        if k in main_run:
+            rec[k] = main_run[k]
+    if not args.no_baseline and "median_us" in rec:
         try:
             M.verify(M.torch_eager(**sub), ref, sub)
             tb = bench(lambda: M.torch_eager(**inputs), reps=max(5, args.reps // 5), max_seconds=20)
             rec["baseline_us"] = tb.median_us
-            rec["speedup_vs_baseline"] = tb.median_us / t.median_us
+            rec["speedup_vs_baseline"] = tb.median_us / rec["median_us"]
         except torch.cuda.OutOfMemoryError:
             rec["baseline_us"] = None
             rec["baseline_skipped"] = "out of memory"
-    del inputs, score_only
+    inputs = score_only = sub = None  # free the device memory before the next workload
     torch.cuda.empty_cache()
     return rec
 
@@ -132,6 +181,24 @@ def summarize(records: list[dict[str, Any]]) -> list[str]:
             checks.append((f"{tag}: scoring >= 60% of HBM floor", r["score_pct_floor"] >= 60,
                            f"{r['score_pct_floor']:.0f}%"))
         checks.append((f"{tag}: top-k adds <= 30%", r["topk_overhead"] <= 0.30, f"{100 * r['topk_overhead']:.0f}%"))
+    multi = [r for r in records if len(r.get("runs", [])) > 1]
+    if multi:
+        algos = [x["algo"] for x in multi[0]["runs"]]
+        lines.append("top-k paths (us; +% over the scoring alone):")
+        lines.append(f"{'profile':12} {'n':>1} {'ctx':>7} {'B':>4} {'score':>8} " +
+                     " ".join(f"{a:>16}" for a in algos) + f" {'speedup':>8}")
+        for r in sorted(multi, key=key):
+            p, n, ctx, b = key(r)
+            cells, ts = [], []
+            for x in r["runs"]:
+                if "median_us" in x:
+                    cells.append(f"{x['median_us']:>9.1f} {100 * x['topk_overhead']:>+5.0f}%")
+                    ts.append(x["median_us"])
+                else:
+                    cells.append(f"{'FAILED':>16}")
+                    ts.append(float("nan"))
+            sp = ts[0] / ts[-1] if len(ts) > 1 else float("nan")
+            lines.append(f"{p:12} {n:>1} {ctx:>7} {b:>4} {r['score_us']:>8.1f} " + " ".join(cells) + f" {sp:>7.1f}x")
     if checks:
         ok = sum(c[1] for c in checks)
         lines.append(f"targets: {ok}/{len(checks)} met")

@@ -9,6 +9,12 @@ reference is printed (the FP8 tensor-core accumulation shows up there). Micro-ke
 check ``tl.histogram`` with a mask and ``tl.sort`` of int64 against torch.
 
     python benchmarks/sparse_mqa_debug.py [--share]
+    python benchmarks/sparse_mqa_debug.py --phases [dsv32:1:8192 dsv41-flash:32:524288 ...]
+
+``--phases``: for each ``profile:batch:context`` (next_n 1), the merge and the radix top-k
+each run once against the top-k of their own logits, then the launches of each path are
+timed as growing prefixes (graph replay, L2 flushed, as the tuner times): the differences
+are what each launch adds (scoring, each radix pass, the ranking; or the merge levels).
 """
 from __future__ import annotations
 
@@ -92,7 +98,10 @@ def check_lists(inputs: dict, cfg: dict) -> None:
     kern[grid](**args)
     if DEV == "cuda":
         torch.cuda.synchronize()
-    cand, cnt = bufs[1], bufs[2].view(B * T, -1)
+    if M._algo(cfg) != "merge":
+        print("  (candidate lists: merge path only)")
+        return
+    cand, cnt = bufs["cand"], bufs["cnt"].view(B * T, -1)
     rep = over = 0
     for r in range(cand.shape[0]):
         for s in range(cand.shape[1]):
@@ -125,7 +134,45 @@ def case(profile: str, B: int, N: int, **over) -> None:
     print(f"  logits vs float64 (seq 0): max |err| / max |ref| = {float(err):.2e}  ({time.time() - t0:.1f}s)")
 
 
+def phases(specs: list[str]) -> None:
+    from tuner.timing import bench_kernel
+
+    for spec in specs:
+        prof, B, N = spec.split(":")
+        w = M.Workload(int(B), int(N), 1, prof)
+        inputs = M.make_inputs(w, DEV, 0)
+        k = inputs["top_k"]
+        for cfg in (M.merge_config(w), M.default_config(w)):
+            algo = cfg["TOPK_ALGO"]
+            idx, logits = M.launch(config=cfg, **dict(inputs, return_logits=True))
+            bad = int((idx.view(w.batch, -1) != M.topk_of_logits(logits.view(w.batch, -1), k)).any(-1).sum())
+            del idx, logits
+            q = inputs["q"]
+            max_len = inputs["block_table"].shape[1] * inputs["k_cache"].shape[1]
+            bufs = M._buffers(w.batch, 1, max_len, k, False, cfg, q.device)
+            plan = M._plan(q, inputs["weights"], inputs["k_cache"], inputs["k_scales"], inputs["block_table"],
+                           inputs["seq_lens"], k, inputs["k_format"], False, cfg, bufs)
+
+            def run(n, plan=plan):
+                for kern, grid, args in plan[:n]:
+                    kern[grid](**args)
+            times = [bench_kernel(M.SPEC, lambda n=n: run(n), reps=30).median_us for n in range(1, len(plan) + 1)]
+            steps = [times[0]] + [b - a for a, b in zip(times, times[1:])]
+            names = [kern.__name__.strip("_").replace("_kernel", "") for kern, _, _ in plan]
+            print(f"{prof} B={B} N={N} {algo}: rows wrong vs own logits {bad}; total {times[-1]:.1f} us, "
+                  f"scoring {times[0]:.1f} us, top-k +{100 * (times[-1] / times[0] - 1):.0f}%  "
+                  f"launches {len(plan)}: " + " ".join(f"{n}:{t:.1f}" for n, t in zip(names, steps)), flush=True)
+            del bufs, plan
+        del inputs
+        if DEV == "cuda":
+            torch.cuda.empty_cache()
+
+
 def main() -> None:
+    if "--phases" in sys.argv:
+        specs = [a for a in sys.argv[1:] if not a.startswith("--")]
+        phases(specs or ["dsv32:1:8192", "dsv32:32:524288", "dsv41-flash:1:524288", "dsv41-flash:32:131072"])
+        return
     if "--share" in sys.argv:  # only the shared-threshold race cases (run 8)
         for prof, B, N in (("dsv41-flash", 8, 131072), ("dsv41-flash", 32, 131072), ("dsv32", 8, 524288)):
             for _ in range(2):

@@ -62,6 +62,15 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 MAX_TOPK = 4096  # the last merge level sorts next_pow2(top_k) 64-bit keys in registers
 _FMT = {"fp8": 0, "mxfp4": 1}
+TOPK_ALGOS = ("merge", "radix")
+# Radix top-k state, one int32 row per (sequence, token): the 256-bin histograms of the four
+# 8-bit digits of the score's order bits, then counters: keys in the selected list, in each
+# candidate list and in the tie list, and the keys still wanted after each digit.
+_RS = tl.constexpr(1040)
+_CNT_SEL = tl.constexpr(1024)
+_CNT_C1, _CNT_C2, _CNT_C3, _CNT_TIE = (tl.constexpr(1025 + i) for i in range(4))
+_REM = tl.constexpr(1032)  # _REM + j: keys still wanted after digit j - 1 (j = 1..4)
+_TIE_MAX = 4096  # more keys tied at the k-th score than this: one program selects them (slow, exact)
 
 
 # ----------------------------------------------------------------------------- reference
@@ -256,7 +265,7 @@ def _prune_lists(cand_ptr, cnt_ptr, thr_ptr, list_base, cnt, thr, tok, b, top_k,
 
 
 @triton.jit
-def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, cand_ptr, cnt_ptr, thr_ptr,
+def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, cand_ptr, cnt_ptr, thr_ptr, rs_ptr,
                   H, top_k,
                   stride_qb, stride_qt, stride_qh, stride_wb, stride_wt, stride_kp, stride_ks, stride_sp,
                   stride_ss, stride_btb, stride_lb, stride_lt,
@@ -265,9 +274,15 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
                   WRITE_LOGITS: tl.constexpr,
                   BLOCK_N: tl.constexpr, NUM_SPLITS: tl.constexpr, CAND_MULT: tl.constexpr,
                   SELECT_BLOCK: tl.constexpr, SHARE_THRESHOLD: tl.constexpr, MX_FP8_DOT: tl.constexpr,
-                  INTERPRET: tl.constexpr):
+                  TOPK_ALGO: tl.constexpr, INTERPRET: tl.constexpr):
     b = tl.program_id(0)
     split = tl.program_id(1)
+    if TOPK_ALGO == "radix":
+        # the radix top-k's per-row histograms and counters start at zero (the passes run after this launch)
+        if split == 0:
+            zo = tl.arange(0, 2048)
+            for t in tl.static_range(NEXT_N):
+                tl.store(rs_ptr + (b * NEXT_N + t) * _RS + zo, tl.zeros([2048], tl.int32), mask=zo < _RS)
     QR: tl.constexpr = TP * HP
     CAP: tl.constexpr = CAND_MULT * LIST_UNIT
     GROUP_KEYS: tl.constexpr = ((CAP - LIST_UNIT) // BLOCK_N) * BLOCK_N  # appended at most between prunes
@@ -397,6 +412,157 @@ def _merge_kernel(in_ptr, in_cnt_ptr, out_ptr, out_cnt_ptr, idx_ptr, n_lists, to
         tl.store(out_cnt_ptr + row * n_groups + g, n)
 
 
+@triton.jit
+def _append(base, cnt_ptr, key, keep):
+    """Append the kept keys of a block at the end of a list shared by many programs: one
+    atomic reserves the block's slots (list order is arbitrary; the last step ranks keys)."""
+    kk = keep.to(tl.int32)
+    c = tl.sum(kk, 0)
+    if c > 0:
+        at = tl.atomic_add(cnt_ptr, c, sem="relaxed")
+        tl.store(base + at + tl.cumsum(kk, 0) - 1, key, mask=keep)
+
+
+@triton.jit
+def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k, max_len,
+                       stride_src, stride_sel, stride_dst,
+                       NEXT_N: tl.constexpr, FROM_LOGITS: tl.constexpr, SRC_CNT: tl.constexpr, PICK: tl.constexpr,
+                       DST_CNT: tl.constexpr, HIST: tl.constexpr, TOPK_BLOCK: tl.constexpr,
+                       TOPK_SPLITS: tl.constexpr):
+    """One step of the row-parallel radix select; programs over (row, TOPK_SPLITS chunks).
+
+    Keys are the 63-bit ``_order_key``s; digit j (0..3) is bits ``62-8j .. 55-8j``: the four
+    bytes of the score's order bits, most significant first. The source is the row's
+    logits (the visible ones) or a candidate list: every key of a candidate list shares the
+    digits already picked. ``PICK = j``: every program derives digit j's bin from the row's
+    histogram (the bin holding the ``rem``-th key from the top) and ``rem`` for the next
+    digit (program 0 stores it); keys above the bin are selected (appended to the row's
+    selected list), keys in it go to the next candidate list (``dst``), the rest drop.
+    ``HIST = j``: the surviving keys' digit j goes into the row's histogram (atomic adds of
+    a per-program histogram)."""
+    row = tl.program_id(0)
+    pid = tl.program_id(1)
+    rs = rs_ptr + row * _RS
+    if FROM_LOGITS:
+        t = row % NEXT_N
+        n = tl.load(seqlen_ptr + row // NEXT_N) - NEXT_N + t + 1
+        n = tl.minimum(tl.maximum(n, 0), max_len)
+        src = logits_ptr + row.to(tl.int64) * max_len
+    else:
+        n = tl.load(rs + SRC_CNT)
+        src = src_ptr + row.to(tl.int64) * stride_src
+    chunk = tl.cdiv(tl.cdiv(n, TOPK_SPLITS), TOPK_BLOCK) * TOPK_BLOCK
+    start = pid * chunk
+    end = tl.minimum(start + chunk, n)
+    bins = tl.arange(0, 256)
+    if PICK >= 0:
+        if PICK == 0:
+            rem = top_k
+        else:
+            rem = tl.load(rs + _REM + PICK)
+        hist = tl.load(rs + PICK * 256 + bins)
+        ge = tl.sum(hist, 0) - tl.cumsum(hist, 0) + hist  # keys with digit >= bin
+        d = tl.max(tl.where(ge >= rem, bins, -1), 0)  # -1: fewer keys than rem, all selected
+        if pid == 0:
+            tl.store(rs + _REM + PICK + 1, rem - tl.sum(tl.where(bins > d, hist, 0), 0))
+    offs = tl.arange(0, TOPK_BLOCK)
+    acc = tl.zeros([256], tl.int32)
+    for o in range(start, end, TOPK_BLOCK):
+        i = o + offs
+        live = i < end
+        if FROM_LOGITS:
+            key = _order_key(tl.load(src + i, mask=live, other=0.0), i)
+        else:
+            key = tl.load(src + i, mask=live, other=0)
+        if PICK >= 0:
+            dig = ((key >> (55 - 8 * PICK)) & 255).to(tl.int32)
+            _append(sel_ptr + row.to(tl.int64) * stride_sel, rs + _CNT_SEL, key, live & (dig > d))
+            live = live & (dig == d)
+            _append(dst_ptr + row.to(tl.int64) * stride_dst, rs + DST_CNT, key, live)
+        if HIST >= 0:
+            acc += tl.histogram(((key >> (55 - 8 * HIST)) & 255).to(tl.int32), 256, mask=live)
+    if HIST >= 0:
+        tl.atomic_add(rs + HIST * 256 + bins, acc, mask=acc > 0, sem="relaxed")
+
+
+@triton.jit
+def _rank_in(base, n, keys, CMP_BLOCK: tl.constexpr):
+    """For each key, how many of the ``n`` keys at ``base`` are larger (keys are distinct)."""
+    acc = tl.zeros([keys.shape[0], CMP_BLOCK], tl.int32)  # reduced once, after the loop
+    co = tl.arange(0, CMP_BLOCK)
+    for o in range(0, n, CMP_BLOCK):
+        other = tl.load(base + o + co, mask=o + co < n, other=-1)
+        acc += (other[None, :] > keys[:, None]).to(tl.int32)
+    return tl.sum(acc, 1)
+
+
+@triton.jit
+def _key_index(keys):
+    return tl.where(keys >= 0, 2147483647 - (keys & 2147483647), -1).to(tl.int32)
+
+
+@triton.jit
+def _radix_place_kernel(sel_ptr, tie_ptr, rs_ptr, idx_ptr, top_k, stride_sel, stride_tie, stride_idx,
+                        RANK_BLOCK: tl.constexpr, PLACE_SORT: tl.constexpr, TOPK_P2: tl.constexpr,
+                        TIE_MAX: tl.constexpr, TOPK_BLOCK: tl.constexpr):
+    """Write the row's indices in descending key order. The selected keys (all above the
+    k-th score) come first, then the keys tied at the k-th score, the ``rem`` largest
+    (lowest index) of them; -1 pads.
+
+    ``PLACE_SORT=False``: programs over (row, chunks of RANK_BLOCK positions); each key goes
+    to its rank, counted by compares against the whole list (parallel over the row, k^2
+    compares a row). ``PLACE_SORT=True``: one program a row ranks the ties taken into the
+    selected list, then one ``tl.sort`` of TOPK_P2 keys (k log^2 k work, one program's latency).
+    More than TIE_MAX ties: program 0 radix-selects the ties taken (exact, slow: degenerate
+    inputs only)."""
+    row = tl.program_id(0)
+    j = tl.program_id(1)
+    nprog = tl.num_programs(1)
+    CMP_BLOCK: tl.constexpr = 2048 // RANK_BLOCK  # [RANK_BLOCK, CMP_BLOCK] compares a step
+    rs = rs_ptr + row * _RS
+    n_sel = tl.load(rs + _CNT_SEL)
+    nt = tl.load(rs + _CNT_TIE)
+    rem = tl.load(rs + _REM + 4)
+    take = tl.minimum(rem, nt)
+    out = idx_ptr + row.to(tl.int64) * stride_idx
+    sel = sel_ptr + row.to(tl.int64) * stride_sel
+    tie = tie_ptr + row.to(tl.int64) * stride_tie
+    offs = j * RANK_BLOCK + tl.arange(0, RANK_BLOCK)
+    if not PLACE_SORT:
+        m = offs < n_sel
+        keys = tl.load(sel + offs, mask=m, other=-1)
+        tl.store(out + _rank_in(sel, n_sel, keys, CMP_BLOCK), _key_index(keys), mask=m)
+    if nt <= TIE_MAX:
+        for tc in range(j * RANK_BLOCK, nt, nprog * RANK_BLOCK):
+            to = tc + tl.arange(0, RANK_BLOCK)
+            tm = to < nt
+            tk = tl.load(tie + to, mask=tm, other=-1)
+            r = _rank_in(tie, nt, tk, CMP_BLOCK)
+            if PLACE_SORT:
+                tl.store(sel + n_sel + r, tk, mask=tm & (r < rem))
+            else:
+                tl.store(out + n_sel + r, _key_index(tk), mask=tm & (r < rem))
+    elif j == 0:
+        kth = _kth_key(tie, 0, rs + _CNT_TIE, 1, rem, TOPK_BLOCK)
+        dst = tie
+        if PLACE_SORT:
+            dst = sel + n_sel
+        kept = _compact(tie, 0, rs + _CNT_TIE, 1, kth, dst, TOPK_BLOCK)  # the rem taken
+        tl.debug_barrier()
+        if not PLACE_SORT:
+            for tc in range(0, kept, RANK_BLOCK):
+                to = tc + tl.arange(0, RANK_BLOCK)
+                tk = tl.load(tie + to, mask=to < kept, other=-1)
+                tl.store(out + n_sel + _rank_in(tie, kept, tk, CMP_BLOCK), _key_index(tk), mask=to < kept)
+    if PLACE_SORT:
+        tl.debug_barrier()  # the ties' stores visible to every thread
+        o2 = tl.arange(0, TOPK_P2)
+        keys = tl.sort(tl.load(sel + o2, mask=o2 < n_sel + take, other=-1), descending=True)
+        tl.store(out + o2, _key_index(keys), mask=o2 < top_k)
+    else:
+        tl.store(out + offs, tl.full([RANK_BLOCK], -1, tl.int32), mask=(offs >= n_sel + take) & (offs < top_k))
+
+
 # ----------------------------------------------------------------------------- launcher
 
 
@@ -435,15 +601,31 @@ def _validate(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_for
         raise ValueError(f"top_k must be an int in [0, {MAX_TOPK}], got {top_k!r}")
 
 
+def _algo(config: dict[str, Any]) -> str:
+    """The config's top-k path; a config without the key (packs tuned before it existed)
+    keeps the path it was tuned on."""
+    a = config.get("TOPK_ALGO", "merge")
+    if a not in TOPK_ALGOS:
+        raise ValueError(f"TOPK_ALGO must be one of {TOPK_ALGOS}, got {a!r}")
+    return a
+
+
+def radix_splits(config: dict[str, Any], max_len: int) -> int:
+    """Programs per row of the radix passes: TOPK_SPLITS, at most one per TOPK_BLOCK keys."""
+    return max(1, min(int(config.get("TOPK_SPLITS", 1)), triton.cdiv(max_len, int(config.get("TOPK_BLOCK", 1024)))))
+
+
 def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format, return_logits, config, bufs):
     """The launches as (kernel, grid, args); shared by ``launch`` and ``lower_signatures``.
 
-    ``bufs``: logits, candidate lists, their counts, the shared thresholds, the merge
-    levels' (lists, counts) and the indices, as ``_buffers`` makes them."""
+    ``bufs``: ``_buffers``'s dict: logits, the indices, and the scratch of the top-k path
+    (merge: candidate lists, counts, shared thresholds, the merge levels' lists and counts;
+    radix: the per-row state, the selected list and two candidate-list buffers)."""
     B, T, H, D = q.shape
     page = k_cache.shape[1]
     BN, S = int(config["BLOCK_N"]), int(config["NUM_SPLITS"])
     G = int(config["MERGE_GROUP"])
+    algo = _algo(config)
     if page % BN and BN % page:
         raise ValueError(f"BLOCK_N={BN} and the page size {page} must divide one another")
     if BN < 16:
@@ -452,29 +634,57 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
         raise ValueError("MERGE_GROUP must be >= 2")
     if config["MX_FP8_DOT"] and k_format != "mxfp4":
         raise ValueError("MX_FP8_DOT applies to k_format='mxfp4' only")
-    logits, cand, cnt, thr, levels, idx = bufs
+    radix = algo == "radix" and top_k > 0
+    logits, idx = bufs["logits"], bufs["idx"]
     kc = k_cache.view(torch.uint8)
     tp = triton.next_power_of_2(T)
     hp = max(triton.next_power_of_2(H), 16 // tp)  # >= 16 query rows: the MMA's N
     score_args = dict(
         q_ptr=q.view(torch.uint8), w_ptr=weights, k_ptr=kc,
-        ks_ptr=k_scales, bt_ptr=block_table, seqlen_ptr=seq_lens, logits_ptr=logits, cand_ptr=cand,
-        cnt_ptr=cnt, thr_ptr=thr, H=H, top_k=top_k,
+        ks_ptr=k_scales, bt_ptr=block_table, seqlen_ptr=seq_lens, logits_ptr=logits, cand_ptr=bufs["cand"],
+        cnt_ptr=bufs["cnt"], thr_ptr=bufs["thr"], rs_ptr=bufs["rs"], H=H, top_k=top_k,
         stride_qb=q.stride(0), stride_qt=q.stride(1), stride_qh=q.stride(2), stride_wb=weights.stride(0),
         stride_wt=weights.stride(1), stride_kp=kc.stride(0), stride_ks=kc.stride(1), stride_sp=k_scales.stride(0),
         stride_ss=k_scales.stride(1), stride_btb=block_table.stride(0), stride_lb=logits.stride(0),
         stride_lt=logits.stride(1),
         D=D, PAGE=page, K_FORMAT=_FMT[k_format], NEXT_N=T, TP=tp, HP=hp,
-        LIST_UNIT=max(triton.next_power_of_2(max(top_k, 1)), BN), DO_TOPK=top_k > 0, WRITE_LOGITS=return_logits,
+        LIST_UNIT=max(triton.next_power_of_2(max(top_k, 1)), BN), DO_TOPK=top_k > 0 and not radix,
+        WRITE_LOGITS=return_logits or radix,
         BLOCK_N=BN, NUM_SPLITS=S, CAND_MULT=int(config["CAND_MULT"]), SELECT_BLOCK=int(config["SELECT_BLOCK"]),
         SHARE_THRESHOLD=bool(config["SHARE_THRESHOLD"]), MX_FP8_DOT=bool(config["MX_FP8_DOT"]),
+        TOPK_ALGO="radix" if radix else "merge",
         INTERPRET=interpreting(), num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]),
     )
     plan = [(_score_kernel, (B, S), score_args)]
     if top_k == 0:
         return plan
-    src, src_cnt, n_lists = cand, cnt, S
-    for out, out_cnt in levels:
+    if radix:
+        max_len = logits.shape[-1]
+        P, TB = radix_splits(config, max_len), int(config["TOPK_BLOCK"])
+        rs, sel, ca, cb = bufs["rs"], bufs["sel"], bufs["cand_a"], bufs["cand_b"]
+        base = dict(logits_ptr=logits, seqlen_ptr=seq_lens, rs_ptr=rs, sel_ptr=sel, top_k=top_k, max_len=max_len,
+                    stride_sel=sel.stride(0), NEXT_N=T, TOPK_BLOCK=TB, TOPK_SPLITS=P, num_warps=4, num_stages=1)
+
+        def step(src, src_cnt, pick, dst, dst_cnt, hist):
+            return (_radix_pass_kernel, (B * T, P), dict(
+                base, src_ptr=ca if src is None else src, FROM_LOGITS=src is None, SRC_CNT=src_cnt, PICK=pick,
+                dst_ptr=ca if dst is None else dst, DST_CNT=dst_cnt, HIST=hist, stride_src=ca.stride(0),
+                stride_dst=ca.stride(0)))
+        C1, C2, C3, CT = (int(c.value) for c in (_CNT_C1, _CNT_C2, _CNT_C3, _CNT_TIE))
+        plan += [step(None, 0, -1, None, 0, 0),   # histogram of digit 0 over the logits
+                 step(None, 0, 0, ca, C1, -1),    # digit 0: select above, candidates in its bin
+                 step(ca, C1, -1, None, 0, 1),    # histogram of digit 1 over the candidates
+                 step(ca, C1, 1, cb, C2, 2),      # digit 1 (+ histogram of digit 2)
+                 step(cb, C2, 2, ca, C3, 3),      # digit 2 (+ histogram of digit 3)
+                 step(ca, C3, 3, cb, CT, -1)]     # digit 3: what is left ties at the k-th score
+        RB, srt = int(config["RANK_BLOCK"]), bool(config["PLACE_SORT"])
+        plan.append((_radix_place_kernel, (B * T, 1 if srt else triton.cdiv(top_k, RB)), dict(
+            sel_ptr=sel, tie_ptr=cb, rs_ptr=rs, idx_ptr=idx, top_k=top_k, stride_sel=sel.stride(0),
+            stride_tie=cb.stride(0), stride_idx=idx.stride(0), RANK_BLOCK=RB, PLACE_SORT=srt,
+            TOPK_P2=triton.next_power_of_2(top_k), TIE_MAX=_TIE_MAX, TOPK_BLOCK=TB, num_warps=4, num_stages=1)))
+        return plan
+    src, src_cnt, n_lists = bufs["cand"], bufs["cnt"], S
+    for out, out_cnt in bufs["levels"]:
         groups = triton.cdiv(n_lists, G)
         final = groups == 1
         plan.append((_merge_kernel, (B * T, groups), dict(
@@ -487,9 +697,12 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
 
 
 def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, config: dict[str, Any], device: Any,
-             alloc=None) -> tuple:
-    """Outputs and scratch for ``_plan``: candidate lists ``[B*T, S, CAP]`` int64 (per split),
-    one ``[B*T, groups, next_pow2(top_k)]`` list buffer per merge level."""
+             alloc=None) -> dict[str, Any]:
+    """Outputs and scratch for ``_plan``. merge: candidate lists ``[B*T, S, CAP]`` int64 (per
+    split), one ``[B*T, groups, next_pow2(top_k)]`` list buffer per merge level. radix: the
+    logits (scratch when not returned), ``[B*T, 1040]`` int32 state, the selected keys
+    ``[B*T, top_k]`` and two ``[B*T, max_len]`` int64 candidate-list buffers (a digit's bin
+    can hold every key of a row)."""
     if alloc is None:
         def alloc(shape, dtype, fill=None):
             if fill is None:
@@ -498,21 +711,33 @@ def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, conf
     BN, S, G = int(config["BLOCK_N"]), int(config["NUM_SPLITS"]), int(config["MERGE_GROUP"])
     p2 = triton.next_power_of_2(max(top_k, 1))
     cap = int(config["CAND_MULT"]) * max(p2, BN)
-    logits = alloc((B, T, max_len) if return_logits else (1, 1, 1), torch.float32, float("-inf"))
+    radix = _algo(config) == "radix" and top_k > 0
+    if return_logits:
+        logits = alloc((B, T, max_len), torch.float32, float("-inf"))
+    elif radix:
+        logits = alloc((B, T, max_len), torch.float32)  # only the visible keys are written and read
+    else:
+        logits = alloc((1, 1, 1), torch.float32)
     idx = alloc((B * T, top_k), torch.int32)
+    one64, one32 = alloc((1, 1, 1), torch.int64), alloc((1,), torch.int32)
+    bufs = dict(logits=logits, idx=idx, cand=one64, cnt=one32, thr=alloc((1,), torch.int64), levels=[],
+                rs=alloc((1, int(_RS.value)), torch.int32))
     if top_k == 0:
-        return logits, alloc((1, 1, 1), torch.int64), alloc((1,), torch.int32), alloc((1,), torch.int64), [], idx
-    cand = alloc((B * T, S, cap), torch.int64)
-    cnt = alloc((B * T * S,), torch.int32)
-    thr = alloc((B * T,), torch.int64, 0)
-    levels, n = [], S
+        return bufs
+    if radix:
+        bufs.update(rs=alloc((B * T, int(_RS.value)), torch.int32), sel=alloc((B * T, top_k), torch.int64),
+                    cand_a=alloc((B * T, max_len), torch.int64), cand_b=alloc((B * T, max_len), torch.int64))
+        return bufs
+    bufs.update(cand=alloc((B * T, S, cap), torch.int64), cnt=alloc((B * T * S,), torch.int32),
+                thr=alloc((B * T,), torch.int64, 0))
+    n = S
     while True:
         groups = triton.cdiv(n, G)
-        levels.append((alloc((B * T, groups, p2), torch.int64), alloc((B * T * groups,), torch.int32)))
+        bufs["levels"].append((alloc((B * T, groups, p2), torch.int64), alloc((B * T * groups,), torch.int32)))
         if groups == 1:
             break
         n = groups
-    return logits, cand, cnt, thr, levels, idx
+    return bufs
 
 
 def launch(*, config: dict[str, Any], q: torch.Tensor, weights: torch.Tensor, k_cache: torch.Tensor,
@@ -531,8 +756,8 @@ def launch(*, config: dict[str, Any], q: torch.Tensor, weights: torch.Tensor, k_
     for kern, grid, args in _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
                                   return_logits, config, bufs):
         kern[grid](**args)
-    idx = bufs[-1].view(B, T, top_k)
-    return (idx, bufs[0]) if return_logits else idx
+    idx = bufs["idx"].view(B, T, top_k)
+    return (idx, bufs["logits"]) if return_logits else idx
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -606,24 +831,47 @@ def default_splits(w: Workload, block_n: int, sms: int = SMS) -> int:
     return s
 
 
+def default_radix_splits(w: Workload, block: int, sms: int = SMS) -> int:
+    """Programs per row of the radix passes: ~4 per SM over all rows, each >= one block."""
+    want = triton.next_power_of_2(max(1, triton.cdiv(4 * sms, w.batch * w.next_n)))
+    return max(1, min(want, triton.next_power_of_2(triton.cdiv(w.context, block)), 256))
+
+
 def default_config(workload: Workload) -> dict[str, Any]:
     """Heuristic: 64-key tiles (one page: one block-table load per tile, the wgmma M),
-    splits for ~2 waves, candidate lists of twice the top-k, up to 8-way merges, no shared
-    thresholds (the shared-threshold path raced on the H200 before it read the bound with an
-    atomic; it stays in the search space, where every trial is verified); mxfp4 keys go
-    through FP8 MMA on the scaled codes.
+    splits for ~2 waves, mxfp4 keys through FP8 MMA on the scaled codes, and the radix
+    top-k (``TOPK_ALGO="radix"``): the scoring kernel writes the visible scores, then six
+    row-parallel radix passes over 1024-key blocks and a ranking step (8 launches in all,
+    none serial over a row). The merge path's parameters (CAND_MULT, MERGE_GROUP,
+    SELECT_BLOCK, SHARE_THRESHOLD) keep their canonical values, which the radix path ignores.
 
     Checked for sm_90 with Triton 3.6 (ptxas -v / cuobjdump, divisibility-16
-    specialisation as at launch) for every default of search_spaces.sparse_mqa.WORKLOADS:
-    no spills; scoring kernel shared 16640 / 25088 B and 181 / 229 registers (fp8,
-    next_n 1 / 2), 8448 / 12800 B and 147 / 194 registers (mxfp4); merge kernels 4-16 KB,
-    96-128 registers."""
+    specialisation as at launch) for every default of search_spaces.sparse_mqa.WORKLOADS
+    (merge path, before the radix top-k): no spills; scoring kernel shared 16640 / 25088 B
+    and 181 / 229 registers (fp8, next_n 1 / 2), 8448 / 12800 B and 147 / 194 registers
+    (mxfp4); merge kernels 4-16 KB, 96-128 registers. Radix path: see ``RADIX_COMPILE``."""
     w = workload
     mx = PROFILES[w.profile]["k_format"] == "mxfp4"
     bn = 64
     S = default_splits(w, bn)
-    return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": min(8, max(2, S)),
-            "SELECT_BLOCK": 1024, "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "num_warps": 4, "num_stages": 2}
+    tb = 1024
+    rows, k = w.batch * w.next_n, PROFILES[w.profile]["top_k"]
+    # ranking costs rows * k^2 compares spread over the GPU; the sort one program's latency a row
+    place_sort = rows * k * k >= 8 * 2048 * 2048
+    rank_block = max(16, min(256, triton.next_power_of_2(triton.cdiv(rows * k, 2 * SMS))))
+    return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024,
+            "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "TOPK_ALGO": "radix", "TOPK_BLOCK": tb,
+            "TOPK_SPLITS": default_radix_splits(w, tb), "RANK_BLOCK": 64 if place_sort else rank_block,
+            "PLACE_SORT": place_sort, "num_warps": 4, "num_stages": 2}
+
+
+def merge_config(workload: Workload) -> dict[str, Any]:
+    """The previous default: the scoring kernel's in-split candidate lists and radix
+    prunes, then merge levels of up to 8 lists (for comparisons; the tuner can still pick it)."""
+    w = workload
+    c = default_config(w)
+    return dict(c, TOPK_ALGO="merge", MERGE_GROUP=min(8, max(2, c["NUM_SPLITS"])), TOPK_BLOCK=1024, TOPK_SPLITS=1,
+                RANK_BLOCK=64, PLACE_SORT=False)
 
 
 def cost(workload: Workload) -> tuple[float, float]:
@@ -636,14 +884,17 @@ def cost(workload: Workload) -> tuple[float, float]:
 
 
 def memory_bytes(workload: Workload, config: dict[str, Any] | None = None) -> int:
-    """Device memory of the inputs, the candidate scratch and the outputs (no baseline)."""
+    """Device memory of the inputs, the top-k scratch and the outputs (no baseline)."""
     w = workload
     prof = PROFILES[w.profile]
     cfg = config or default_config(w)
     rows = w.batch * triton.cdiv(w.context, PAGE) * PAGE
     p2 = triton.next_power_of_2(prof["top_k"])
-    cand = w.batch * w.next_n * cfg["NUM_SPLITS"] * cfg["CAND_MULT"] * max(p2, cfg["BLOCK_N"]) * 8
-    return rows * BYTES_PER_KEY[prof["k_format"]] + cand + 2 * w.batch * w.next_n * p2 * 8
+    if _algo(cfg) == "radix":  # scores (4 B) + two candidate buffers (8 B each) per row and key
+        scratch = w.batch * w.next_n * (rows // w.batch * 20 + p2 * 8 + 4 * int(_RS.value))
+    else:
+        scratch = w.batch * w.next_n * cfg["NUM_SPLITS"] * cfg["CAND_MULT"] * max(p2, cfg["BLOCK_N"]) * 8
+    return rows * BYTES_PER_KEY[prof["k_format"]] + scratch + 2 * w.batch * w.next_n * p2 * 8
 
 
 def feasible(workload: Workload, budget_bytes: int | None = None) -> str | None:
@@ -797,11 +1048,8 @@ def verify(out: Any, ref: Any, inputs: dict[str, Any]) -> None:
                                  f"reference key {int(r[j])} scores {float(sr[j]):.6g}")
 
 
-def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[Any, dict[str, str], dict[str, Any]]]:
-    """Each launch ``launch`` does for this workload/config: (jit fn, signature, constexprs).
-
-    Needs ``TRITON_INTERPRET`` unset (under the interpreter the kernels are not compilable).
-    """
+def _plan_for(workload: Workload, config: dict[str, Any]) -> list[tuple[Any, tuple, dict[str, Any]]]:
+    """``_plan`` of this workload's full-length inputs on meta tensors (no memory, no device)."""
     w = workload
     prof = PROFILES[w.profile]
     B, T, H, D, fmt = w.batch, w.next_n, prof["heads"], D_INDEX, prof["k_format"]
@@ -813,9 +1061,16 @@ def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[A
         kc, ks = m(pages, PAGE, D // 2, dt=torch.uint8), m(pages, PAGE, D // 32, dt=torch.uint8)
     bufs = _buffers(B, T, (pages // B) * PAGE, prof["top_k"], False, config, "meta",
                     alloc=lambda shape, dtype, fill=None: m(*shape, dt=dtype))
-    launches = _plan(m(B, T, H, D, dt=torch.float8_e4m3fn), m(B, T, H), kc, ks, m(B, pages // B, dt=torch.int32),
-                     m(B, dt=torch.int32), prof["top_k"], fmt, False, config, bufs)
-    return [(kern, *lowering.signature(kern, args)) for kern, _grid, args in launches]
+    return _plan(m(B, T, H, D, dt=torch.float8_e4m3fn), m(B, T, H), kc, ks, m(B, pages // B, dt=torch.int32),
+                 m(B, dt=torch.int32), prof["top_k"], fmt, False, config, bufs)
+
+
+def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[Any, dict[str, str], dict[str, Any]]]:
+    """Each launch ``launch`` does for this workload/config: (jit fn, signature, constexprs).
+
+    Needs ``TRITON_INTERPRET`` unset (under the interpreter the kernels are not compilable).
+    """
+    return [(kern, *lowering.signature(kern, args)) for kern, _grid, args in _plan_for(workload, config)]
 
 
 runtime.register_defaults("sparse_mqa", lambda wd: default_config(Workload(**wd)))

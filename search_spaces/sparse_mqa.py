@@ -18,6 +18,11 @@ SPACE = Space(
     SELECT_BLOCK=Pow2(256, 2048), # keys per step of the radix-select / compaction streams
     SHARE_THRESHOLD=Bool(),       # publish pruned thresholds across splits (atomic max)
     MX_FP8_DOT=Bool(),            # mxfp4: FP8 MMA per scale block, or exact BF16 dequant + one BF16 MMA
+    TOPK_ALGO=Choice(("merge", "radix")),  # top-k: in-split lists + merge levels, or row-parallel radix passes
+    TOPK_BLOCK=Pow2(256, 2048),   # radix: keys per step of a pass (4096 spills: 255 registers)
+    TOPK_SPLITS=Pow2(1, 256),     # radix: programs per (sequence, token) row in each pass
+    RANK_BLOCK=Pow2(16, 128),     # radix: output positions per ranking program (256 spills)
+    PLACE_SORT=Bool(),            # radix: one tl.sort per row instead of ranking by compares
     num_warps=Pow2(4, 8),
     num_stages=Choice((1, 2, 3)),
 )
@@ -48,15 +53,34 @@ def smem_estimate(config: dict[str, Any], workload: Workload) -> int:
     return 1024 + qr * D_INDEX * (2 if bn < 64 else 1) + ns * bn * key_bytes
 
 
+# canonical values of the parameters a top-k path ignores (other values would only duplicate trials)
+_MERGE_ONLY = {"CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024, "SHARE_THRESHOLD": False}
+_RADIX_ONLY = {"TOPK_BLOCK": 1024, "TOPK_SPLITS": 1, "RANK_BLOCK": 64, "PLACE_SORT": False}
+
+
 def constraints(config: dict[str, Any], workload: Workload) -> bool:
-    """Variants that do nothing for the key format, splits shorter than a tile or far past
-    filling the GPU, register and shared-memory estimates."""
+    """Variants that do nothing for the key format or the top-k path, splits shorter than a
+    tile (or a radix block) or far past filling the GPU, register and shared-memory estimates."""
     w = workload
     prof = PROFILES[w.profile]
     bn, S, nw = config["BLOCK_N"], config["NUM_SPLITS"], config["num_warps"]
     mx = prof["k_format"] == "mxfp4"
     if config["MX_FP8_DOT"] and not mx:
         return False  # no effect on fp8 keys: would only duplicate trials
+    if config["TOPK_ALGO"] == "radix":
+        if any(config[k] != v for k, v in _MERGE_ONLY.items()):
+            return False
+        P, rows = config["TOPK_SPLITS"], w.batch * w.next_n
+        if P > 1 and P > triton.next_power_of_2(triton.cdiv(w.context, config["TOPK_BLOCK"])):
+            return False  # the launcher caps it at one program per block: a duplicate
+        if P > 1 and rows * P // 2 >= 8 * SMS:
+            return False
+        if config["PLACE_SORT"] and config["RANK_BLOCK"] != 64:
+            return False  # (sorting: RANK_BLOCK only chunks the ties)
+        if not config["PLACE_SORT"] and config["RANK_BLOCK"] > triton.next_power_of_2(prof["top_k"]):
+            return False
+    elif any(config[k] != v for k, v in _RADIX_ONLY.items()):
+        return False
     if PAGE % bn and bn % PAGE:
         return False
     if S > max(1, triton.cdiv(w.context, bn)):

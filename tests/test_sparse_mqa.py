@@ -1,8 +1,9 @@
 """Sparse MQA indexer: indices (and logits) equal the reference through the interpreter for
-both key formats, ragged and short sequences, next_n = 2 causality, exact ties, every
-top-k path (prunes, shared thresholds, merge levels); verify's tolerance; the baseline;
-the search space; lowering for sm_90 (default configs within shared memory, FP8 wgmma,
-16-byte key loads) / sm_100."""
+both key formats, ragged and short sequences, next_n = 2 causality, exact ties, both top-k
+paths (merge: prunes, shared thresholds, merge levels; radix: row-parallel digit passes,
+ranking or sorting, ties at the k-th score, the degenerate-ties fallback); verify's
+tolerance; the baseline; the search space; lowering for sm_90 (default configs within
+shared memory, FP8 wgmma, 16-byte key loads, no spills in the radix kernels) / sm_100."""
 from __future__ import annotations
 
 import json
@@ -62,7 +63,14 @@ def check_exact(inp: dict, config: dict) -> None:
 
 
 def cfg(profile: str, next_n: int = 1, **over) -> dict:
-    return dict(M.default_config(M.Workload(2, 4096, next_n, profile)), **over)
+    """The merge path (the cases below set its knobs)."""
+    return dict(M.merge_config(M.Workload(2, 4096, next_n, profile)), **over)
+
+
+def rcfg(profile: str, next_n: int = 1, **over) -> dict:
+    """The radix path with interpreter-sized blocks (256-key steps, 2 programs a row)."""
+    c = dict(M.default_config(M.Workload(2, 4096, next_n, profile)), TOPK_BLOCK=256, TOPK_SPLITS=2, RANK_BLOCK=16)
+    return dict(c, **over)
 
 
 CASES = [
@@ -83,6 +91,58 @@ CASES = [
 def test_indices_equal_reference(profile, next_n, seqs, top_k, over, device):
     inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, device=device, logits=next_n == 2)
     check_exact(inp, cfg(profile, next_n, **over))
+
+
+RADIX_CASES = [
+    # profile, next_n, seq_lens, top_k, config overrides
+    ("dsv32", 1, [300, 37, 130], 40, dict(BLOCK_N=32, NUM_SPLITS=4)),  # a row shorter than top_k
+    ("dsv32", 2, [700, 1, 0], 50, dict(BLOCK_N=16, NUM_SPLITS=2, TOPK_SPLITS=4, PLACE_SORT=True)),
+    ("dsv32", 2, [900, 450], 33, dict(NUM_SPLITS=8, TOPK_SPLITS=8, RANK_BLOCK=32)),  # blocks split over programs
+    ("dsv41-flash", 1, [600, 20], 64, dict(BLOCK_N=128, NUM_SPLITS=1, TOPK_SPLITS=1, TOPK_BLOCK=512)),
+    ("dsv41-flash", 2, [520, 333], 100, dict(BLOCK_N=32, NUM_SPLITS=3, MX_FP8_DOT=True, PLACE_SORT=True)),
+    ("dsv41-flash", 2, [400, 64, 3], 16, dict(NUM_SPLITS=2, MX_FP8_DOT=False, RANK_BLOCK=64)),
+]
+
+
+@pytest.mark.parametrize("profile, next_n, seqs, top_k, over", RADIX_CASES)
+def test_radix_indices_equal_reference(profile, next_n, seqs, top_k, over, device):
+    inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, device=device, logits=next_n == 2)
+    check_exact(inp, rcfg(profile, next_n, **over))
+
+
+@pytest.mark.parametrize("place_sort", [False, True])
+@pytest.mark.parametrize("tie_max", [4096, 3])
+def test_radix_ties_at_the_kth_score(place_sort, tie_max, device, monkeypatch):
+    """Pages 1..3 copy page 0: every score of those keys appears 4 times, so the k-th score is
+    tied for most k; the lowest indices must win, in index order. ``tie_max=3`` sends every
+    row with more than 3 ties through the one-program fallback. Then all keys equal: every
+    score ties (the whole row is one bin of every digit)."""
+    monkeypatch.setattr(M, "_TIE_MAX", tie_max)
+    inp = ragged_inputs("dsv32", 1, [256], top_k=24, device=device)
+    bt = inp["block_table"][0].long()
+    inp["k_cache"][bt[1:4]] = inp["k_cache"][bt[0]].clone()
+    inp["k_scales"][bt[1:4]] = inp["k_scales"][bt[0]].clone()
+    c = rcfg("dsv32", 1, NUM_SPLITS=4, PLACE_SORT=place_sort)
+    for k in (24, 22, 3, 1, 256, 300):
+        idx = M.launch(config=c, **dict(inp, top_k=k))
+        assert_equal(f"topk_idx k={k}", idx, M.reference(**dict(inp, top_k=k)))
+    same = ragged_inputs("dsv41-flash", 2, [200, 90], top_k=50, device=device)
+    same["k_cache"][:] = same["k_cache"][0, 0]
+    same["k_scales"][:] = same["k_scales"][0, 0]
+    idx = M.launch(config=rcfg("dsv41-flash", 2, PLACE_SORT=place_sort), **same)
+    assert_equal("topk_idx, all keys equal", idx, M.reference(**same))
+    assert idx[0, 1, :50].tolist() == list(range(50))
+
+
+def test_radix_launches_and_graph_safety():
+    """Eight launches whatever the shape (scoring, six passes, placing), fixed grids from
+    host shapes only: nothing reads a device value on the host."""
+    for w in (M.Workload(1, 8192, 1, "dsv32"), M.Workload(32, 524288, 2, "dsv41-flash")):
+        plan = M._plan_for(w, M.default_config(w))
+        assert [f.__name__ for f, _, _ in plan] == ["_score_kernel"] + ["_radix_pass_kernel"] * 6 + [
+            "_radix_place_kernel"]
+        for _, grid, _ in plan:
+            assert all(isinstance(g, int) for g in grid)
 
 
 def test_fewer_keys_than_top_k_pad_with_minus_one(device):
@@ -158,6 +218,27 @@ def test_property_random_shapes(seqs, top_k, next_n, splits, seed):
     M.verify(out, M.reference(**inp), inp)
 
 
+@settings(max_examples=8, deadline=None)
+@given(seqs=st.lists(st.integers(0, 300), min_size=1, max_size=3), top_k=st.integers(1, 90),
+       next_n=st.integers(1, 2), profile=st.sampled_from(sorted(M.PROFILES)), splits=st.sampled_from([1, 2, 3]),
+       blocks=st.sampled_from([(256, 16), (512, 32)]), place_sort=st.booleans(), dup=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_property_radix_random_shapes(seqs, top_k, next_n, profile, splits, blocks, place_sort, dup, seed):
+    """Radix path on random ragged rows: exactly the top-k of the kernel's own logits (immune
+    to near-ties that fp32 and float64 order apart), and ``verify`` against the reference
+    (``dup``: page 1 copies page 0, so scores tie exactly at random ranks)."""
+    inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, context=max(seqs + [128]), seed=seed)
+    if dup:
+        bt = inp["block_table"][0].long()
+        inp["k_cache"][bt[1]] = inp["k_cache"][bt[0]].clone()
+        inp["k_scales"][bt[1]] = inp["k_scales"][bt[0]].clone()
+    c = rcfg(profile, next_n, NUM_SPLITS=2, TOPK_SPLITS=splits, TOPK_BLOCK=blocks[0], RANK_BLOCK=blocks[1],
+             PLACE_SORT=place_sort)
+    idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
+    assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, top_k))
+    M.verify(idx, M.reference(**inp), inp)
+
+
 def test_scoring_only_and_public_api(device):
     inp = ragged_inputs("dsv32", 2, [150, 90], top_k=0, device=device, logits=True)
     idx, logits = M.launch(config=cfg("dsv32", 2, NUM_SPLITS=2), **inp)
@@ -222,7 +303,32 @@ def test_search_space_defaults_and_feasibility():
     w = M.Workload(1, 524288, 1, "dsv32")
     assert M.default_config(w)["NUM_SPLITS"] == 128
     assert not S.constraints(dict(M.default_config(w), MX_FP8_DOT=True), w)
-    assert sum(S.constraints(c, w) for c in S.SPACE.grid()) > 100
+    # each top-k path admits many configs, and none that only varies the other path's knobs
+    for algo, fixed in (("merge", S._RADIX_ONLY), ("radix", S._MERGE_ONLY)):
+        sub = S.Space({n: p for n, p in S.SPACE.items() if n not in fixed and n != "TOPK_ALGO"})
+        ok = [c for c in sub.grid() if S.constraints(dict(c, TOPK_ALGO=algo, **fixed), w)]
+        assert len(ok) > 100, algo
+        other = dict(ok[0], TOPK_ALGO=algo, **fixed)
+        k = next(iter(fixed))
+        bumped = next(v for v in S.SPACE[k].values() if v != fixed[k])
+        assert not S.constraints(dict(other, **{k: bumped}), w)
+    w8 = M.Workload(1, 8192, 1, "dsv32")  # 8 blocks of 1024 keys: at most 8 programs a row
+    assert S.constraints(dict(M.default_config(w8), TOPK_BLOCK=1024, TOPK_SPLITS=8), w8)
+    assert not S.constraints(dict(M.default_config(w8), TOPK_BLOCK=1024, TOPK_SPLITS=16), w8)
+    # the radix default everywhere; the previous default stays admitted
+    for wl in (M.Workload(1, 8192, 1, "dsv32"), M.Workload(128, 524288, 2, "dsv41-flash")):
+        assert M.default_config(wl)["TOPK_ALGO"] == "radix"
+        assert S.constraints(M.merge_config(wl), wl)
+
+
+def test_config_without_topk_algo_keeps_the_merge_path():
+    """Pack entries tuned before TOPK_ALGO existed run the path they were tuned on."""
+    old = {k: v for k, v in M.merge_config(M.Workload(1, 8192, 1, "dsv32")).items() if k not in S._RADIX_ONLY
+           and k != "TOPK_ALGO"}
+    plan = M._plan_for(M.Workload(1, 8192, 1, "dsv32"), old)
+    assert {f.__name__ for f, _, _ in plan} == {"_score_kernel", "_merge_kernel"}
+    with pytest.raises(ValueError, match="TOPK_ALGO"):
+        M._plan_for(M.Workload(1, 8192, 1, "dsv32"), dict(old, TOPK_ALGO="bitonic"))
 
 
 _LOWER = r"""
@@ -235,12 +341,12 @@ from kernel_templates import sparse_mqa as M
 res = []
 for cc, prof, n in json.loads(sys.argv[1]):
     w = M.Workload(1, 131072, n, prof)
-    cfg = M.default_config(w)
-    for fn, sig, cx in M.lower_signatures(w, cfg):
+    for cfg in (M.default_config(w), dict(M.merge_config(w), NUM_SPLITS=128, MERGE_GROUP=8)):
+      for fn, sig, cx in M.lower_signatures(w, cfg):
         c = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
                            options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
         ptx = c.asm["ptx"]
-        res.append([cc, prof, fn.__name__, "wgmma" in ptx, "tcgen05.mma" in ptx])
+        res.append([cc, prof, fn.__name__, "wgmma" in ptx, "tcgen05.mma" in ptx, cfg["TOPK_ALGO"]])
 print(json.dumps(res))
 """
 
@@ -256,48 +362,52 @@ def test_lowers_for_sm100():
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(p.stdout.strip().splitlines()[-1])
     score = [r for r in res if r[2] == "_score_kernel"]
-    assert len(score) == 2
+    assert len(score) == 4
     assert all(r[4] for r in score if r[0] == 100), "sm_100: the scoring MMA should be tcgen05"
     assert sum(r[2] == "_merge_kernel" for r in res) == 2 * 3  # 128 splits, 8-way: three levels
+    assert sum(r[2] == "_radix_pass_kernel" for r in res) == 2 * 6
+    assert sum(r[2] == "_radix_place_kernel" for r in res) == 2
 
 
 _SM90 = r"""
-import json, re
+import json, os, re, subprocess, tempfile
 import torch, triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from kernel_templates import sparse_mqa as M
 from search_spaces.sparse_mqa import WORKLOADS
-m = lambda *s, dt=torch.float32: torch.empty(*s, dtype=dt, device="meta")
+cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 seen = {}
 for wl in WORKLOADS:
     cfg = M.default_config(wl)
-    prof = M.PROFILES[wl.profile]
-    B, T, H, D, fmt = wl.batch, wl.next_n, prof["heads"], M.D_INDEX, prof["k_format"]
-    pages = B * triton.cdiv(wl.context, M.PAGE)
-    kc, ks = ((m(pages, M.PAGE, D, dt=torch.float8_e4m3fn), m(pages, M.PAGE)) if fmt == "fp8" else
-              (m(pages, M.PAGE, D // 2, dt=torch.uint8), m(pages, M.PAGE, D // 32, dt=torch.uint8)))
-    bufs = M._buffers(B, T, (pages // B) * M.PAGE, prof["top_k"], False, cfg, "meta",
-                      alloc=lambda shape, dtype, fill=None: m(*shape, dt=dtype))
-    plan = M._plan(m(B, T, H, D, dt=torch.float8_e4m3fn), m(B, T, H), kc, ks, m(B, pages // B, dt=torch.int32),
-                   m(B, dt=torch.int32), prof["top_k"], fmt, False, cfg, bufs)
-    for fn, _grid, args in plan:
+    for fn, _grid, args in M._plan_for(wl, cfg):
         sig, cx = M.lowering.signature(fn, args)
         # As the JIT specializes on the GPU: pointers and 16-divisible ints get
         # tt.divisibility 16 (it sets vector widths), ints == 1 become constexprs.
         attrs = M.lowering.specialize(fn, args, sig, cx)
-        # NUM_SPLITS / MERGE_GROUP only enter scalar index math: one compile per rest
-        key = repr((fn.__name__, sorted(sig.items()), sorted((k, v) for k, v in cx.items()
-                    if k not in ("NUM_SPLITS", "MERGE_GROUP")), sorted(attrs), args["num_warps"], args["num_stages"]))
+        # NUM_SPLITS / TOPK_SPLITS only enter scalar index math, NEXT_N only the radix passes'
+        # row -> sequence division: one compile per rest
+        skip = ("NUM_SPLITS", "MERGE_GROUP", "TOPK_SPLITS") + (("NEXT_N",) if fn is M._radix_pass_kernel else ())
+        key = repr((fn.__name__, sorted(sig.items()), sorted((k, v) for k, v in cx.items() if k not in skip),
+                    sorted(attrs), args["num_warps"], args["num_stages"]))
         if key in seen:
             continue
         c = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx, attrs=attrs), target=GPUTarget("cuda", 90, 32),
                            options={"num_warps": args["num_warps"], "num_stages": args["num_stages"]})
         ptx = c.asm["ptx"]
+        usage = None
+        if os.path.exists(cuobjdump):
+            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+                f.write(c.asm["cubin"]); f.flush()
+                out = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+                sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
+            m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", out)
+            usage = dict(reg=int(m[1]), stack=int(m[2]), stl=len(re.findall(r"\bSTL", sass)))
         seen[key] = dict(fn=fn.__name__, wl=[wl.batch, wl.context, wl.next_n, wl.profile], cfg=cfg,
                          shared=c.metadata.shared, wgmma=sorted(set(re.findall(r"wgmma\.mma_async\S*", ptx))),
                          cp16=len(re.findall(r"cp\.async\.\w+\.shared\.global \[[^]]*\], \[[^]]*\], 0x10", ptx)),
-                         v4=len(re.findall(r"ld\.global(?:\.\w+)*\.v4", ptx)))
+                         v4=len(re.findall(r"ld\.global(?:\.\w+)*\.v4", ptx)), usage=usage,
+                         cx={k: v for k, v in cx.items() if k in ("PICK", "HIST", "FROM_LOGITS", "PLACE_SORT")})
 print(json.dumps(list(seen.values())))
 """
 
@@ -306,18 +416,25 @@ def test_default_configs_fit_sm90():
     """The distinct default kernels of the GPU grid compile for sm_90 (with the
     specialisation real launches get) within the 232448 B of shared memory an H100 / H200
     block may have and under ``smem_estimate``; the scoring MMA is FP8 wgmma for both key
-    formats and its key tile arrives through 16-byte loads (cp.async or ld.global.v4).
+    formats and its key tile arrives through 16-byte loads (cp.async or ld.global.v4); the
+    radix top-k kernels do not spill (where cuobjdump is there to say: the ranking sort of
+    2048 keys keeps one word on the stack, stored once, re-read outside every loop).
     Triton 3.6 numbers of the same compiles are in ``default_config``'s docstring."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(ROOT)
-    p = subprocess.run([sys.executable, "-c", _SM90], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    p = subprocess.run([sys.executable, "-c", _SM90], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(p.stdout.strip().splitlines()[-1])
     score = [r for r in res if r["fn"] == "_score_kernel"]
     assert {(r["wl"][2], r["wl"][3]) for r in score} == {(t, prof) for t in (1, 2) for prof in M.PROFILES}
-    assert {r["fn"] for r in res} == {"_score_kernel", "_merge_kernel"}
+    assert {r["fn"] for r in res} == {"_score_kernel", "_radix_pass_kernel", "_radix_place_kernel"}
+    assert {(r["cx"]["PICK"], r["cx"]["HIST"]) for r in res if r["fn"] == "_radix_pass_kernel"} == {
+        (-1, 0), (0, -1), (-1, 1), (1, 2), (2, 3), (3, -1)}
     for r in res:
         assert r["shared"] <= S.SMEM_BYTES, r
+        if r["usage"] and r["fn"] != "_score_kernel":
+            sort2048 = r["fn"] == "_radix_place_kernel" and r["cx"]["PLACE_SORT"] and r["wl"][3] == "dsv32"
+            assert r["usage"]["stl"] <= (1 if sort2048 else 0), r
     for r in score:
         wl = M.Workload(*r["wl"])
         assert r["shared"] <= S.smem_estimate(r["cfg"], wl), (r, S.smem_estimate(r["cfg"], wl))
@@ -339,6 +456,6 @@ def test_space_names_are_kernel_constexprs():
 
     import triton.language as tl
 
-    names = {n for k in (M._score_kernel, M._merge_kernel)
+    names = {n for k in (M._score_kernel, M._merge_kernel, M._radix_pass_kernel, M._radix_place_kernel)
              for n, prm in inspect.signature(k.fn).parameters.items() if prm.annotation in (tl.constexpr, "tl.constexpr")}
     assert set(S.SPACE) - {"num_warps", "num_stages"} <= names
