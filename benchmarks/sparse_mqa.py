@@ -241,7 +241,10 @@ def main(argv: list[str] | None = None) -> int:
         except torch.cuda.OutOfMemoryError as e:
             rec = {"workload": workload_dict(w), "config": cfg, "error": f"out of memory: {e}"}
             torch.cuda.empty_cache()
-        log.info("%s %s: %s us (%.0fs)", w, how, f"{rec.get('median_us', float('nan')):.1f}", time.perf_counter() - t0)
+        parts = [f"{x['algo']} {x['median_us']:.1f} us (+{100 * x['topk_overhead']:.0f}%)" if "median_us" in x
+                 else f"{x['algo']} FAILED {x.get('error', 'rows wrong vs own logits')[:80]}" for x in rec.get("runs", [])]
+        log.info("%s %s: score %s us; %s (%.0fs)", w, how, f"{rec.get('score_us', float('nan')):.1f}",
+                 "; ".join(parts) or rec.get("error", ""), time.perf_counter() - t0)
         records.append(rec)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"sparse_mqa_{time.strftime('%Y%m%d-%H%M%S')}.json"
