@@ -776,21 +776,11 @@ def default_config(workload: Workload) -> dict[str, Any]:
     # layout twice per step through shared memory. 4-warp programs fit 3 per SM, so
     # the split goes on to ~2 programs per SM (the 8 warps per SM that one 8-warp
     # program gave). Small T: 16 x 32 at 4 warps (146 registers, 77 KB).
-    if T >= 1024 and D % 256 == 0:
-        # One launch (SYNC 2): the two-launch split re-read the whole new residual from
-        # HBM in the finish launch (+40% over the floor bytes at T = 4096) and its grid
-        # had to stay one wave (256 programs at 0.65 waves, 1.9 warps per scheduler in
-        # ncu). With the block's programs combining in-kernel the grid can be several
-        # waves: 64 x 16 (T >= 4096; 163 registers, 58 KB, 3 programs per SM) or 32 x 16
-        # (T = 1024..4095: 125 registers, 45 KB, 4 per SM; twice the token blocks) with
-        # SPLIT_K up to 16 for >= 1024 programs (chunks of 320 columns at D = 5120, each
-        # re-read from L2 for u right after it was written).
-        BT = 64 if T >= 4096 else 32
-        n_tb = triton.cdiv(T, BT)
-        sk = 2
-        while sk < 16 and n_tb * sk < 1024 and D % (2 * sk * 16) == 0:
-            sk *= 2
-        return dict(BLOCK_T=BT, BLOCK_D=16, SPLIT_K=sk, DOT_PRECISION="tf32", SYNC=2, num_warps=4, num_stages=2)
+    # The one-launch split (SYNC 1 / 2) stays in the search space but is not the default:
+    # on the H200 (run 11, D = 5120) SYNC 2 with 32 x 16 / 64 x 16 tiles and SPLIT_K 16 took
+    # 111.9 us at T = 1024 and 490.3 us at T = 4096 against 105.6 / 348.5 for these
+    # two-launch defaults (the waiting siblings idle their SMs; SYNC 1's single combiner
+    # per block is a long tail: 810 us at T = 4096).
     BT, BD = (16, 32) if T < 1024 else (64, 16)
     n_tb = triton.cdiv(T, BT)
     sk = 1
