@@ -174,15 +174,56 @@ def part_overlap(keep: dict, rows_out: list, budget: float) -> None:
                 rows_out.append(line)
 
 
+def part_overlap_configs(points: list[tuple[str, int]], configs: list[dict], size: int, rows_out: list) -> None:
+    """Overlap of given configs only (each verified first): e.g. one-warp programs small
+    enough to sit beside a GEMM's CTAs on every SM instead of taking SMs from it."""
+    import torch
+
+    from kernel_templates import engram as E
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from engram import _overlap  # benchmarks/engram.py (benchmarks is not a package)
+
+    params = E.make_params(size, seed=0, device="cuda")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for placement, T in points:
+        table = E.EngramTable(size, placement, "cuda").fill_random_(seed=0)
+        tok = E.zipf_tokens(E.token_shape(T), seed=T).to("cuda")
+        rows = E.engram_hash(tok, **{k: params[k] for k in ("comp", "multipliers", "primes", "offsets")},
+                             pad_id=params["pad_id"])
+        inputs = {"table": table, "rows": rows}
+        ref = E.reference(**inputs)
+        for over in configs:
+            cfg = dict(E.default_config(E.Workload(T, table.placement, size)), **over)
+            E.verify(E.launch(config=cfg, **inputs), ref, inputs)
+            ov = _overlap(table, rows, cfg, 30, cap=False)
+            line = {"part": "overlap", "placement": placement, "tokens": T, "priority": 0,
+                    "programs": E.grid_programs(rows.numel(), cfg, sms), **ov}
+            print(json.dumps(line), flush=True)
+            rows_out.append(line)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--points", default="host:256,hbm:4096", help="placement:tokens pairs, comma-separated")
     p.add_argument("--budget", type=float, default=150.0, help="seconds for the lookup part (overlap: 1/3, gather: 1/4)")
     p.add_argument("--overlap-budget", type=float, default=None, help="seconds for the overlap part (default budget/3)")
     p.add_argument("--no-gather", action="store_true", help="skip the raw gather part")
+    p.add_argument("--overlap-configs", default=None,
+                   help="JSON list of partial configs: only measure their overlap at --points (no sweep)")
+    p.add_argument("--table-rows", type=int, default=8 << 20, help="table rows for --overlap-configs")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     a = p.parse_args(argv)
     rows: list = []
+    if a.overlap_configs:
+        pts = [(x.split(":")[0], int(x.split(":")[1])) for x in a.points.split(",")]
+        part_overlap_configs(pts, json.loads(a.overlap_configs), a.table_rows, rows)
+        for r in rows:
+            c = r["config"]
+            print(f"overlap {r['placement']} T={r['tokens']} {r['programs']}p {c['ROWS']}r {c['num_warps']}w: lookup "
+                  f"{r['lookup_us']:.1f} layer {r['layer_us']:.1f} both {r['both_us']:.1f} -> "
+                  f"{100 * r['hidden_fraction']:.0f}% hidden")
+        return 0
     if not a.no_gather:
         part_gather(rows, a.budget / 4)
     points = [(x.split(":")[0], int(x.split(":")[1])) for x in a.points.split(",")]
