@@ -360,6 +360,19 @@ def _tile_rows(n0, end, seq_len, offs_n, bt_row, tk_row, stride_kp, stride_ks, s
 
 
 @triton.jit
+def _split_range(split, n_topk, seq_len, SPARSE: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK_N: tl.constexpr):
+    """[start, end) of this split's entries: one contiguous run of whole tiles of the
+    sequence (dense) or of its top-k list (sparse)."""
+    if SPARSE:
+        n_items = n_topk
+    else:
+        n_items = seq_len
+    chunk = tl.cdiv(tl.cdiv(n_items, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    start = split * chunk
+    return start, tl.minimum(start + chunk, n_items)
+
+
+@triton.jit
 def _split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr, topk_ptr,
                   m_ptr, l_ptr, acc_ptr,
                   H, n_topk, W, qk_scale,
@@ -418,13 +431,7 @@ def _split_chunked(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr
             accs = accs + (tl.zeros([BLOCK_H, DC], tl.float32),)
     q_row = q_ptr + b.to(tl.int64) * stride_qb + heads[:, None] * stride_qh
     if split < NUM_SPLITS:
-        if SPARSE:
-            n_items = n_topk
-        else:
-            n_items = seq_len
-        chunk = tl.cdiv(tl.cdiv(n_items, NUM_SPLITS), BLOCK_N) * BLOCK_N
-        start = split * chunk
-        end = tl.minimum(start + chunk, n_items)
+        start, end = _split_range(split, n_topk, seq_len, SPARSE, NUM_SPLITS, BLOCK_N)
         qs = ()
         for c in tl.static_range(D_CHUNKS):
             qc = tl.load(q_row + (c * DC + dc)[None, :], mask=hmask[:, None], other=0.0)
@@ -509,13 +516,7 @@ def _split_whole(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr, 
         acc = tl.zeros([BLOCK_H, D], tl.float32)
     if split < NUM_SPLITS:
         # ---- global entries: one contiguous chunk of the sequence (dense) or of its top-k list
-        if SPARSE:
-            n_items = n_topk
-        else:
-            n_items = seq_len
-        chunk = tl.cdiv(tl.cdiv(n_items, NUM_SPLITS), BLOCK_N) * BLOCK_N
-        start = split * chunk
-        end = tl.minimum(start + chunk, n_items)
+        start, end = _split_range(split, n_topk, seq_len, SPARSE, NUM_SPLITS, BLOCK_N)
         if DQ_FP16 and KV_DTYPE == 0:
             qd = q.to(tl.float16)
             sc = qk_scale * _F16_SHIFT  # the fp16 tile holds value * 2^-14
