@@ -176,14 +176,14 @@ def _key_value(key):
 def _moe_routing_kernel(
     logits_ptr, bias_ptr, emap_ptr,
     w_ptr, ids_ptr, sorted_ptr, eids_ptr, npad_ptr,
-    cnt_ptr, cur_ptr, sync_ptr,
+    cnt_ptr, cur_ptr, sync_ptr, tot_ptr,
     T, E, stride_lt, n_sorted, max_blocks, block_m, chunks_per_prog, scaling,
     TOP_K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr, N_PAD: tl.constexpr,
     N_GROUP: tl.constexpr, GSIZE: tl.constexpr, G_PAD: tl.constexpr, TOPK_GROUP: tl.constexpr, SCORING: tl.constexpr,
     HAS_BIAS: tl.constexpr, RENORM: tl.constexpr, HAS_MAP: tl.constexpr,
     CNT_ROWS: tl.constexpr, EID_BLOCK: tl.constexpr, FILL_BLOCK: tl.constexpr,
     PHASE: tl.constexpr, BLOCK_T: tl.constexpr, MAX_PROGRAMS: tl.constexpr, FUSED: tl.constexpr,
-    GRID_SYNC: tl.constexpr,
+    GRID_SYNC: tl.constexpr, PREFIX: tl.constexpr,
 ):
     # MAX_PROGRAMS only sizes the grid (launcher); the kernel reads the real count below.
     pid = tl.program_id(0)
@@ -292,15 +292,22 @@ def _moe_routing_kernel(
     if PHASE != 1:
         # Totals and the counts of lower programs, CNT_ROWS programs per load (.cg: written
         # by other SMs, must not come from a stale L1 line).
-        totals = tl.zeros([E_PAD], dtype=tl.int32)
-        before = tl.zeros([E_PAD], dtype=tl.int32)
-        prow = tl.arange(0, CNT_ROWS)
-        for q0 in range(0, NP, CNT_ROWS):
-            q = q0 + prow
-            c2 = tl.load(cnt_ptr + q[:, None] * E + col[None, :], mask=(q[:, None] < NP) & cmask[None, :],
-                         other=0, cache_modifier=".cg")
-            totals += tl.sum(c2, axis=0)
-            before += tl.sum(tl.where(q[:, None] < pid, c2, 0), axis=0)
+        if PREFIX:
+            # _moe_prefix_kernel (a launch in between) left this program's exclusive prefix
+            # over the lower programs in its cursor row and the per-expert totals in tot.
+            totals = tl.load(tot_ptr + col, mask=cmask, other=0, cache_modifier=".cg")
+            before = tl.load(cur_ptr + pid * E + col, mask=cmask, other=0, cache_modifier=".cg")
+            tl.debug_barrier()  # every lane has read its row before the cursors overwrite it
+        else:
+            totals = tl.zeros([E_PAD], dtype=tl.int32)
+            before = tl.zeros([E_PAD], dtype=tl.int32)
+            prow = tl.arange(0, CNT_ROWS)
+            for q0 in range(0, NP, CNT_ROWS):
+                q = q0 + prow
+                c2 = tl.load(cnt_ptr + q[:, None] * E + col[None, :], mask=(q[:, None] < NP) & cmask[None, :],
+                             other=0, cache_modifier=".cg")
+                totals += tl.sum(c2, axis=0)
+                before += tl.sum(tl.where(q[:, None] < pid, c2, 0), axis=0)
         padded = (totals + block_m - 1) // block_m * block_m
         off_incl = tl.cumsum(padded, axis=0)
         npad = tl.sum(padded, axis=0)
@@ -350,9 +357,26 @@ def _moe_routing_kernel(
             tl.atomic_xchg(sync_ptr + 1, 0, sem="relaxed", scope="gpu")
 
 
+@triton.jit
+def _moe_prefix_kernel(cnt_ptr, before_ptr, tot_ptr, NP, E, NP_PAD: tl.constexpr, BLOCK_E: tl.constexpr):
+    """Per expert, the counts of all lower programs (exclusive scan over the phase-1 grid)
+    and the total: one ``[NP_PAD, BLOCK_E]`` tile per program, programs over experts."""
+    e = tl.program_id(0) * BLOCK_E + tl.arange(0, BLOCK_E)
+    q = tl.arange(0, NP_PAD)
+    m = (q[:, None] < NP) & (e[None, :] < E)
+    c = tl.load(cnt_ptr + q[:, None] * E + e[None, :], mask=m, other=0)
+    tl.store(before_ptr + q[:, None] * E + e[None, :], tl.cumsum(c, axis=0) - c, mask=m)
+    tl.store(tot_ptr + e, tl.sum(c, axis=0), mask=e < E)
+
+
 # ----------------------------------------------------------------------------- launcher
 
 FILL_BLOCK = 1024
+# Two-launch grids above this many programs take the lower programs' counts from one scan
+# launch (_moe_prefix_kernel) instead of every phase-2 program summing them itself: that
+# sum is O(programs x experts) per program, O(programs^2 x experts) in all.
+PREFIX_MIN_PROGRAMS = 256
+_PREFIX_TILE = 4096  # elements of the scan's [programs, experts] tile per program
 
 
 @functools.lru_cache(maxsize=None)
@@ -426,7 +450,8 @@ def _check_args(logits: torch.Tensor, bias: torch.Tensor | None, top_k: int, n_g
 def launch(*, config: dict[str, Any], logits: torch.Tensor, bias: torch.Tensor | None, top_k: int,
            n_group: int = 1, topk_group: int = 1, scoring: str = "sigmoid", routed_scaling_factor: float = 1.0,
            renormalize: bool = True, block_m: int = 64, expert_map: torch.Tensor | None = None) -> MoeRouting:
-    """Validate, allocate and launch (one launch when FUSED and it can be, else two)."""
+    """Validate, allocate and launch: one launch when FUSED and it can be, else two (three when
+    the two-launch grid has more than PREFIX_MIN_PROGRAMS programs: the prefix scan between)."""
     _check_args(logits, bias, top_k, n_group, topk_group, scoring, block_m, expert_map)
     T, E = logits.shape
     dev = logits.device
@@ -442,15 +467,22 @@ def launch(*, config: dict[str, Any], logits: torch.Tensor, bias: torch.Tensor |
     cnt = torch.empty(np_, E, dtype=torch.int32, device=dev)
     cur = torch.empty(np_, E, dtype=torch.int32, device=dev)
     fused = bool(config["FUSED"]) and not (interpreting() and np_ > 1)
+    prefix = not fused and np_ > PREFIX_MIN_PROGRAMS
+    tot = torch.empty(E if prefix else 1, dtype=torch.int32, device=dev)
     args = (logits, bias if bias is not None else w, expert_map if expert_map is not None else ids,
-            w, ids, sorted_ids, eids, npad, cnt, cur, _sync_scratch(dev),
+            w, ids, sorted_ids, eids, npad, cnt, cur, _sync_scratch(dev), tot,
             T, E, logits.stride(0), n_sorted, max_blocks, block_m, cpp, float(routed_scaling_factor))
     meta = dict(TOP_K=top_k, N_GROUP=n_group, TOPK_GROUP=topk_group, SCORING=scoring,
                 HAS_BIAS=bias is not None, RENORM=bool(renormalize), HAS_MAP=expert_map is not None,
                 BLOCK_T=config["BLOCK_T"], MAX_PROGRAMS=config["MAX_PROGRAMS"],
                 num_warps=config["num_warps"], num_stages=config["num_stages"], **_meta(E, top_k, n_group, config["BLOCK_T"]))
     for phase in ((0,) if fused else (1, 2)):
-        _moe_routing_kernel[(np_,)](*args, PHASE=phase, FUSED=fused, GRID_SYNC=fused and np_ > 1, **meta)
+        if phase == 2 and prefix:
+            np_pad = triton.next_power_of_2(np_)
+            be = max(1, min(triton.next_power_of_2(E), _PREFIX_TILE // np_pad))
+            _moe_prefix_kernel[(triton.cdiv(E, be),)](cnt, cur, tot, np_, E, NP_PAD=np_pad, BLOCK_E=be, num_warps=4)
+        _moe_routing_kernel[(np_,)](*args, PHASE=phase, FUSED=fused, GRID_SYNC=fused and np_ > 1,
+                                    PREFIX=prefix and phase == 2, **meta)
     return MoeRouting(w, ids, sorted_ids, eids, npad)
 
 
@@ -643,15 +675,22 @@ def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[A
     fused = bool(config["FUSED"])  # GPU lowering: the interpreter's two-launch fallback does not apply
     sig = {"logits_ptr": "*fp32", "bias_ptr": "*fp32", "emap_ptr": "*i32", "w_ptr": "*fp32", "ids_ptr": "*i32",
            "sorted_ptr": "*i32", "eids_ptr": "*i32", "npad_ptr": "*i32", "cnt_ptr": "*i32", "cur_ptr": "*i32",
-           "sync_ptr": "*i32", "T": "i32", "E": "i32", "stride_lt": "i32", "n_sorted": "i32", "max_blocks": "i32",
+           "sync_ptr": "*i32", "tot_ptr": "*i32", "T": "i32", "E": "i32", "stride_lt": "i32", "n_sorted": "i32",
+           "max_blocks": "i32",
            "block_m": "i32", "chunks_per_prog": "i32", "scaling": "fp32"}
     cx = dict(TOP_K=k, N_GROUP=p["n_group"], TOPK_GROUP=p["topk_group"], SCORING=p["scoring"], HAS_BIAS=True,
               RENORM=p["renormalize"], HAS_MAP=False, BLOCK_T=config["BLOCK_T"],
               MAX_PROGRAMS=config["MAX_PROGRAMS"], **_meta(E, k, p["n_group"], config["BLOCK_T"]))
     np_ = grid_programs(workload.tokens, config, 132)[0]  # an H100/H200's SM count
+    prefix = not fused and np_ > PREFIX_MIN_PROGRAMS
     out = []
     for phase in ((0,) if fused else (1, 2)):
-        c = dict(cx, PHASE=phase, FUSED=fused, GRID_SYNC=fused and np_ > 1)
+        if phase == 2 and prefix:
+            np_pad = triton.next_power_of_2(np_)
+            pc = dict(NP_PAD=np_pad, BLOCK_E=max(1, min(triton.next_power_of_2(E), _PREFIX_TILE // np_pad)))
+            psig = {"cnt_ptr": "*i32", "before_ptr": "*i32", "tot_ptr": "*i32", "NP": "i32", "E": "i32"}
+            out.append((_moe_prefix_kernel, {**psig, **{name: "constexpr" for name in pc}}, pc))
+        c = dict(cx, PHASE=phase, FUSED=fused, GRID_SYNC=fused and np_ > 1, PREFIX=prefix and phase == 2)
         out.append((_moe_routing_kernel, {**sig, **{name: "constexpr" for name in c}}, c))
     return out
 

@@ -11,7 +11,7 @@ from tuner.space import Bool, Choice, Pow2, Space
 
 SPACE = Space(
     BLOCK_T=Pow2(1, 32),         # tokens per chunk: the [BLOCK_T, E_PAD] score tile
-    MAX_PROGRAMS=Pow2(1, 256),   # grid cap; FUSED also caps it at the SM count
+    MAX_PROGRAMS=Pow2(1, 1024),  # grid cap; FUSED also caps it at the SM count
     FUSED=Bool(),                # one launch with a grid barrier, or two launches
     num_warps=Pow2(1, 8),
     num_stages=Choice((1, 2)),
@@ -46,6 +46,8 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     # Larger chunks or caps than the work needs only duplicate smaller configs.
     if bt > triton.next_power_of_2(T) or config["MAX_PROGRAMS"] > triton.next_power_of_2(chunks):
         return False
+    if config["FUSED"] and config["MAX_PROGRAMS"] > 256:
+        return False  # capped at the SM count anyway: duplicates of 256
     if config["FUSED"] and interpreting() and grid_programs(T, config)[0] > 1:
         return False  # the interpreter runs programs one after another: the barrier would deadlock
     return True

@@ -280,6 +280,15 @@ for profile, tokens in (("dsv3", 64), ("dsv41-flash", 4096)):
                 triton.compile(src, target=GPUTarget("cuda", cc, 32),
                                options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
                 done.append([profile, fused, cx["PHASE"], cc])
+# a two-launch grid over PREFIX_MIN_PROGRAMS programs: the prefix scan launch in between
+wl = mr.Workload(4096, "dsv41-flash")
+cfg = dict(BLOCK_T=4, MAX_PROGRAMS=1024, FUSED=False, num_warps=8, num_stages=2)
+for fn, sig, cx in mr.lower_signatures(wl, cfg):
+    for cc in (90, 100):
+        src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx)
+        triton.compile(src, target=GPUTarget("cuda", cc, 32),
+                       options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
+        done.append(["prefix", False, cx.get("PHASE", "scan"), cc])
 print(json.dumps(done))
 """
 
@@ -291,9 +300,41 @@ def test_lower_compiles_sm90_sm100():
     r = subprocess.run([sys.executable, "-c", _LOWER], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     done = json.loads(r.stdout.strip().splitlines()[-1])
-    # fused: one kernel per target; split: phases 1 and 2 per target
-    assert len(done) == 2 * (1 + 2) * 2
-    assert {(d[2], d[3]) for d in done} == {(0, 90), (0, 100), (1, 90), (1, 100), (2, 90), (2, 100)}
+    # fused: one kernel per target; split: phases 1 and 2 per target; 1024 programs: + the scan
+    assert len(done) == 2 * (1 + 2) * 2 + 3 * 2
+    assert {(d[2], d[3]) for d in done if d[0] != "prefix"} == {(0, 90), (0, 100), (1, 90), (1, 100), (2, 90),
+                                                                  (2, 100)}
+    assert [d[2] for d in done if d[0] == "prefix"] == [1, 1, "scan", "scan", 2, 2]
+
+
+@pytest.mark.parametrize("profile,tokens,block_m,use_map,config", [
+    ("dsv3", 37, 16, True, _cfg(1, 64, False)),               # 37 one-token programs
+    ("dsv41-flash", 129, 64, False, _cfg(2, 1024, False, 2)),  # 65 programs
+    ("dsv4-flash", 20, 128, True, _cfg(4, 8, False)),          # 5 programs
+])
+def test_prefix_scan_launch(profile, tokens, block_m, use_map, config, device, monkeypatch):
+    """Two-launch grids over PREFIX_MIN_PROGRAMS programs take the lower programs' counts from
+    the scan launch: same outputs as the reference (threshold lowered so small T takes it)."""
+    monkeypatch.setattr(mr, "PREFIX_MIN_PROGRAMS", 2)
+    calls = []
+    real = mr._moe_prefix_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            calls.append(grid)
+            return real[grid]
+
+    monkeypatch.setattr(mr, "_moe_prefix_kernel", Spy())
+    inputs = mr.make_inputs(mr.Workload(tokens, profile), device, seed=3)
+    E = inputs["logits"].shape[1]
+    inputs["block_m"] = block_m
+    if use_map:
+        emap = torch.full((E,), -1, dtype=torch.int32)
+        emap[::2] = torch.arange(len(range(0, E, 2)), dtype=torch.int32)
+        inputs["expert_map"] = emap.to(device)
+    out = _run_and_check(inputs, config)
+    _check_layout(out, E, block_m, inputs["expert_map"])
+    assert len(calls) == 1, "one scan launch"
 
 
 def test_verify_accepts_group_near_ties_only(device):
