@@ -133,7 +133,7 @@ def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int, stream: Any 
     from kernel_templates.engram import EngramPrefetcher, prefetch_config
     from tuner.timing import bench
 
-    pcfg = prefetch_config(cfg) if cap else cfg  # capped: what submit() runs with a pack's config
+    pcfg = prefetch_config(cfg, placement=table.placement) if cap else cfg  # what submit() runs with a pack's config
     pf = EngramPrefetcher(table, config=pcfg, stream=stream)
     t_lookup = bench(lambda: pf.submit(rows).wait(), graph=True, flush_l2=False, reps=reps).median_us
     a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)

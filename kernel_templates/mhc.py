@@ -623,7 +623,9 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
     pmix = torch.empty((SK * T * 32,) if SK > 1 else (1,), dtype=torch.float32, device=dev)
     pgram = torch.empty((SK * T * 16,) if SK > 1 else (1,), dtype=torch.float32, device=dev)
     common = dict(scale_ptr=scale, base_ptr=base, w_ptr=norm_w, u_ptr=u, post_ptr=post_out, comb_ptr=comb_out,
-                  pmix_ptr=pmix, pgram_ptr=pgram, sync_ptr=_sync_scratch(dev, 2 + 3 * n_tb), T=T, D=D)
+                  pmix_ptr=pmix, pgram_ptr=pgram, sync_ptr=_sync_scratch(dev, 2 + 3 * n_tb) if sync
+                  else torch.empty(1, dtype=torch.int32, device=dev),  # unused by SYNC 0
+                  T=T, D=D)
     meta = dict(BLOCK_T=BT, BLOCK_D=BD, SPLIT_K=SK)
     tail = dict(eps=float(eps), n_iters=int(sinkhorn_iters))
     if op == "pre":
@@ -655,7 +657,8 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
     return launches, outs
 
 
-_SYNC: dict[torch.device, torch.Tensor] = {}
+_SYNC: dict[tuple, torch.Tensor] = {}
+_SYNC_INTS = 2 + 3 * 4096  # ticket, done, 3 counters per token block: the space's 4096-program grid cap
 
 
 def meta_device(dev: Any) -> bool:
@@ -664,15 +667,20 @@ def meta_device(dev: Any) -> bool:
 
 def _sync_scratch(dev: Any, n: int) -> torch.Tensor:
     """int32 counters of the one-launch split (``SYNC`` 1 / 2): ticket, done, then per
-    token block arrivals, a ready flag and departures. Zeroed once; every launch leaves them zero
-    again, so no memset per call. Shared per device: one-launch calls on two streams of
-    one device must not overlap."""
+    token block arrivals, a ready flag and departures. One buffer per (device, stream),
+    allocated once at its largest size (a buffer that grew would leave captured graphs
+    pointing at freed memory), zeroed once; every launch leaves it zero again. Launches
+    on one stream run in order, so they never share counters while running."""
+    if n > _SYNC_INTS:
+        raise ValueError(f"one-launch split over {(n - 2) // 3} token blocks: more than the {(_SYNC_INTS - 2) // 3} "
+                         "its counters hold (use SYNC 0)")
     if meta_device(dev):
-        return torch.empty(n, dtype=torch.int32, device=dev)
+        return torch.empty(_SYNC_INTS, dtype=torch.int32, device=dev)
     dev = torch.device(dev)
-    buf = _SYNC.get(dev)
-    if buf is None or buf.numel() < n:
-        buf = _SYNC[dev] = torch.zeros(max(n, 1024), dtype=torch.int32, device=dev)
+    key = (dev, torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0)
+    buf = _SYNC.get(key)
+    if buf is None:
+        buf = _SYNC[key] = torch.zeros(_SYNC_INTS, dtype=torch.int32, device=dev)
     return buf
 
 

@@ -386,15 +386,18 @@ def _sm_count(device: torch.device) -> int:
     return 1 << 30
 
 
-_SYNC: dict[torch.device, torch.Tensor] = {}
+_SYNC: dict[tuple, torch.Tensor] = {}
 
 
 def _sync_scratch(device: torch.device) -> torch.Tensor:
-    # Arrive/depart counters: zeroed once, every fused launch leaves them zero again.
-    # Shared per device, so concurrent fused launches on two streams must not overlap.
-    buf = _SYNC.get(device)
+    # Arrive/depart counters of the grid barrier: zeroed once, every fused launch leaves
+    # them zero again. One pair per (device, stream): launches on one stream run in order,
+    # while two fused launches on two streams (two-batch overlap) sharing one pair would
+    # corrupt each other's barrier.
+    key = (device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+    buf = _SYNC.get(key)
     if buf is None:
-        buf = _SYNC[device] = torch.zeros(2, dtype=torch.int32, device=device)
+        buf = _SYNC[key] = torch.zeros(2, dtype=torch.int32, device=device)
     return buf
 
 

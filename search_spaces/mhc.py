@@ -115,8 +115,12 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         return False  # some split program would own no columns
     if sk > 1 and (T + bt - 1) // bt * sk > 4096:
         return False  # far past filling the GPU; partials traffic grows as SPLIT_K^2
-    if config["SYNC"] != 0 and sk == 1:
-        return False  # nothing to combine: the same kernel as SYNC 0
+    if config["SYNC"] != 0:
+        # The one-launch split (SYNC 1 / 2) measured 1.06-1.41x slower than SYNC 0 on the H200
+        # (benchmarks/NOTES.md, run 11), SYNC 2 needs SPLIT_K programs resident at once, and
+        # both share per-stream counters that a concurrent launch on the same stream would
+        # corrupt: not admitted for tuning; the kernels stay, tested, for later experiments.
+        return False
     if reg_estimate(config, workload.op) > (_REGS_PER_THREAD_TC if prec in TENSOR_CORE_PRECISIONS
                                             else _REGS_PER_THREAD):
         return False

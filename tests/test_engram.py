@@ -558,7 +558,8 @@ def test_gpu_prefetch_streams_several_in_flight():
 
 
 def test_prefetch_config_caps_the_grid_only():
-    """A prefetch takes the pack's config with the grid capped at PREFETCH_SM_FRAC, never raised."""
+    """A host-table prefetch takes the pack's config with the grid capped at PREFETCH_SM_FRAC,
+    never raised; an HBM-table prefetch keeps its grid."""
     wide = E.default_config(E.Workload(4096, "hbm", 1 << 20))
     assert wide["GRID_SM_FRAC"] > E.PREFETCH_SM_FRAC
     capped = E.prefetch_config(wide)
@@ -566,3 +567,4 @@ def test_prefetch_config_caps_the_grid_only():
     lean = dict(wide, GRID_SM_FRAC=1 / 32)
     assert E.prefetch_config(lean) == lean
     assert E.prefetch_config(wide, sm_frac=0.5)["GRID_SM_FRAC"] == 0.5
+    assert E.prefetch_config(wide, placement="hbm") == wide  # HBM gathers keep every SM

@@ -74,8 +74,10 @@ CONFIGS = [
                          ids=lambda c: f"T{c['BLOCK_T']}-D{c['BLOCK_D']}-K{c['SPLIT_K']}-{c['DOT_PRECISION']}-S{c['SYNC']}")
 @pytest.mark.parametrize("op", ["pre", "seam"])
 def test_configs(op, config, device):
-    # Only configs the tuner could pick: on a GPU an unpruned one may not even launch.
-    assert constraints(config, mhc.Workload(op, 37, 80)), (op, config)
+    # Only configs the tuner could pick: on a GPU an unpruned one may not even launch
+    # (SYNC 1 / 2 are kept out of tuning, see search_spaces/mhc.py, but must stay correct).
+    assert constraints(dict(config, SYNC=0), mhc.Workload(op, 37, 80)), (op, config)
+    assert constraints(config, mhc.Workload(op, 37, 80)) == (config["SYNC"] == 0)
     inputs, out = _run(op, 37, 80, device, seed=3, config=config)
     mhc.verify(out, mhc.reference(**inputs), inputs)
 
@@ -90,7 +92,7 @@ def test_one_launch_split(op, sync, device):
     inputs = mhc.make_inputs(wl, device, 11)
     base = dict(BLOCK_T=4, BLOCK_D=16, SPLIT_K=8, DOT_PRECISION="fma", SYNC=0, num_warps=2, num_stages=1)
     cfg = dict(base, SYNC=sync)
-    assert constraints(cfg, wl)
+    assert constraints(base, wl) and not constraints(cfg, wl)  # tested, not tuned
     out = mhc.launch(config=cfg, **inputs)
     mhc.verify(out, mhc.reference(**inputs), inputs)
     two = mhc.launch(config=base, **inputs)
@@ -100,6 +102,16 @@ def test_one_launch_split(op, sync, device):
     again = mhc.launch(config=cfg, **inputs)  # a second call starts from clean counters
     for a, b in zip(again, out):
         assert torch.equal(a, b)
+
+
+def test_sync_scratch_never_regrows():
+    """One counter buffer per (device, stream) at its largest size: a larger grid never
+    replaces it (graphs captured earlier keep a valid pointer); past the cap, a clear error."""
+    dev = torch.device("cpu")
+    a = mhc._sync_scratch(dev, 2 + 3 * 6)
+    assert a.numel() == mhc._SYNC_INTS and mhc._sync_scratch(dev, mhc._SYNC_INTS) is a
+    with pytest.raises(ValueError, match="SYNC 0"):
+        mhc._sync_scratch(dev, mhc._SYNC_INTS + 3)
 
 
 def test_constraints_reject_oversized_shared_memory():

@@ -139,7 +139,7 @@ def test_ties_lower_index_wins(device):
     want = [list(range(k)), list(range(k)), list(range(40, 40 + k)), list(range(0, 2 * k, 2)), list(range(k))]
     assert out.topk_ids.cpu().tolist() == want
     assert torch.allclose(out.topk_weights.cpu(), torch.full((T, k), 1.0 / k))
-    assert mr._SYNC[logits.device].tolist() == [0, 0], "the last program out resets the barrier counters"
+    assert mr._sync_scratch(logits.device).tolist() == [0, 0], "the last program out resets the barrier counters"
     # equal group scores: lower group index wins too (8 groups of 8, keep 2)
     out = mr.launch(config=_cfg(2, 4, False), logits=logits, bias=None, n_group=8, topk_group=2, **base)
     assert out.topk_ids.cpu()[0].tolist() == list(range(k))

@@ -270,7 +270,7 @@ def test_revalidate_a_pack_through_the_real_worker_in_the_interpreter(tmp_path):
 def test_export_leaves_out_winners_outside_todays_space(tmp_path, capsys):
     """A winner tuned on an older source whose config lacks a parameter added since (or holds a
     value dropped since) is left out of the pack and named in the manifest; the pack verifies."""
-    from tuner.pack import export_pack, verify_pack
+    from tuner.pack import ExportError, export_pack, verify_pack
 
     db = str(tmp_path / "r.db")
     _one_winner(db)
@@ -287,4 +287,11 @@ def test_export_leaves_out_winners_outside_todays_space(tmp_path, capsys):
     m = json.loads((out / "manifest.json").read_text())
     assert m["kernels"]["moe_routing"]["entries"] == 1
     assert m["kernels"]["moe_routing"]["left_out_outside_space"] == ["tokens=5,profile=dsv3"]
+    assert m["left_out_outside_space"] == {"moe_routing": ["tokens=5,profile=dsv3"]}
     assert verify_pack(out).problems == []
+    with store.session() as s:  # every winner outside the space: a clear error, not an empty pack
+        for w in s.scalars(select(Winner)).all():
+            w.config = {k: v for k, v in w.config.items() if k != "num_stages"}
+        s.commit()
+    with pytest.raises(ExportError, match="retune moe_routing"):
+        export_pack(store, tmp_path / "pack2")

@@ -48,9 +48,12 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
         if kernels and r.kernel not in kernels:
             continue
         by_kernel.setdefault(r.kernel, {})[r.workload_key] = r
-    # A winner tuned on an older source whose config the current search space no longer
+    # A winner (tuned on an older source) whose config the current search space no longer
     # describes (a parameter added or a value dropped) cannot be loaded as it is: leave it
-    # out (the runtime falls back to the default there) and say so in the manifest.
+    # out and say so in the manifest. Its shape is then served like any shape the pack
+    # lacks: by the nearest entry, or the default where that entry's default won.
+    # Membership only: constraints may depend on the GPU (sm_100-only variants) and
+    # export can run anywhere; verify-pack checks them on the machine it runs on.
     left_out: dict[str, list[str]] = {}
     for kname, entries in by_kernel.items():
         k = registry.kernels().get(kname)
@@ -58,6 +61,9 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
             left_out.setdefault(kname, []).append(key)
             del entries[key]
     by_kernel = {kname: entries for kname, entries in by_kernel.items() if entries}
+    if not by_kernel and left_out:
+        raise ExportError("every winner's config is outside today's search spaces (tuned on an older source): "
+                          f"retune {', '.join(sorted(left_out))}")
     if not by_kernel:
         raise ExportError("no winners for the requested kernels")
     out.mkdir(parents=True, exist_ok=True)
@@ -87,6 +93,7 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
                         "left_out_outside_space": sorted(left_out.get(kname, []))}
     manifest = {
         "schema": PACK_SCHEMA, "name": name or out.name, "created": utcnow().isoformat() + "Z",
+        "left_out_outside_space": {kname: sorted(keys) for kname, keys in sorted(left_out.items())},
         "fingerprint": env.fingerprint, "meaningful": meaningful, "kernels": kinfo, "files": files,
         "source": {"database": redact_url(store.url), "commit": git_commit()},
     }

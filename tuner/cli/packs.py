@@ -33,10 +33,9 @@ def export(out: Annotated[Path, typer.Option("--out", help="Pack folder to write
     m = json.loads((path / "manifest.json").read_text())
     console.print(f"wrote {path}: " + ", ".join(f"{k} ({v['entries']} entries)" for k, v in m["kernels"].items())
                   + f" for {m['fingerprint'].get('gpu')}" + ("" if m["meaningful"] else " (interpreter times)"))
-    for k, v in m["kernels"].items():
-        if v.get("left_out_outside_space"):
-            console.print(f"[yellow]left out[/yellow] {k}: {len(v['left_out_outside_space'])} winners tuned on an older "
-                          f"source whose configs are outside today's search space (retune them: `tune {k.replace('_', '-')}`)")
+    for k, keys in m.get("left_out_outside_space", {}).items():
+        console.print(f"[yellow]left out[/yellow] {k}: {len(keys)} winners tuned on an older source whose configs are "
+                      f"outside today's search space (retune them: `tune {k.replace('_', '-')}`)")
 
 
 @app.command("verify-pack")
