@@ -11,10 +11,12 @@ the top-k overhead and the speedup over the baseline, then the issue's target ch
 
     python benchmarks/sparse_mqa.py --pack packs/nvidia-h200 [--quick]
     python benchmarks/sparse_mqa.py --algos merge,radix --batch 1,32 --context 8192,131072,524288 --next-n 1
+    python benchmarks/sparse_mqa.py --profiles dsv41-flash --batch 32 --context 131072 --variant word:MX_WORD_DECODE=1
 
 ``--algos`` times each top-k path on the same inputs (``merge``: ``merge_config``, the
 previous default; ``radix``: ``default_config``), each verified first; the scoring alone is
-timed once (it is the same kernel for both).
+timed once (it is the same kernel for both). ``--variant NAME:K=V`` adds the config with
+those overrides (e.g. ``MX_WORD_DECODE=1``), verified, with its own scoring time.
 """
 from __future__ import annotations
 
@@ -47,6 +49,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", default=None, help="comma-separated batch sizes (filter)")
     p.add_argument("--context", default=None, help="comma-separated contexts (filter)")
     p.add_argument("--next-n", default=None, help="comma-separated next_n (filter)")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME:K=V[,K=V]",
+                   help="also verify and time the config with these overrides (scoring alone and the whole "
+                        "call), e.g. word:MX_WORD_DECODE=1; skipped where the search space's constraints refuse it")
     return p.parse_args(argv)
 
 
@@ -76,8 +81,10 @@ def algo_configs(w: Any, config: dict[str, Any], args: argparse.Namespace) -> li
     """(label, config) per compared top-k path; without ``--algos`` the one config."""
     from kernel_templates import sparse_mqa as M
 
+    variants = [(label, dict(config, **over)) for label, over in parse_variants(args.variant)]
+    variants = [(a, c) for a, c in variants if admitted(w, c)]
     if not args.algos:
-        return [("", config)]
+        return [("", config)] + variants
     out = []
     for a in args.algos.split(","):
         if a == "merge":
@@ -86,7 +93,37 @@ def algo_configs(w: Any, config: dict[str, Any], args: argparse.Namespace) -> li
             out.append((a, config if config.get("TOPK_ALGO") == "radix" else M.default_config(w)))
         else:
             raise SystemExit(f"unknown top-k path {a!r} (merge, radix)")
+    return out + variants
+
+
+def parse_variants(specs: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """``NAME:K=V,K=V`` -> (NAME, {K: V}); values are ints where they parse, else strings."""
+    out = []
+    for spec in specs:
+        name, _, body = spec.partition(":")
+        over: dict[str, Any] = {}
+        for kv in filter(None, body.split(",")):
+            k, _, v = kv.partition("=")
+            try:
+                over[k] = int(v)
+            except ValueError:
+                over[k] = v
+        out.append((name, over))
     return out
+
+
+def admitted(w: Any, config: dict[str, Any]) -> bool:
+    """The search space admits the variant (keys a pack entry predates filled as the launcher does)."""
+    from kernel_templates import sparse_mqa as M
+    from search_spaces import sparse_mqa as S
+
+    base = M.default_config(w) if config.get("TOPK_ALGO", "merge") == "radix" else M.merge_config(w)
+    cfg = {**base, "MX_WORD_DECODE": False, **config}
+    cfg = {k: bool(v) if isinstance(S.SPACE[k].values()[0], bool) else v for k, v in cfg.items() if k in S.SPACE}
+    ok = S.SPACE.contains(cfg) and S.constraints(cfg, w)
+    if not ok:
+        log.info("%s: %s not admitted by the search space, skipped", w, config)
+    return ok
 
 
 def _slice(inputs: dict[str, Any], n: int) -> dict[str, Any]:
@@ -117,8 +154,21 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
                score_floor_us=(nbytes + logit_bytes) / hbm * 1e6,
                score_pct_floor=100 * (nbytes + logit_bytes) / hbm / (ts.median_us * 1e-6))
     runs = []
+    variant_names = {name for name, _ in parse_variants(args.variant)}
     for label, cfg in algo_configs(w, config, args):
         r: dict[str, Any] = {"algo": label or cfg.get("TOPK_ALGO", "merge"), "config": cfg}
+        if label in variant_names:  # its own scoring time, the logits verified on the reference's sequences
+            r["variant"] = True
+            try:
+                sub0 = dict(sub, top_k=0, return_logits=True)
+                M.verify(M.launch(config=cfg, **sub0), M.reference(**sub0), sub0)
+                tv = bench_kernel(M.SPEC, lambda: M.launch(config=cfg, **score_only), reps=args.reps)
+                r.update(score_us=tv.median_us, score_pct_floor=100 * (nbytes + logit_bytes) / hbm
+                         / (tv.median_us * 1e-6))
+            except AssertionError as e:
+                r.update(verified=False, error=f"scoring: {e}")
+                runs.append(r)
+                continue
         try:
             M.verify(M.launch(config=cfg, **sub), ref, sub)
             M.verify(M.launch(config=cfg, **inputs)[:VERIFY_SEQS], ref, sub)
@@ -133,10 +183,10 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
         if r["verified"]:
             t = bench_kernel(M.SPEC, lambda: M.launch(config=cfg, **inputs), reps=args.reps)
             r.update(median_us=t.median_us, p20_us=t.p20_us, p80_us=t.p80_us,
-                     pct_floor=100 * nbytes / hbm / (t.median_us * 1e-6), topk_overhead=t.median_us / ts.median_us - 1)
+                     pct_floor=100 * nbytes / hbm / (t.median_us * 1e-6), topk_overhead=t.median_us / (r["score_us"] if r.get("variant") else ts.median_us) - 1)
         runs.append(r)
     rec["runs"] = runs
-    main_run = runs[-1]
+    main_run = [r for r in runs if not r.get("variant")][-1]
     rec["verified"] = all(r["verified"] for r in runs)
     if not rec["verified"]:
         rec["error"] = "; ".join(f"{r['algo']}: {r.get('error', 'rows wrong vs own logits')}" for r in runs
@@ -199,6 +249,17 @@ def summarize(records: list[dict[str, Any]]) -> list[str]:
                     ts.append(float("nan"))
             sp = ts[0] / ts[-1] if len(ts) > 1 else float("nan")
             lines.append(f"{p:12} {n:>1} {ctx:>7} {b:>4} {r['score_us']:>8.1f} " + " ".join(cells) + f" {sp:>7.1f}x")
+    var = [r for r in records if any(x.get("variant") for x in r.get("runs", []))]
+    if var:
+        lines.append("variants (scoring alone us, % of its floor; whole call us):")
+        for r in sorted(var, key=key):
+            p, n, ctx, b = key(r)
+            cells = [f"{x['algo']}: " + (f"score {x['score_us']:.1f} ({x['score_pct_floor']:.0f}%), "
+                                          f"call {x.get('median_us', float('nan')):.1f}" if "score_us" in x
+                                          else f"FAILED {x.get('error', '')[:60]}")
+                     for x in r["runs"] if x.get("variant")]
+            lines.append(f"{p:12} {n:>1} {ctx:>7} {b:>4} base score {r['score_us']:.1f} "
+                         f"({r['score_pct_floor']:.0f}%); " + "; ".join(cells))
     if checks:
         ok = sum(c[1] for c in checks)
         lines.append(f"targets: {ok}/{len(checks)} met")

@@ -199,6 +199,89 @@ def _mx_tile_dot(k_ptr, ks_ptr, row_k, row_s, valid, q0, q1, q2, q3, BLOCK_N: tl
 
 
 @triton.jit
+def _e2m1_lo_hi_to_e4m3(codes, INTERPRET: tl.constexpr):
+    """``[R, C]`` uint8 (two E2M1 codes, low nibble first) -> two ``[R, C]`` uint8 of E4M3
+    bits (value * 2^-6, exactly as ``_e2m1x2_to_e4m3_scaled``): the low nibbles' and the high
+    nibbles'. On the GPU four code bytes at a time in one 32-bit register (pack=4): y = x << 4,
+    lo = (y & 0x80808080) | ((y >> 2) & 0x1c1c1c1c), hi = (x & 0x80808080) | ((x >> 2) & 0x1c1c1c1c)
+    (the masks drop what a shift carries across bytes): 7 ALU instructions per 8 codes."""
+    if INTERPRET:
+        p = codes.to(tl.int32) & 0xFF
+        lo = (((p & 0x7) << 2) | ((p & 0x8) << 4)).to(tl.uint8)
+        hi = (((p & 0x70) >> 2) | (p & 0x80)).to(tl.uint8)
+        return lo, hi
+    else:
+        return tl.inline_asm_elementwise(
+            "{\n.reg .b32 y, t;\n"
+            "shl.b32 y, $2, 4;\n"
+            "shr.u32 t, y, 2;\n"
+            "and.b32 t, t, 0x1c1c1c1c;\n"
+            "and.b32 y, y, 0x80808080;\n"
+            "or.b32 $0, y, t;\n"
+            "shr.u32 t, $2, 2;\n"
+            "and.b32 t, t, 0x1c1c1c1c;\n"
+            "and.b32 y, $2, 0x80808080;\n"
+            "or.b32 $1, y, t;\n}",
+            "=r,=r,r", [codes], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
+
+
+@triton.jit
+def _lo_hi_operand(lo, hi):
+    """``[R, 16]`` low- and high-nibble E4M3 bits of one scale block -> the ``[R, 32]`` MMA
+    operand in K order (16 low nibbles, then 16 high nibbles): element 2i at k = i, element
+    2i + 1 at k = 16 + i (``_mx_q_perm`` orders q the same way)."""
+    R: tl.constexpr = lo.shape[0]
+    C: tl.constexpr = lo.shape[1]
+    return tl.reshape(tl.permute(tl.join(lo, hi), (0, 2, 1)), (R, 2 * C)).to(tl.float8e4nv, bitcast=True)
+
+
+@triton.jit
+def _mx_q_perm(k):
+    """Column of q (within a 32-wide scale block) at K position ``k`` of ``_lo_hi_operand``."""
+    return tl.where(k < 16, 2 * k, 2 * (k - 16) + 1)
+
+
+@triton.jit
+def _ue8m0_x64(c):
+    """int32 UE8M0 codes (0..255) -> fp32 2^(c - 127) * 64, bit-identical to
+    ``ue8m0_to_f32(c) * 64.0``: 2^(c - 121) is a normal for c <= 248, inf above, NaN at 255."""
+    bits = (tl.minimum(c, 249) + 6) << 23
+    return tl.where(c == 255, 0x7FC00000, bits).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _mx_tile_dot_word(k_ptr, ks_ptr, row_k, row_s, valid, q0, q1, q2, q3, BLOCK_N: tl.constexpr,
+                      INTERPRET: tl.constexpr):
+    """``_mx_tile_dot`` with the decode done a 32-bit word at a time (``MX_WORD_DECODE``):
+    each scale block's 16 code bytes become its low-nibble and high-nibble E4M3 bytes with no
+    per-element shifts or byte interleaving (the MMA's K order is permuted instead, and q with
+    it, once per program); the four UE8M0 scales of a key are one 32-bit load, turned into
+    fp32 factors per key (not per element of the score tile). One load per scale block
+    (8-byte cp.async, then ldmatrix hands each thread whole 4-byte words of a block, which is
+    the register A operand's K layout here): one [R, 4, 16] load split afterwards cost ~76
+    byte permutes (PRMT) per tile (sm_90, Triton 3.6)."""
+    c16 = tl.arange(0, 16)
+    l0, h0 = _e2m1_lo_hi_to_e4m3(tl.load(k_ptr + row_k[:, None] + c16[None, :], mask=valid[:, None], other=0),
+                                 INTERPRET)
+    l1, h1 = _e2m1_lo_hi_to_e4m3(tl.load(k_ptr + row_k[:, None] + 16 + c16[None, :], mask=valid[:, None],
+                                         other=0), INTERPRET)
+    l2, h2 = _e2m1_lo_hi_to_e4m3(tl.load(k_ptr + row_k[:, None] + 32 + c16[None, :], mask=valid[:, None],
+                                         other=0), INTERPRET)
+    l3, h3 = _e2m1_lo_hi_to_e4m3(tl.load(k_ptr + row_k[:, None] + 48 + c16[None, :], mask=valid[:, None],
+                                         other=0), INTERPRET)
+    sw = tl.load((ks_ptr + row_s).to(tl.pointer_type(tl.int32)), mask=valid, other=0x7F7F7F7F)
+    f0 = _ue8m0_x64(sw & 0xFF)
+    f1 = _ue8m0_x64((sw >> 8) & 0xFF)
+    f2 = _ue8m0_x64((sw >> 16) & 0xFF)
+    f3 = _ue8m0_x64((sw >> 24) & 0xFF)
+    s = tl.dot(_lo_hi_operand(l0, h0), tl.trans(q0)) * f0[:, None]
+    s += tl.dot(_lo_hi_operand(l1, h1), tl.trans(q1)) * f1[:, None]
+    s += tl.dot(_lo_hi_operand(l2, h2), tl.trans(q2)) * f2[:, None]
+    s += tl.dot(_lo_hi_operand(l3, h3), tl.trans(q3)) * f3[:, None]
+    return s
+
+
+@triton.jit
 def _kth_key(base, stride_l, cnt_ptr, n_lists, k, BLOCK: tl.constexpr):
     """Exact k-th largest of the keys in lists ``base + l * stride_l`` (``cnt_ptr[l]`` keys
     each, l < n_lists; at least k keys in all): radix select from the top, 8 bits a pass,
@@ -274,7 +357,7 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
                   WRITE_LOGITS: tl.constexpr,
                   BLOCK_N: tl.constexpr, NUM_SPLITS: tl.constexpr, CAND_MULT: tl.constexpr,
                   SELECT_BLOCK: tl.constexpr, SHARE_THRESHOLD: tl.constexpr, MX_FP8_DOT: tl.constexpr,
-                  TOPK_ALGO: tl.constexpr, INTERPRET: tl.constexpr):
+                  TOPK_ALGO: tl.constexpr, INTERPRET: tl.constexpr, MX_WORD_DECODE: tl.constexpr = False):
     b = tl.program_id(0)
     split = tl.program_id(1)
     if TOPK_ALGO == "radix":
@@ -299,6 +382,8 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
     if K_FORMAT == 1 and MX_FP8_DOT:
         # one [QR, 32] slice per scale block, kept in registers for the whole scan
         d32 = tl.arange(0, 32)
+        if MX_WORD_DECODE:
+            d32 = _mx_q_perm(d32)  # the K order of _lo_hi_operand
         q0 = tl.load(q_rows[:, None] + d32[None, :], mask=rmask[:, None], other=0).to(tl.float8e4nv, bitcast=True)
         q1 = tl.load(q_rows[:, None] + 32 + d32[None, :], mask=rmask[:, None], other=0).to(tl.float8e4nv,
                                                                                           bitcast=True)
@@ -347,6 +432,8 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
                 kt = tl.load(k_ptr + row_k[:, None] + d[None, :], mask=valid[:, None], other=0)
                 s = tl.dot(kt.to(tl.float8e4nv, bitcast=True), tl.trans(q))  # [BLOCK_N, QR]
                 ksc = tl.load(ks_ptr + row_s, mask=valid, other=0.0)
+            elif MX_FP8_DOT and MX_WORD_DECODE:
+                s = _mx_tile_dot_word(k_ptr, ks_ptr, row_k, row_s, valid, q0, q1, q2, q3, BLOCK_N, INTERPRET)
             elif MX_FP8_DOT:
                 s = _mx_tile_dot(k_ptr, ks_ptr, row_k, row_s, valid, q0, q1, q2, q3, BLOCK_N)
             else:
@@ -634,6 +721,11 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
         raise ValueError("MERGE_GROUP must be >= 2")
     if config["MX_FP8_DOT"] and k_format != "mxfp4":
         raise ValueError("MX_FP8_DOT applies to k_format='mxfp4' only")
+    if config.get("MX_WORD_DECODE", False) and not config["MX_FP8_DOT"]:
+        raise ValueError("MX_WORD_DECODE applies to the MX_FP8_DOT path only")
+    if config.get("MX_WORD_DECODE", False) and (k_scales.stride(0) % 4 or k_scales.stride(1) % 4
+                                               or k_scales.data_ptr() % 4):
+        raise ValueError("MX_WORD_DECODE loads a key's four scales as one 4-byte aligned word")
     radix = algo == "radix" and top_k > 0
     logits, idx = bufs["logits"], bufs["idx"]
     kc = k_cache.view(torch.uint8)
@@ -652,6 +744,7 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
         WRITE_LOGITS=return_logits or radix,
         BLOCK_N=BN, NUM_SPLITS=S, CAND_MULT=int(config["CAND_MULT"]), SELECT_BLOCK=int(config["SELECT_BLOCK"]),
         SHARE_THRESHOLD=bool(config["SHARE_THRESHOLD"]), MX_FP8_DOT=bool(config["MX_FP8_DOT"]),
+        MX_WORD_DECODE=bool(config.get("MX_WORD_DECODE", False)),
         TOPK_ALGO="radix" if radix else "merge",
         INTERPRET=interpreting(), num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]),
     )
@@ -860,7 +953,8 @@ def default_config(workload: Workload) -> dict[str, Any]:
     place_sort = rows * k * k >= 8 * 2048 * 2048
     rank_block = max(16, min(256, triton.next_power_of_2(triton.cdiv(rows * k, 2 * SMS))))
     return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024,
-            "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "TOPK_ALGO": "radix", "TOPK_BLOCK": tb,
+            "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": False, "TOPK_ALGO": "radix",
+            "TOPK_BLOCK": tb,
             "TOPK_SPLITS": default_radix_splits(w, tb), "RANK_BLOCK": 64 if place_sort else rank_block,
             "PLACE_SORT": place_sort, "num_warps": 4, "num_stages": 2}
 

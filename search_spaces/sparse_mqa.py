@@ -18,6 +18,7 @@ SPACE = Space(
     SELECT_BLOCK=Pow2(256, 2048), # keys per step of the radix-select / compaction streams
     SHARE_THRESHOLD=Bool(),       # publish pruned thresholds across splits (atomic max)
     MX_FP8_DOT=Bool(),            # mxfp4: FP8 MMA per scale block, or exact BF16 dequant + one BF16 MMA
+    MX_WORD_DECODE=Bool(),        # mxfp4 FP8 MMA: decode 4 code bytes per instruction, K order permuted
     TOPK_ALGO=Choice(("merge", "radix")),  # top-k: in-split lists + merge levels, or row-parallel radix passes
     TOPK_BLOCK=Pow2(256, 2048),   # radix: keys per step of a pass (4096 spills: 255 registers)
     TOPK_SPLITS=Pow2(1, 256),     # radix: programs per (sequence, token) row in each pass
@@ -67,6 +68,8 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     mx = prof["k_format"] == "mxfp4"
     if config["MX_FP8_DOT"] and not mx:
         return False  # no effect on fp8 keys: would only duplicate trials
+    if config["MX_WORD_DECODE"] and not config["MX_FP8_DOT"]:
+        return False  # only the FP8-MMA decode has a word-wise variant
     if config["TOPK_ALGO"] == "radix":
         if any(config[k] != v for k, v in _MERGE_ONLY.items()):
             return False

@@ -101,6 +101,8 @@ RADIX_CASES = [
     ("dsv41-flash", 1, [600, 20], 64, dict(BLOCK_N=128, NUM_SPLITS=1, TOPK_SPLITS=1, TOPK_BLOCK=512)),
     ("dsv41-flash", 2, [520, 333], 100, dict(BLOCK_N=32, NUM_SPLITS=3, MX_FP8_DOT=True, PLACE_SORT=True)),
     ("dsv41-flash", 2, [400, 64, 3], 16, dict(NUM_SPLITS=2, MX_FP8_DOT=False, RANK_BLOCK=64)),
+    ("dsv41-flash", 2, [520, 333], 100, dict(BLOCK_N=32, NUM_SPLITS=3, MX_FP8_DOT=True, MX_WORD_DECODE=True)),
+    ("dsv41-flash", 1, [600, 20, 129], 64, dict(BLOCK_N=128, NUM_SPLITS=2, MX_FP8_DOT=True, MX_WORD_DECODE=True)),
 ]
 
 
@@ -237,6 +239,73 @@ def test_property_radix_random_shapes(seqs, top_k, next_n, profile, splits, bloc
     idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
     assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, top_k))
     M.verify(idx, M.reference(**inp), inp)
+
+
+def _run_ptx(asm: str, x: int) -> tuple[int, int]:
+    """The shl / shr / and / or subset of PTX in ``asm`` on one 32-bit input ($2) -> ($0, $1)."""
+    import re
+
+    regs = {"$2": x}
+    val = lambda a: int(a, 0) if a[0].isdigit() else regs[a]  # noqa: E731
+    for op, dst, a, b in re.findall(r"(shl|shr|and|or)\.\w+ (\$?\w+), (\$?\w+), (\$?\w+);", asm):
+        a, b = val(a), val(b)
+        ops = {"shl": lambda: a << b, "shr": lambda: a >> b, "and": lambda: a & b, "or": lambda: a | b}
+        regs[dst] = ops[op]() & 0xFFFFFFFF
+    return regs["$0"], regs["$1"]
+
+
+def test_word_decode_asm_matches_the_bytewise_decode():
+    """MX_WORD_DECODE's inline PTX (GPU only; the interpreter runs the bytewise fallback),
+    read from the kernel source and run on 32-bit words: each byte's low / high nibble
+    becomes the E4M3 bits of ``_e2m1x2_to_e4m3_scaled`` (value * 2^-6), whatever its
+    neighbours (every byte value in every position); the q column order matches the operand."""
+    import inspect
+    import re
+
+    src = inspect.getsource(M._e2m1_lo_hi_to_e4m3.fn)
+    asm = "".join(re.findall(r'"([^"]*)"', src.split("inline_asm_elementwise(")[1].split('"=r,=r,r"')[0]))
+    asm = asm.replace("\\n", "\n")
+
+    def lo_ref(p):
+        return ((p & 0x7) << 2) | ((p & 0x8) << 4)
+
+    def hi_ref(p):
+        return ((p & 0x70) >> 2) | (p & 0x80)
+    for v in range(256):
+        for pos in range(4):
+            for fill in (0x00, 0xFF, 0x5A):
+                bs = [fill] * 4
+                bs[pos] = v
+                lo, hi = _run_ptx(asm, int.from_bytes(bytes(bs), "little"))
+                assert list(lo.to_bytes(4, "little")) == [lo_ref(b) for b in bs], (v, pos, fill)
+                assert list(hi.to_bytes(4, "little")) == [hi_ref(b) for b in bs], (v, pos, fill)
+    # E2M1 -> E4M3 * 2^-6 exactly, for every code
+    e2m1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6]
+    for c in range(16):
+        want = (-1 if c & 8 else 1) * e2m1[c & 7] * 2.0 ** -6
+        got = torch.tensor([lo_ref(c)], dtype=torch.uint8).view(torch.float8_e4m3fn).float().item()
+        assert got == want, (c, got, want)
+    k = torch.arange(32)
+    perm = torch.where(k < 16, 2 * k, 2 * (k - 16) + 1)
+    assert sorted(perm.tolist()) == list(range(32))
+
+
+def test_ue8m0_x64_matches_the_scale_decode():
+    """The word path's per-key factor equals ``ue8m0_to_f32(c) * 64`` for every code (0: a
+    subnormal scale, 249+: inf, 255: NaN), checked through the interpreter."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def k(c_ptr, a_ptr, b_ptr):
+        o = tl.arange(0, 256)
+        c = tl.load(c_ptr + o)
+        tl.store(a_ptr + o, M._ue8m0_x64(c))
+        tl.store(b_ptr + o, M.ue8m0_to_f32(c.to(tl.uint8)) * 64.0)
+    c = torch.arange(256, dtype=torch.int32)
+    a, b = torch.empty(256), torch.empty(256)
+    k[(1,)](c, a, b)
+    assert torch.equal(a.view(torch.int32), b.view(torch.int32))
 
 
 def test_scoring_only_and_public_api(device):
