@@ -349,7 +349,7 @@ def _prune_lists(cand_ptr, cnt_ptr, thr_ptr, list_base, cnt, thr, tok, b, top_k,
 
 @triton.jit
 def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, cand_ptr, cnt_ptr, thr_ptr, rs_ptr,
-                  H, top_k,
+                  H, top_k, max_len,
                   stride_qb, stride_qt, stride_qh, stride_wb, stride_wt, stride_kp, stride_ks, stride_sp,
                   stride_ss, stride_btb, stride_lb, stride_lt,
                   D: tl.constexpr, PAGE: tl.constexpr, K_FORMAT: tl.constexpr, NEXT_N: tl.constexpr,
@@ -395,7 +395,9 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
         q = tl.load(q_rows[:, None] + d[None, :], mask=rmask[:, None], other=0).to(tl.float8e4nv, bitcast=True)
         if K_FORMAT == 1:
             q = q.to(tl.bfloat16)  # exact: every E4M3 value is a BF16 value
-    seq_len = tl.load(seqlen_ptr + b)
+    # keys past the block table's capacity do not exist (as in the reference): clamped, so
+    # a seq_len beyond it never makes the radix path write past its row of scores
+    seq_len = tl.minimum(tl.load(seqlen_ptr + b), max_len)
     n_vis = tl.maximum(seq_len - NEXT_N + tok + 1, 0)  # [TP] keys each token sees
     n_vis = tl.where(tok < NEXT_N, n_vis, 0)
     chunk = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
@@ -735,6 +737,7 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
         q_ptr=q.view(torch.uint8), w_ptr=weights, k_ptr=kc,
         ks_ptr=k_scales, bt_ptr=block_table, seqlen_ptr=seq_lens, logits_ptr=logits, cand_ptr=bufs["cand"],
         cnt_ptr=bufs["cnt"], thr_ptr=bufs["thr"], rs_ptr=bufs["rs"], H=H, top_k=top_k,
+        max_len=block_table.shape[1] * page,
         stride_qb=q.stride(0), stride_qt=q.stride(1), stride_qh=q.stride(2), stride_wb=weights.stride(0),
         stride_wt=weights.stride(1), stride_kp=kc.stride(0), stride_ks=kc.stride(1), stride_sp=k_scales.stride(0),
         stride_ss=k_scales.stride(1), stride_btb=block_table.stride(0), stride_lb=logits.stride(0),

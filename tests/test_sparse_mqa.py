@@ -156,6 +156,18 @@ def test_fewer_keys_than_top_k_pad_with_minus_one(device):
     assert sorted(idx[1, 1, :70].tolist()) == list(range(70))
 
 
+@pytest.mark.parametrize("path", ["merge", "radix"])
+def test_seq_len_beyond_the_block_table_is_clamped(path, device):
+    """A seq_len past the block table's capacity (max_pages x PAGE) sees only the keys that
+    exist, as in the reference; the radix path must not write scores past its row."""
+    inp = ragged_inputs("dsv32", 2, [200, 90], top_k=40, context=256, device=device, seed=5)
+    max_len = inp["block_table"].shape[1] * inp["k_cache"].shape[1]
+    inp["seq_lens"] = torch.tensor([max_len + 37, 90], dtype=torch.int32, device=device)
+    c = cfg("dsv32", 2, BLOCK_N=32, NUM_SPLITS=2, MERGE_GROUP=2) if path == "merge" else rcfg("dsv32", 2)
+    check_exact(inp, c)
+    assert (M.launch(config=c, **inp)[0] >= 0).sum(-1).tolist() == [40, 40]
+
+
 def test_causality_next_n_2(device):
     # the newest key scores far above all others: only the last query token may pick it
     inp = ragged_inputs("dsv32", 2, [200], top_k=8, device=device)
