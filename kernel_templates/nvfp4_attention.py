@@ -194,12 +194,12 @@ def _mma(a, b, INTERPRET: tl.constexpr):
 
 
 @triton.jit
-def _attend(s, kv, valid, m_i, l_i, acc, SWAP_AB: tl.constexpr, INTERPRET: tl.constexpr):
-    """Online-softmax update with one tile of log2-domain scores.
+def _softmax_step(s, valid, m_i, l_i, SWAP_AB: tl.constexpr):
+    """Online-softmax step over one tile of log2-domain scores: (m_new, l_new, p, alpha),
+    the accumulator to be rescaled by ``alpha`` before ``p @ V`` is added.
 
-    ``SWAP_AB``: scores are ``[BLOCK_N, BLOCK_H]`` and ``acc`` is ``[D, BLOCK_H]`` (the
-    entries / latent axis is the MMA's M, >= 64, so Hopper can use wgmma even at 16
-    heads); else ``[BLOCK_H, BLOCK_N]`` and ``[BLOCK_H, D]``.
+    ``SWAP_AB``: scores are ``[BLOCK_N, BLOCK_H]`` (the entries / latent axis is the MMA's
+    M, >= 64, so Hopper can use wgmma even at 16 heads); else ``[BLOCK_H, BLOCK_N]``.
     """
     if SWAP_AB:
         s = tl.where(valid[:, None], s, float("-inf"))
@@ -208,7 +208,6 @@ def _attend(s, kv, valid, m_i, l_i, acc, SWAP_AB: tl.constexpr, INTERPRET: tl.co
         alpha = tl.exp2(m_i - m_use)
         p = tl.exp2(s - m_use[None, :])
         l_i = l_i * alpha + tl.sum(p, 0)
-        acc = acc * alpha[None, :] + _mma(tl.trans(kv), p.to(kv.dtype), INTERPRET)
     else:
         s = tl.where(valid[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -216,6 +215,17 @@ def _attend(s, kv, valid, m_i, l_i, acc, SWAP_AB: tl.constexpr, INTERPRET: tl.co
         alpha = tl.exp2(m_i - m_use)
         p = tl.exp2(s - m_use[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
+    return m_new, l_i, p, alpha
+
+
+@triton.jit
+def _attend(s, kv, valid, m_i, l_i, acc, SWAP_AB: tl.constexpr, INTERPRET: tl.constexpr):
+    """Online-softmax update with one tile: ``acc`` is ``[D, BLOCK_H]`` under ``SWAP_AB``,
+    else ``[BLOCK_H, D]``."""
+    m_new, l_i, p, alpha = _softmax_step(s, valid, m_i, l_i, SWAP_AB)
+    if SWAP_AB:
+        acc = acc * alpha[None, :] + _mma(tl.trans(kv), p.to(kv.dtype), INTERPRET)
+    else:
         acc = acc * alpha[:, None] + _mma(p.to(kv.dtype), kv, INTERPRET)
     return m_new, l_i, acc
 
@@ -270,21 +280,7 @@ def _attend_chunks(qs, raw, valid, m_i, l_i, accs, sc, KV_DTYPE: tl.constexpr, D
                 s = _mma_acc(kv, tl.trans(qs[c]), s, INTERPRET)
             else:
                 s = _mma_acc(qs[c], tl.trans(kv), s, INTERPRET)
-    s = s * sc
-    if SWAP_AB:
-        s = tl.where(valid[:, None], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 0))
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # all-masked so far: no NaN
-        alpha = tl.exp2(m_i - m_use)
-        p = tl.exp2(s - m_use[None, :])
-        l_i = l_i * alpha + tl.sum(p, 0)
-    else:
-        s = tl.where(valid[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m_i - m_use)
-        p = tl.exp2(s - m_use[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
+    m_new, l_i, p, alpha = _softmax_step(s * sc, valid, m_i, l_i, SWAP_AB)
     new = ()
     for c in tl.static_range(len(raw)):
         kv = kvs[c]
