@@ -35,6 +35,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="only the target points (H=16/64, batch 16/64, 32K/128K)")
     p.add_argument("--kv-dtypes", default="nvfp4,fp8,bf16", help="comma-separated KV dtypes")
     p.add_argument("--modes", default="dense,sparse", help="comma-separated modes")
+    p.add_argument("--batch", default=None, help="comma-separated batch sizes (filter)")
+    p.add_argument("--context", default=None, help="comma-separated contexts (filter)")
+    p.add_argument("--heads", default=None, help="comma-separated head counts (filter)")
     p.add_argument("--no-baseline", action="store_true", help="skip the SDPA baseline")
     p.add_argument("--baseline-contexts", default="131072",
                    help="contexts at which the (slow) SDPA baseline runs, comma-separated, or 'all' "
@@ -57,6 +60,10 @@ def workloads(args: argparse.Namespace) -> list[Any]:
     ws = [w for w in WORKLOADS if w.kv_dtype in kvs and w.mode in modes]
     if args.quick:
         ws = [w for w in ws if w.batch in (16, 64) and w.context in (32768, 131072)]
+    for axis in ("batch", "context", "heads"):
+        if getattr(args, axis):
+            keep = {int(x) for x in getattr(args, axis).split(",")}
+            ws = [w for w in ws if getattr(w, axis) in keep]
     return ws
 
 
