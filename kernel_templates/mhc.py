@@ -22,9 +22,10 @@ Design:
   own chunk, re-reading the new residual it just wrote from L2 (the second launch
   re-read it after the whole grid wrote it: from HBM at large T). Tickets make the wait
   deadlock-free with any grid size (only SPLIT_K programs need to be co-resident).
-  Counters live in a per-device scratch that every launch leaves zero. Shared memory
-  and registers are as for ``SYNC`` 0 (sm_90, Triton 3.6: 64 x 16 tf32 59392 B, 163-168
-  registers).
+  Counters live in a per-(device, stream) scratch that every launch leaves zero. Shared
+  memory and registers are as for ``SYNC`` 0 (sm_90, Triton 3.6: 64 x 16 tf32 59392 B,
+  163-168 registers). Measured slower than ``SYNC`` 0 on the H200, so the search space
+  does not admit it (search_spaces/mhc.py); kept and tested for later experiments.
 - ``SPLIT_K == 1`` is a single fused launch: each program owns whole token rows, does
   the epilogue in registers and re-reads its own rows for ``u``. Those are L2-hot only
   while all resident programs' rows (BLOCK_T x 4D x 2 B each: 2.6 MB at 64 x 5120)
@@ -784,7 +785,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     # layout twice per step through shared memory. 4-warp programs fit 3 per SM, so
     # the split goes on to ~2 programs per SM (the 8 warps per SM that one 8-warp
     # program gave). Small T: 16 x 32 at 4 warps (146 registers, 77 KB).
-    # The one-launch split (SYNC 1 / 2) stays in the search space but is not the default:
+    # The one-launch split (SYNC 1 / 2) is neither the default nor admitted for tuning:
     # on the H200 (run 11, D = 5120) SYNC 2 with 32 x 16 / 64 x 16 tiles and SPLIT_K 16 took
     # 111.9 us at T = 1024 and 490.3 us at T = 4096 against 105.6 / 348.5 for these
     # two-launch defaults (the waiting siblings idle their SMs; SYNC 1's single combiner

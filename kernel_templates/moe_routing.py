@@ -379,6 +379,12 @@ PREFIX_MIN_PROGRAMS = 256
 _PREFIX_TILE = 4096  # elements of the scan's [programs, experts] tile per program
 
 
+def _prefix_meta(np_: int, E: int) -> dict[str, int]:
+    """Constexprs of the scan over ``np_`` programs' counts of ``E`` experts."""
+    np_pad = triton.next_power_of_2(np_)
+    return dict(NP_PAD=np_pad, BLOCK_E=max(1, min(triton.next_power_of_2(E), _PREFIX_TILE // np_pad)))
+
+
 @functools.lru_cache(maxsize=None)
 def _sm_count(device: torch.device) -> int:
     if device.type == "cuda":
@@ -481,9 +487,8 @@ def launch(*, config: dict[str, Any], logits: torch.Tensor, bias: torch.Tensor |
                 num_warps=config["num_warps"], num_stages=config["num_stages"], **_meta(E, top_k, n_group, config["BLOCK_T"]))
     for phase in ((0,) if fused else (1, 2)):
         if phase == 2 and prefix:
-            np_pad = triton.next_power_of_2(np_)
-            be = max(1, min(triton.next_power_of_2(E), _PREFIX_TILE // np_pad))
-            _moe_prefix_kernel[(triton.cdiv(E, be),)](cnt, cur, tot, np_, E, NP_PAD=np_pad, BLOCK_E=be, num_warps=4)
+            pm = _prefix_meta(np_, E)
+            _moe_prefix_kernel[(triton.cdiv(E, pm["BLOCK_E"]),)](cnt, cur, tot, np_, E, **pm, num_warps=4)
         _moe_routing_kernel[(np_,)](*args, PHASE=phase, FUSED=fused, GRID_SYNC=fused and np_ > 1,
                                     PREFIX=prefix and phase == 2, **meta)
     return MoeRouting(w, ids, sorted_ids, eids, npad)
@@ -689,8 +694,7 @@ def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[A
     out = []
     for phase in ((0,) if fused else (1, 2)):
         if phase == 2 and prefix:
-            np_pad = triton.next_power_of_2(np_)
-            pc = dict(NP_PAD=np_pad, BLOCK_E=max(1, min(triton.next_power_of_2(E), _PREFIX_TILE // np_pad)))
+            pc = _prefix_meta(np_, E)
             psig = {"cnt_ptr": "*i32", "before_ptr": "*i32", "tot_ptr": "*i32", "NP": "i32", "E": "i32"}
             out.append((_moe_prefix_kernel, {**psig, **{name: "constexpr" for name in pc}}, pc))
         c = dict(cx, PHASE=phase, FUSED=fused, GRID_SYNC=fused and np_ > 1, PREFIX=prefix and phase == 2)

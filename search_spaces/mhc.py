@@ -6,7 +6,8 @@
 tf32 / tf32x3 / ieee), ``SYNC`` how a split token block is combined (0: a second launch,
 which re-reads the new residual after the whole grid wrote it, from HBM at large T;
 1: one launch, the block's last program to finish writes u for its whole rows; 2: one
-launch, the block's programs wait for each other and each writes u for its own chunk). The Sinkhorn layout is not a knob: it is a packed
+launch, the block's programs wait for each other and each writes u for its own chunk;
+only 0 is admitted, see ``constraints``). The Sinkhorn layout is not a knob: it is a packed
 ``[BLOCK_T, 8, 4]`` register tile (pre, post and the 4 comb rows of a token together),
 a few hundred flops per token, so the token block (``BLOCK_T``) is what lays it out.
 """
