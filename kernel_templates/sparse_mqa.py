@@ -148,6 +148,12 @@ def _order_key(s, idx):
 
 
 @triton.jit
+def _key_index(keys):
+    """The key index of ``_order_key``s as int32; -1 where the key is -1 (no key)."""
+    return tl.where(keys >= 0, 2147483647 - (keys & 2147483647), -1).to(tl.int32)
+
+
+@triton.jit
 def _mma(a, b, INTERPRET: tl.constexpr):
     """``tl.dot`` with fp32 accumulation; under Triton 3.9's interpreter bf16 operands
     are multiplied as raw bits, so there they go through fp32 (exact for bf16)."""
@@ -495,8 +501,7 @@ def _merge_kernel(in_ptr, in_cnt_ptr, out_ptr, out_cnt_ptr, idx_ptr, n_lists, to
         tl.debug_barrier()
         offs = tl.arange(0, TOPK_P2)
         keys = tl.sort(tl.load(dst + offs, mask=offs < n, other=-1), descending=True)
-        idx = tl.where(keys >= 0, 2147483647 - (keys & 2147483647), -1).to(tl.int32)
-        tl.store(idx_ptr + row.to(tl.int64) * stride_idx_row + offs, idx, mask=offs < top_k)
+        tl.store(idx_ptr + row.to(tl.int64) * stride_idx_row + offs, _key_index(keys), mask=offs < top_k)
     else:
         tl.store(out_cnt_ptr + row * n_groups + g, n)
 
@@ -583,11 +588,6 @@ def _rank_in(base, n, keys, CMP_BLOCK: tl.constexpr):
         other = tl.load(base + o + co, mask=o + co < n, other=-1)
         acc += (other[None, :] > keys[:, None]).to(tl.int32)
     return tl.sum(acc, 1)
-
-
-@triton.jit
-def _key_index(keys):
-    return tl.where(keys >= 0, 2147483647 - (keys & 2147483647), -1).to(tl.int32)
 
 
 @triton.jit
