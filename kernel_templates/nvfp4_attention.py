@@ -183,14 +183,15 @@ def _decode_kv(codes, scales, KV_DTYPE: tl.constexpr, DQ_FP16: tl.constexpr):
 
 
 @triton.jit
-def _mma(a, b, INTERPRET: tl.constexpr):
-    """``tl.dot`` with fp32 accumulation. The interpreter of Triton 3.9 multiplies bf16
-    operands as their raw bits, so there (and only for bf16) both go through fp32, which
-    is exact; fp16 operands take the same 16-bit dot as on the GPU."""
+def _mma(a, b, INTERPRET: tl.constexpr, acc=None):
+    """``tl.dot`` with fp32 accumulation (into ``acc`` when given: chained MMAs). The
+    interpreter of Triton 3.9 multiplies bf16 operands as their raw bits, so there (and
+    only for bf16) both go through fp32, which is exact; fp16 operands take the same
+    16-bit dot as on the GPU."""
     if INTERPRET and a.dtype == tl.bfloat16:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32))
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
     else:
-        return tl.dot(a, b)
+        return tl.dot(a, b, acc)
 
 
 @triton.jit
@@ -239,15 +240,6 @@ def _scores(qd, kv, sc, SWAP_AB: tl.constexpr, INTERPRET: tl.constexpr):
 
 
 @triton.jit
-def _mma_acc(a, b, acc, INTERPRET: tl.constexpr):
-    """``acc + a @ b`` (``_mma`` with an accumulator: chained MMAs)."""
-    if INTERPRET and a.dtype == tl.bfloat16:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc)
-    else:
-        return tl.dot(a, b, acc)
-
-
-@triton.jit
 def _load_chunks(kv_ptr, kvs_ptr, row_c, row_s, valid, D: tl.constexpr, KV_DTYPE: tl.constexpr,
                  D_CHUNKS: tl.constexpr):
     """The raw tile as ``D_CHUNKS`` column chunks: a tuple of (codes, scales) pairs."""
@@ -277,17 +269,17 @@ def _attend_chunks(qs, raw, valid, m_i, l_i, accs, sc, KV_DTYPE: tl.constexpr, D
                 s = _mma(qs[c], tl.trans(kv), INTERPRET)
         else:
             if SWAP_AB:
-                s = _mma_acc(kv, tl.trans(qs[c]), s, INTERPRET)
+                s = _mma(kv, tl.trans(qs[c]), INTERPRET, s)
             else:
-                s = _mma_acc(qs[c], tl.trans(kv), s, INTERPRET)
+                s = _mma(qs[c], tl.trans(kv), INTERPRET, s)
     m_new, l_i, p, alpha = _softmax_step(s * sc, valid, m_i, l_i, SWAP_AB)
     new = ()
     for c in tl.static_range(len(raw)):
         kv = kvs[c]
         if SWAP_AB:
-            new = new + (_mma_acc(tl.trans(kv), p.to(kv.dtype), accs[c] * alpha[None, :], INTERPRET),)
+            new = new + (_mma(tl.trans(kv), p.to(kv.dtype), INTERPRET, accs[c] * alpha[None, :]),)
         else:
-            new = new + (_mma_acc(p.to(kv.dtype), kv, accs[c] * alpha[:, None], INTERPRET),)
+            new = new + (_mma(p.to(kv.dtype), kv, INTERPRET, accs[c] * alpha[:, None]),)
     return m_new, l_i, new
 
 
