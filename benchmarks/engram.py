@@ -122,6 +122,22 @@ def _gather_ceiling(table: Any, reps: int) -> dict[str, float]:
     return out
 
 
+def hash_rows(params: dict[str, Any], tokens: Any) -> Any:
+    """Table rows of ``tokens`` (``engram_hash`` with ``make_params``'s tables)."""
+    from kernel_templates import engram as E
+
+    return E.engram_hash(tokens, **{k: params[k] for k in ("comp", "multipliers", "primes", "offsets")},
+                         pad_id=params["pad_id"])
+
+
+def zipf_rows(params: dict[str, Any], T: int) -> tuple[Any, Any]:
+    """The benchmark's input for T tokens: Zipfian tokens (seed T) on the GPU and their rows."""
+    from kernel_templates import engram as E
+
+    tok = E.zipf_tokens(E.token_shape(T), seed=T).to("cuda")
+    return tok, hash_rows(params, tok)
+
+
 def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int, stream: Any | None = None,
              cap: bool = True) -> dict[str, Any]:
     """Lookup alone, a layer of equal duration alone, and both (lookup prefetched first).
@@ -189,12 +205,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     ceil["huge_page_bytes"] = table.huge_page_bytes
                 for T in tokens:
                     wl = E.Workload(T, table.placement, size)
-                    tok = E.zipf_tokens(E.token_shape(T), seed=T).to("cuda")
-                    rows = E.engram_hash(tok, **{k: params[k] for k in ("comp", "multipliers", "primes", "offsets")},
-                                         pad_id=params["pad_id"])
-                    t_hash = bench(lambda: E.engram_hash(tok, **{k: params[k] for k in ("comp", "multipliers", "primes",
-                                                                                         "offsets")},
-                                                         pad_id=params["pad_id"]), reps=args.reps, flush_l2=False)
+                    tok, rows = zipf_rows(params, T)
+                    t_hash = bench(lambda: hash_rows(params, tok), reps=args.reps, flush_l2=False)
                     inputs = {"table": table, "rows": rows}
                     ref = E.reference(**inputs)
                     sel = pack.select("engram", workload_dict(wl)) if pack else None

@@ -32,6 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # for benchmarks/engram.py (benchmarks is not a package)
 
 
 def _gather_strided():
@@ -107,6 +108,8 @@ def part_lookup(points: list[tuple[str, int]], rows_out: list, budget: float) ->
     from kernel_templates import engram as E
     from tuner.timing import bench_kernel
 
+    from engram import zipf_rows  # benchmarks/engram.py
+
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     size = 8 << 20
     params = E.make_params(size, seed=0, device="cuda")
@@ -117,39 +120,35 @@ def part_lookup(points: list[tuple[str, int]], rows_out: list, budget: float) ->
         if placement not in tables:
             tables[placement] = E.EngramTable(size, placement, "cuda").fill_random_(seed=0)
         table = tables[placement]
-        if True:
-            tok = E.zipf_tokens(E.token_shape(T), seed=T).to("cuda")
-            rows = E.engram_hash(tok, **{k: params[k] for k in ("comp", "multipliers", "primes", "offsets")},
-                                 pad_id=params["pad_id"])
-            inputs = {"table": table, "rows": rows}
-            ref = E.reference(**inputs)
-            wl = E.Workload(T, table.placement, size)
-            nbytes, _ = E.cost(wl)
-            cfgs = [E.default_config(wl)] + _configs(placement, rows.numel(), sms)
-            t0 = time.time()
-            for i, cfg in enumerate(cfgs):
-                if time.time() - t0 > per_point:
-                    break
-                progs = E.grid_programs(rows.numel(), cfg, sms)
-                try:
-                    E.verify(E.launch(config=cfg, **inputs), ref, inputs)
-                    t = bench_kernel(E.SPEC, lambda: E.launch(config=cfg, **inputs), reps=30).median_us
-                    status = "ok"
-                except Exception as e:  # noqa: BLE001 - a failing variant is a result, not the end
-                    t, status = float("nan"), f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
-                line = {"part": "lookup", "placement": table.placement, "tokens": T, "default": i == 0,
-                        "config": cfg, "programs": progs, "us": t, "gb_per_s": nbytes / t / 1e3, "status": status}
-                print(json.dumps(line), flush=True)
-                rows_out.append(line)
-            keep[(table.placement, T)] = (table, rows)
+        _, rows = zipf_rows(params, T)
+        inputs = {"table": table, "rows": rows}
+        ref = E.reference(**inputs)
+        wl = E.Workload(T, table.placement, size)
+        nbytes, _ = E.cost(wl)
+        cfgs = [E.default_config(wl)] + _configs(placement, rows.numel(), sms)
+        t0 = time.time()
+        for i, cfg in enumerate(cfgs):
+            if time.time() - t0 > per_point:
+                break
+            progs = E.grid_programs(rows.numel(), cfg, sms)
+            try:
+                E.verify(E.launch(config=cfg, **inputs), ref, inputs)
+                t = bench_kernel(E.SPEC, lambda: E.launch(config=cfg, **inputs), reps=30).median_us
+                status = "ok"
+            except Exception as e:  # noqa: BLE001 - a failing variant is a result, not the end
+                t, status = float("nan"), f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
+            line = {"part": "lookup", "placement": table.placement, "tokens": T, "default": i == 0,
+                    "config": cfg, "programs": progs, "us": t, "gb_per_s": nbytes / t / 1e3, "status": status}
+            print(json.dumps(line), flush=True)
+            rows_out.append(line)
+        keep[(table.placement, T)] = (table, rows)
     return keep
 
 
 def part_overlap(keep: dict, rows_out: list, budget: float) -> None:
     import torch
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from engram import _overlap  # benchmarks/engram.py (benchmarks is not a package)
+    from engram import _overlap  # benchmarks/engram.py
 
     t0 = time.time()
     for (placement, T), (table, rows) in keep.items():
@@ -181,16 +180,13 @@ def part_overlap_configs(points: list[tuple[str, int]], configs: list[dict], siz
 
     from kernel_templates import engram as E
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from engram import _overlap  # benchmarks/engram.py (benchmarks is not a package)
+    from engram import _overlap, zipf_rows  # benchmarks/engram.py
 
     params = E.make_params(size, seed=0, device="cuda")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for placement, T in points:
         table = E.EngramTable(size, placement, "cuda").fill_random_(seed=0)
-        tok = E.zipf_tokens(E.token_shape(T), seed=T).to("cuda")
-        rows = E.engram_hash(tok, **{k: params[k] for k in ("comp", "multipliers", "primes", "offsets")},
-                             pad_id=params["pad_id"])
+        _, rows = zipf_rows(params, T)
         inputs = {"table": table, "rows": rows}
         ref = E.reference(**inputs)
         for over in configs:
