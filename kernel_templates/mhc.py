@@ -51,7 +51,7 @@ import triton
 import triton.language as tl
 
 from tuner import lowering, runtime
-from tuner.runtime.env import interpreting
+from tuner.runtime.env import interpreting, stream_counters
 from tuner.spec import KernelSpec
 from tuner.verify import assert_close
 
@@ -658,7 +658,6 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
     return launches, outs
 
 
-_SYNC: dict[tuple, torch.Tensor] = {}
 _SYNC_INTS = 2 + 3 * 4096  # ticket, done, 3 counters per token block: the space's 4096-program grid cap
 
 
@@ -677,12 +676,7 @@ def _sync_scratch(dev: Any, n: int) -> torch.Tensor:
                          "its counters hold (use SYNC 0)")
     if meta_device(dev):
         return torch.empty(_SYNC_INTS, dtype=torch.int32, device=dev)
-    dev = torch.device(dev)
-    key = (dev, torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0)
-    buf = _SYNC.get(key)
-    if buf is None:
-        buf = _SYNC[key] = torch.zeros(_SYNC_INTS, dtype=torch.int32, device=dev)
-    return buf
+    return stream_counters("mhc", dev, _SYNC_INTS)
 
 
 def launch(*, config: dict[str, Any], op: str, X: torch.Tensor, y: torch.Tensor | None = None,

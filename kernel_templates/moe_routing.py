@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from tuner import runtime
-from tuner.runtime.env import interpreting
+from tuner.runtime.env import interpreting, stream_counters
 from tuner.spec import KernelSpec
 from tuner.verify import assert_close, assert_equal
 
@@ -392,19 +392,10 @@ def _sm_count(device: torch.device) -> int:
     return 1 << 30
 
 
-_SYNC: dict[tuple, torch.Tensor] = {}
-
-
 def _sync_scratch(device: torch.device) -> torch.Tensor:
-    # Arrive/depart counters of the grid barrier: zeroed once, every fused launch leaves
-    # them zero again. One pair per (device, stream): launches on one stream run in order,
-    # while two fused launches on two streams (two-batch overlap) sharing one pair would
-    # corrupt each other's barrier.
-    key = (device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
-    buf = _SYNC.get(key)
-    if buf is None:
-        buf = _SYNC[key] = torch.zeros(2, dtype=torch.int32, device=device)
-    return buf
+    # Arrive/depart counters of the grid barrier, per (device, stream): two fused launches
+    # on two streams sharing one pair would corrupt each other's barrier.
+    return stream_counters("moe_routing", device, 2)
 
 
 def _meta(E: int, top_k: int, n_group: int, block_t: int) -> dict[str, int]:

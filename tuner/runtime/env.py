@@ -12,6 +12,27 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+_COUNTERS: dict[tuple, Any] = {}
+
+
+def stream_counters(owner: str, device: Any, n: int) -> Any:
+    """``n`` int32 counters for ``owner``'s in-kernel synchronisation on ``device``, one
+    buffer per (owner, device, current stream), zeroed once: every launch must leave them
+    zero again. Launches on one stream run in order, so they never share counters while
+    running; two streams (two-batch overlap) get two buffers. Never reallocated: a CUDA
+    graph captured with it keeps a valid pointer (callers allocate their largest size)."""
+    import torch
+
+    device = torch.device(device)
+    key = (owner, device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
+    buf = _COUNTERS.get(key)
+    if buf is None:
+        buf = _COUNTERS[key] = torch.zeros(n, dtype=torch.int32, device=device)
+    if buf.numel() != n:
+        raise ValueError(f"{owner}: counters of {buf.numel()} ints here, {n} asked for (one size per owner)")
+    return buf
+
+
 @functools.lru_cache(maxsize=None)
 def gpu_identity() -> dict[str, Any]:
     """GPU name, compute capability, SM count, memory and the software versions.
