@@ -479,6 +479,10 @@ def grid_programs(n_rows: int, config: dict[str, Any], sms: int) -> int:
 
 
 CONFIG_KEYS = ("ROWS", "VEC", "DEDUP", "GRID_SM_FRAC", "CHUNK_ROWS", "num_warps", "num_stages")
+# Optional launch keys, outside the tuned space (prefetch_config sets them): MAXNREG caps the
+# registers per thread (0: the compiler's choice), CARVEOUT asks for that percentage of L1 as
+# shared memory (-1: the driver's choice); both ignored by the interpreter.
+OPTIONAL_KEYS = ("MAXNREG", "CARVEOUT")
 
 
 def _check_lookup(table: Any, rows: torch.Tensor, config: dict[str, Any]) -> None:
@@ -501,6 +505,32 @@ def _check_lookup(table: Any, rows: torch.Tensor, config: dict[str, Any]) -> Non
         raise ValueError(f"ROWS must be a power of two, got {config['ROWS']}")
     if config["CHUNK_ROWS"] < 0:
         raise ValueError(f"CHUNK_ROWS must be >= 0 (0: one launch), got {config['CHUNK_ROWS']}")
+    if config.get("MAXNREG", 0) not in (0, 32, 64, 128, 255):
+        raise ValueError(f"MAXNREG must be 0 (the compiler's choice), 32, 64, 128 or 255, got {config['MAXNREG']}")
+    if config.get("CARVEOUT", -1) != -1 and not 0 <= config["CARVEOUT"] <= 100:
+        raise ValueError(f"CARVEOUT must be -1 (the driver's choice) or a shared-memory percentage 0..100, "
+                         f"got {config['CARVEOUT']}")
+
+
+_CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9
+_carveouts: dict[tuple[int, int], bool] = {}
+
+
+def _prefer_carveout(kernel: Any, percent: int) -> None:
+    """Ask the driver to run ``kernel`` with ``percent`` of the unified L1 as shared memory
+    (``cuFuncSetAttribute``, once per compiled kernel; a no-op where it is unavailable).
+    A co-resident prefetch asks for the maximum: an SM already configured for the small
+    carveout a shared-memory-free kernel prefers cannot take a GEMM CTA that needs 213 KB."""
+    fn = getattr(kernel, "function", None)
+    if not fn or (fn, percent) in _carveouts:
+        return
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        ok = lib.cuFuncSetAttribute(ctypes.c_void_p(fn), _CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                    ctypes.c_int(percent)) == 0
+    except OSError:
+        ok = False
+    _carveouts[(fn, percent)] = ok
 
 
 def launch(*, config: dict[str, Any], table: EngramTable, rows: torch.Tensor) -> torch.Tensor:
@@ -521,9 +551,14 @@ def launch(*, config: dict[str, Any], table: EngramTable, rows: torch.Tensor) ->
     meta = dict(D=D, N_SCALES=N_SCALES, ROWS=config["ROWS"], VEC=config["VEC"], DEDUP=bool(config["DEDUP"]),
                 GRID_SM_FRAC=config["GRID_SM_FRAC"], CHUNK_ROWS=config["CHUNK_ROWS"],
                 num_warps=config["num_warps"], num_stages=config["num_stages"])
+    native = table.device.type == "cuda" and not interpreting()
+    if config.get("MAXNREG") and native:
+        meta["maxnreg"] = config["MAXNREG"]  # a register cap, so a one-warp program fits beside a full CTA
     for begin in range(0, n, chunk):
         grid = (grid_programs(min(chunk, n - begin), config, sms),)
-        _engram_lookup_kernel[grid](targ, flat, perm, out, n, begin, table.num_rows, table.row_stride, **meta)
+        k = _engram_lookup_kernel[grid](targ, flat, perm, out, n, begin, table.num_rows, table.row_stride, **meta)
+        if config.get("CARVEOUT", -1) != -1 and native:
+            _prefer_carveout(k, config["CARVEOUT"])  # applies from the next launch (graph captures come after warm-up)
     return out
 
 

@@ -547,7 +547,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     """H200 heuristic (from the phase profile, benchmarks/NOTES.md): many one-token
     programs while T <= 128 (per-token latency, not throughput, is what a small T costs);
     beyond, chunks grow so that <= 128 programs share the tokens, all resident for the
-    single-launch grid barrier."""
+    single-launch grid barrier; from T = 2048 two launches of up to 1024 programs."""
     E = PROFILES.get(workload.profile, {}).get("num_experts", 512)
     e_pad = triton.next_power_of_2(E)
     T = max(1, workload.tokens)
@@ -555,6 +555,13 @@ def default_config(workload: Workload) -> dict[str, Any]:
     bt = min(cap, triton.next_power_of_2(triton.cdiv(T, 128)))
     cfg = dict(BLOCK_T=bt, MAX_PROGRAMS=min(128, triton.next_power_of_2(triton.cdiv(T, bt))), FUSED=True,
                num_warps=4 if bt * e_pad >= 2048 else 2, num_stages=1)
+    if T >= 2048:
+        # Two launches around the prefix scan, up to 1024 programs of small chunks: the
+        # H200 winners at T = 4096 / 8192 (run 14: dsv41-flash 72.4 -> 30.4 us and 126.5 ->
+        # 51.2 us, dsv3 T=8192 109.6 -> 45.3 us against the 128-program fused default).
+        bt = 2 if e_pad > 256 else 8
+        cfg.update(BLOCK_T=bt, MAX_PROGRAMS=min(1024, triton.next_power_of_2(triton.cdiv(T, bt))), FUSED=False,
+                   num_warps=4)
     if interpreting() and grid_programs(T, cfg)[0] > 1:
         cfg["FUSED"] = False  # the interpreter runs programs sequentially: no grid barrier
     return cfg
