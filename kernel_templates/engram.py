@@ -481,8 +481,9 @@ def grid_programs(n_rows: int, config: dict[str, Any], sms: int) -> int:
 CONFIG_KEYS = ("ROWS", "VEC", "DEDUP", "GRID_SM_FRAC", "CHUNK_ROWS", "num_warps", "num_stages")
 # Optional launch keys, outside the tuned space (prefetch_config sets them): MAXNREG caps the
 # registers per thread (0: the compiler's choice), CARVEOUT asks for that percentage of L1 as
-# shared memory (-1: the driver's choice); both ignored by the interpreter.
-OPTIONAL_KEYS = ("MAXNREG", "CARVEOUT")
+# shared memory (-1: the driver's choice), NUM_CTAS makes each program a cluster of that
+# many CTAs (one per SM); all ignored by the interpreter.
+OPTIONAL_KEYS = ("MAXNREG", "CARVEOUT", "NUM_CTAS")
 
 
 def _check_lookup(table: Any, rows: torch.Tensor, config: dict[str, Any]) -> None:
@@ -507,6 +508,8 @@ def _check_lookup(table: Any, rows: torch.Tensor, config: dict[str, Any]) -> Non
         raise ValueError(f"CHUNK_ROWS must be >= 0 (0: one launch), got {config['CHUNK_ROWS']}")
     if config.get("MAXNREG", 0) not in (0, 32, 64, 128, 255):
         raise ValueError(f"MAXNREG must be 0 (the compiler's choice), 32, 64, 128 or 255, got {config['MAXNREG']}")
+    if config.get("NUM_CTAS", 1) not in (1, 2, 4):
+        raise ValueError(f"NUM_CTAS must be 1, 2 or 4 (CTAs per program, one cluster), got {config['NUM_CTAS']}")
     if config.get("CARVEOUT", -1) != -1 and not 0 <= config["CARVEOUT"] <= 100:
         raise ValueError(f"CARVEOUT must be -1 (the driver's choice) or a shared-memory percentage 0..100, "
                          f"got {config['CARVEOUT']}")
@@ -554,6 +557,8 @@ def launch(*, config: dict[str, Any], table: EngramTable, rows: torch.Tensor) ->
     native = table.device.type == "cuda" and not interpreting()
     if config.get("MAXNREG") and native:
         meta["maxnreg"] = config["MAXNREG"]  # a register cap, so a one-warp program fits beside a full CTA
+    if config.get("NUM_CTAS", 1) > 1 and native:
+        meta["num_ctas"] = config["NUM_CTAS"]  # each program a cluster of CTAs on as many SMs, its tile split
     for begin in range(0, n, chunk):
         grid = (grid_programs(min(chunk, n - begin), config, sms),)
         k = _engram_lookup_kernel[grid](targ, flat, perm, out, n, begin, table.num_rows, table.row_stride, **meta)
