@@ -449,11 +449,17 @@ def pack_rows(x: torch.Tensor) -> torch.Tensor:
 _INTERPRETER_SMS = 4  # the interpreter runs programs one by one: a few, so the persistent loop is exercised
 _H200_SMS = 132
 GRID_SM_FRACS = (1 / 32, 1 / 16, 1 / 8, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
-# Grid cap of a prefetched lookup (EngramPrefetcher): host tables are PCIe-bound, and on the
-# H200 16 programs (1/8 of the SMs) already gather as fast as 132-264 (host T=256: 47.8 vs
-# 45.2 us), while leaving the main stream's layer the rest of the GPU; with 132 programs
-# the prefetch hid 3% of the lookup, with 16 it hid 56% (benchmarks/NOTES.md, run 10).
-PREFETCH_SM_FRAC = 1 / 8
+# A host-table prefetch (EngramPrefetcher) runs as PREFETCH_CLUSTERS programs, each a cluster
+# of two CTAs (NUM_CTAS=2) on a pair of SMs. The layers it hides behind run cluster-launched
+# GEMMs: the overlap benchmark's is 64 clusters of 2 CTAs (128 of the H200's 132 SMs) that
+# fill every register of their SMs. A lookup CTA on an SM breaks that SM's pair, and with 64
+# of the 66 pairs needed, any broken pairs beyond two push clusters into a second wave:
+# 16 single-CTA programs (1/8 of the SMs) hid 54% of the lookup, 4 programs 53%, 132
+# one-warp programs 0-4%; two 2-CTA clusters (two whole pairs) hid 84-87% (benchmarks/
+# NOTES.md, runs 10, 14-17). Alone such a prefetch is slower (T=256: ~70 us on 4 SMs vs
+# ~47 us on 16): the price of not stretching the layer beside it.
+PREFETCH_CLUSTERS = 2
+PREFETCH_TILE = dict(ROWS=128, VEC=8, DEDUP=False, CHUNK_ROWS=0, num_warps=32, num_stages=3, NUM_CTAS=2)
 
 
 @functools.lru_cache(maxsize=None)
@@ -623,14 +629,20 @@ def engram_lookup(table: EngramTable, rows: torch.Tensor, config: dict[str, Any]
     return launch(config=config, table=table, rows=rows)
 
 
-def prefetch_config(config: dict[str, Any], sm_frac: float = PREFETCH_SM_FRAC, placement: str = "host") -> dict[str, Any]:
-    """``config`` with its persistent grid capped at ``sm_frac`` of the SMs (never raised), for
-    host tables: a PCIe-bound prefetch shares the GPU with the layers it hides behind (see
-    PREFETCH_SM_FRAC). HBM tables keep their grid: their gathers need every SM's bytes in
-    flight (T=4096: 24.1 us with 2112 programs, several times that with 16)."""
+def prefetch_config(config: dict[str, Any], placement: str = "host", clusters: int = PREFETCH_CLUSTERS,
+                    sms: int | None = None) -> dict[str, Any]:
+    """The launch config of a prefetched lookup of a table at ``placement``, from the pack's
+    ``config`` for its shape. Host tables (PCIe-bound): ``clusters`` programs of two CTAs
+    each, 128-row tiles, 32 warps (``PREFETCH_TILE``; see PREFETCH_CLUSTERS for why), on
+    ``sms`` SMs (this GPU's by default). HBM tables keep the pack's config: their gathers
+    need every SM's bytes in flight (T=4096: 24.1 us with 2112 programs, several times that
+    with 16)."""
     if placement == "hbm":
         return dict(config)
-    return dict(config, GRID_SM_FRAC=min(config["GRID_SM_FRAC"], sm_frac))
+    if clusters < 1:
+        raise ValueError(f"clusters must be >= 1, got {clusters}")
+    sms = sms or sm_count_hint()
+    return dict(config, **PREFETCH_TILE, GRID_SM_FRAC=clusters / sms)
 
 
 class PrefetchHandle:
@@ -660,22 +672,22 @@ class EngramPrefetcher:
     ``submit(rows)`` orders the side stream after the current one (the rows were made
     there), launches the lookup into a fresh output and records an event; each handle
     owns its buffer, so several may be in flight. Without CUDA it runs synchronously.
-    With ``config=None`` each lookup takes the pack's config for its shape with the grid
-    capped at ``sm_frac`` of the SMs (``prefetch_config``); a given ``config`` runs as is.
+    With ``config=None`` each lookup runs with ``prefetch_config`` of the pack's config for
+    its shape (host tables: ``clusters`` two-CTA clusters); a given ``config`` runs as is.
     """
 
     def __init__(self, table: EngramTable, *, config: dict[str, Any] | None = None,
-                 stream: Any | None = None, sm_frac: float = PREFETCH_SM_FRAC) -> None:
+                 stream: Any | None = None, clusters: int = PREFETCH_CLUSTERS) -> None:
         self.table = table
         self.config = config
-        self.sm_frac = sm_frac
+        self.clusters = clusters
         cuda = table.device.type == "cuda" and not interpreting()
         self.stream = (stream or torch.cuda.Stream(table.device)) if cuda else None
 
     def submit(self, rows: torch.Tensor) -> PrefetchHandle:
         """Start the lookup of ``rows`` on the side stream; returns its handle."""
         cfg = self.config or prefetch_config(runtime.select("engram", _workload_of(self.table, rows)).config,
-                                             self.sm_frac, self.table.placement)
+                                             self.table.placement, self.clusters, _sm_count(self.table.device))
         if self.stream is None:
             return PrefetchHandle(launch(config=cfg, table=self.table, rows=rows), None)
         self.stream.wait_stream(torch.cuda.current_stream(self.table.device))

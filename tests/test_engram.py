@@ -557,14 +557,16 @@ def test_gpu_prefetch_streams_several_in_flight():
         torch.cuda.synchronize()
 
 
-def test_prefetch_config_caps_the_grid_only():
-    """A host-table prefetch takes the pack's config with the grid capped at PREFETCH_SM_FRAC,
-    never raised; an HBM-table prefetch keeps its grid."""
-    wide = E.default_config(E.Workload(4096, "hbm", 1 << 20))
-    assert wide["GRID_SM_FRAC"] > E.PREFETCH_SM_FRAC
-    capped = E.prefetch_config(wide)
-    assert capped == dict(wide, GRID_SM_FRAC=E.PREFETCH_SM_FRAC)
-    lean = dict(wide, GRID_SM_FRAC=1 / 32)
-    assert E.prefetch_config(lean) == lean
-    assert E.prefetch_config(wide, sm_frac=0.5)["GRID_SM_FRAC"] == 0.5
-    assert E.prefetch_config(wide, placement="hbm") == wide  # HBM gathers keep every SM
+def test_prefetch_config_runs_host_tables_as_two_cta_clusters():
+    """A host-table prefetch runs PREFETCH_CLUSTERS programs of two-CTA clusters (whole SM
+    pairs) with the prefetch tile; an HBM-table prefetch keeps the pack's config."""
+    wide = E.default_config(E.Workload(4096, "host", 1 << 20))
+    pre = E.prefetch_config(wide, sms=132)
+    assert pre == dict(wide, **E.PREFETCH_TILE, GRID_SM_FRAC=E.PREFETCH_CLUSTERS / 132)
+    assert pre["NUM_CTAS"] == 2 and E.grid_programs(4096 * E.ROWS_PER_TOKEN, pre, 132) == E.PREFETCH_CLUSTERS
+    assert E.grid_programs(4096 * E.ROWS_PER_TOKEN, E.prefetch_config(wide, clusters=3, sms=148), 148) == 3
+    assert E.grid_programs(5, pre, 132) == 1  # fewer rows than a tile: one program
+    hbm = E.default_config(E.Workload(4096, "hbm", 1 << 20))
+    assert E.prefetch_config(hbm, placement="hbm") == hbm  # HBM gathers keep every SM
+    with pytest.raises(ValueError, match="clusters"):
+        E.prefetch_config(wide, clusters=0)
