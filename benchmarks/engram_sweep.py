@@ -120,7 +120,11 @@ def part_lookup(points: list[tuple[str, int]], rows_out: list, budget: float) ->
         if placement not in tables:
             tables[placement] = E.EngramTable(size, placement, "cuda").fill_random_(seed=0)
         table = tables[placement]
-        _, rows = zipf_rows(params, T)
+        if uniform:
+            g = torch.Generator(device="cuda").manual_seed(T)
+            rows = torch.randint(0, size, (*E.token_shape(T), E.ROWS_PER_TOKEN), device="cuda", generator=g)
+        else:
+            _, rows = zipf_rows(params, T)
         inputs = {"table": table, "rows": rows}
         ref = E.reference(**inputs)
         wl = E.Workload(T, table.placement, size)
@@ -173,9 +177,12 @@ def part_overlap(keep: dict, rows_out: list, budget: float) -> None:
                 rows_out.append(line)
 
 
-def part_overlap_configs(points: list[tuple[str, int]], configs: list[dict], size: int, rows_out: list) -> None:
+def part_overlap_configs(points: list[tuple[str, int]], configs: list[dict], size: int, rows_out: list,
+                         uniform: bool = False) -> None:
     """Overlap of given configs only (each verified first): e.g. one-warp programs small
-    enough to sit beside a GEMM's CTAs on every SM instead of taking SMs from it."""
+    enough to sit beside a GEMM's CTAs on every SM instead of taking SMs from it. With
+    ``uniform`` the rows are uniformly random (few repeats, so little L2 reuse) instead of
+    the Zipfian tokens' hashes."""
     import torch
 
     from kernel_templates import engram as E
@@ -186,14 +193,18 @@ def part_overlap_configs(points: list[tuple[str, int]], configs: list[dict], siz
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for placement, T in points:
         table = E.EngramTable(size, placement, "cuda").fill_random_(seed=0)
-        _, rows = zipf_rows(params, T)
+        if uniform:
+            g = torch.Generator(device="cuda").manual_seed(T)
+            rows = torch.randint(0, size, (*E.token_shape(T), E.ROWS_PER_TOKEN), device="cuda", generator=g)
+        else:
+            _, rows = zipf_rows(params, T)
         inputs = {"table": table, "rows": rows}
         ref = E.reference(**inputs)
         for over in configs:
             cfg = dict(E.default_config(E.Workload(T, table.placement, size)), **over)
             E.verify(E.launch(config=cfg, **inputs), ref, inputs)
             ov = _overlap(table, rows, cfg, 30, cap=False)
-            line = {"part": "overlap", "placement": placement, "tokens": T, "priority": 0,
+            line = {"part": "overlap", "placement": placement, "tokens": T, "priority": 0, "uniform_rows": uniform,
                     "programs": E.grid_programs(rows.numel(), cfg, sms), **ov}
             print(json.dumps(line), flush=True)
             rows_out.append(line)
@@ -208,15 +219,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--overlap-configs", default=None,
                    help="JSON list of partial configs: only measure their overlap at --points (no sweep)")
     p.add_argument("--table-rows", type=int, default=8 << 20, help="table rows for --overlap-configs")
+    p.add_argument("--uniform-rows", action="store_true",
+                   help="--overlap-configs on uniformly random rows (little L2 reuse) instead of Zipfian tokens")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     a = p.parse_args(argv)
     rows: list = []
     if a.overlap_configs:
         pts = [(x.split(":")[0], int(x.split(":")[1])) for x in a.points.split(",")]
-        part_overlap_configs(pts, json.loads(a.overlap_configs), a.table_rows, rows)
+        part_overlap_configs(pts, json.loads(a.overlap_configs), a.table_rows, rows, a.uniform_rows)
         for r in rows:
             c = r["config"]
-            print(f"overlap {r['placement']} T={r['tokens']} {r['programs']}p {c['ROWS']}r {c['num_warps']}w: lookup "
+            print(f"overlap {r['placement']} T={r['tokens']}{' uniform' if r['uniform_rows'] else ''} {r['programs']}p "
+                  f"{c['ROWS']}r {c['num_warps']}w: lookup "
                   f"{r['lookup_us']:.1f} layer {r['layer_us']:.1f} both {r['both_us']:.1f} -> "
                   f"{100 * r['hidden_fraction']:.0f}% hidden")
         return 0

@@ -922,7 +922,8 @@ def feasible(workload: Workload, budget_bytes: int | None = None) -> str | None:
 
 def torch_eager(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink, *, sm_scale=None,
                 topk_idx=None, kv_dtype="nvfp4", chunk_bytes: int = 2**32) -> torch.Tensor:
-    """What a user would write: dequantize the whole cache to BF16 (once), gather each
+    """What a user would write: dequantize the whole cache to BF16 (every call: the timed
+    baseline includes it; with ``kv_dtype="bf16"`` there is nothing to dequantize), gather each
     sequence's entries, append the SWA window and a zero "sink" key whose logit comes
     from the mask, then ``F.scaled_dot_product_attention`` (MQA via ``enable_gqa``).
     With a 512-wide head and a float mask SDPA takes its math path, which expands K/V
