@@ -120,11 +120,7 @@ def part_lookup(points: list[tuple[str, int]], rows_out: list, budget: float) ->
         if placement not in tables:
             tables[placement] = E.EngramTable(size, placement, "cuda").fill_random_(seed=0)
         table = tables[placement]
-        if uniform:
-            g = torch.Generator(device="cuda").manual_seed(T)
-            rows = torch.randint(0, size, (*E.token_shape(T), E.ROWS_PER_TOKEN), device="cuda", generator=g)
-        else:
-            _, rows = zipf_rows(params, T)
+        _, rows = zipf_rows(params, T)
         inputs = {"table": table, "rows": rows}
         ref = E.reference(**inputs)
         wl = E.Workload(T, table.placement, size)
