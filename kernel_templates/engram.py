@@ -469,6 +469,12 @@ def _sm_count(device: torch.device) -> int:
     return _INTERPRETER_SMS
 
 
+@functools.lru_cache(maxsize=None)
+def _has_clusters(device: torch.device) -> bool:
+    """Thread-block clusters exist from sm_90 on; before, NUM_CTAS programs run as single CTAs."""
+    return torch.cuda.get_device_capability(device)[0] >= 9
+
+
 def sm_count_hint() -> int:
     """SMs the grid will be sized for here: this GPU's, the interpreter's, or an H200's."""
     if interpreting():
@@ -485,11 +491,10 @@ def grid_programs(n_rows: int, config: dict[str, Any], sms: int) -> int:
 
 
 CONFIG_KEYS = ("ROWS", "VEC", "DEDUP", "GRID_SM_FRAC", "CHUNK_ROWS", "num_warps", "num_stages")
-# Optional launch keys, outside the tuned space (prefetch_config sets them): MAXNREG caps the
-# registers per thread (0: the compiler's choice), CARVEOUT asks for that percentage of L1 as
-# shared memory (-1: the driver's choice), NUM_CTAS makes each program a cluster of that
-# many CTAs (one per SM); all ignored by the interpreter.
-OPTIONAL_KEYS = ("MAXNREG", "CARVEOUT", "NUM_CTAS")
+# Optional launch key, outside the tuned space (prefetch_config sets it): NUM_CTAS makes each
+# program a cluster of that many CTAs (one per SM, the tile split between them); ignored by
+# the interpreter and before sm_90.
+OPTIONAL_KEYS = ("NUM_CTAS",)
 
 
 def _check_lookup(table: Any, rows: torch.Tensor, config: dict[str, Any]) -> None:
@@ -512,34 +517,8 @@ def _check_lookup(table: Any, rows: torch.Tensor, config: dict[str, Any]) -> Non
         raise ValueError(f"ROWS must be a power of two, got {config['ROWS']}")
     if config["CHUNK_ROWS"] < 0:
         raise ValueError(f"CHUNK_ROWS must be >= 0 (0: one launch), got {config['CHUNK_ROWS']}")
-    if config.get("MAXNREG", 0) not in (0, 32, 64, 128, 255):
-        raise ValueError(f"MAXNREG must be 0 (the compiler's choice), 32, 64, 128 or 255, got {config['MAXNREG']}")
     if config.get("NUM_CTAS", 1) not in (1, 2, 4):
         raise ValueError(f"NUM_CTAS must be 1, 2 or 4 (CTAs per program, one cluster), got {config['NUM_CTAS']}")
-    if config.get("CARVEOUT", -1) != -1 and not 0 <= config["CARVEOUT"] <= 100:
-        raise ValueError(f"CARVEOUT must be -1 (the driver's choice) or a shared-memory percentage 0..100, "
-                         f"got {config['CARVEOUT']}")
-
-
-_CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9
-_carveouts: dict[tuple[int, int], bool] = {}
-
-
-def _prefer_carveout(kernel: Any, percent: int) -> None:
-    """Ask the driver to run ``kernel`` with ``percent`` of the unified L1 as shared memory
-    (``cuFuncSetAttribute``, once per compiled kernel; a no-op where it is unavailable).
-    A co-resident prefetch asks for the maximum: an SM already configured for the small
-    carveout a shared-memory-free kernel prefers cannot take a GEMM CTA that needs 213 KB."""
-    fn = getattr(kernel, "function", None)
-    if not fn or (fn, percent) in _carveouts:
-        return
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-        ok = lib.cuFuncSetAttribute(ctypes.c_void_p(fn), _CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                                    ctypes.c_int(percent)) == 0
-    except OSError:
-        ok = False
-    _carveouts[(fn, percent)] = ok
 
 
 def launch(*, config: dict[str, Any], table: EngramTable, rows: torch.Tensor) -> torch.Tensor:
@@ -561,15 +540,11 @@ def launch(*, config: dict[str, Any], table: EngramTable, rows: torch.Tensor) ->
                 GRID_SM_FRAC=config["GRID_SM_FRAC"], CHUNK_ROWS=config["CHUNK_ROWS"],
                 num_warps=config["num_warps"], num_stages=config["num_stages"])
     native = table.device.type == "cuda" and not interpreting()
-    if config.get("MAXNREG") and native:
-        meta["maxnreg"] = config["MAXNREG"]  # a register cap, so a one-warp program fits beside a full CTA
-    if config.get("NUM_CTAS", 1) > 1 and native:
+    if config.get("NUM_CTAS", 1) > 1 and native and _has_clusters(table.device):
         meta["num_ctas"] = config["NUM_CTAS"]  # each program a cluster of CTAs on as many SMs, its tile split
     for begin in range(0, n, chunk):
         grid = (grid_programs(min(chunk, n - begin), config, sms),)
-        k = _engram_lookup_kernel[grid](targ, flat, perm, out, n, begin, table.num_rows, table.row_stride, **meta)
-        if config.get("CARVEOUT", -1) != -1 and native:
-            _prefer_carveout(k, config["CARVEOUT"])  # applies from the next launch (graph captures come after warm-up)
+        _engram_lookup_kernel[grid](targ, flat, perm, out, n, begin, table.num_rows, table.row_stride, **meta)
     return out
 
 

@@ -187,6 +187,8 @@ def test_launch_validation(table):
         E.launch(config=_cfg(vec=16), table=table, rows=rows)
     with pytest.raises(ValueError, match="lacks"):
         E.launch(config={"ROWS": 8}, table=table, rows=rows)
+    with pytest.raises(ValueError, match="NUM_CTAS"):
+        E.launch(config=dict(_cfg(), NUM_CTAS=3), table=table, rows=rows)
     with pytest.raises(ValueError, match="EngramTable"):
         E.launch(config=_cfg(), table=table.data, rows=rows)
     closed = E.EngramTable(64, "hbm", DEV)
@@ -393,6 +395,16 @@ for wl in (E.Workload(4096, "host_thp", 8 << 20), E.Workload(64, "hbm", 32 << 20
             triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
                            options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
             done.append(["lookup", cx["DEDUP"], cc])
+wl = E.Workload(4096, "host", 8 << 20)
+pre = E.prefetch_config(E.default_config(wl), sms=132)  # two-CTA clusters
+for fn, sig, cx in E.lower_signatures(wl, pre):
+    for cc in (90, 100):
+        k = triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx),
+                           target=GPUTarget("cuda", cc, 32),
+                           options={"num_warps": pre["num_warps"], "num_stages": pre["num_stages"],
+                                    "num_ctas": pre["NUM_CTAS"]})
+        assert ".reqnctapercluster 2" in k.asm["ptx"] and "%cluster_ctarank" in k.asm["ptx"]
+        done.append(["prefetch", cx["DEDUP"], cc])
 fn, sig, cx = E.lower_hash_signature(E.hash_config(256))
 for cc in (90, 100):
     triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
@@ -409,7 +421,8 @@ def test_lower_compiles_sm90_sm100():
     assert r.returncode == 0, r.stderr[-3000:]
     done = json.loads(r.stdout.strip().splitlines()[-1])
     assert sorted(map(tuple, done)) == sorted([("lookup", True, 90), ("lookup", True, 100), ("lookup", False, 90),
-                                               ("lookup", False, 100), ("hash", False, 90), ("hash", False, 100)])
+                                               ("lookup", False, 100), ("hash", False, 90), ("hash", False, 100),
+                                               ("prefetch", False, 90), ("prefetch", False, 100)])
 
 
 _LOWER_SM90_DEFAULTS = r"""
