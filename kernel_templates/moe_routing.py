@@ -173,6 +173,86 @@ def _key_value(key):
 
 
 @triton.jit
+def _route_rows(logits_ptr, w_ptr, ids_ptr, bias, tok, rmask, stride_lt, E, scaling,
+                TOP_K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr, N_GROUP: tl.constexpr,
+                GSIZE: tl.constexpr, G_PAD: tl.constexpr, TOPK_GROUP: tl.constexpr, SCORING: tl.constexpr,
+                HAS_BIAS: tl.constexpr, RENORM: tl.constexpr, BLOCK_T: tl.constexpr):
+    """Scores, group-limited top-k and weights of the tokens ``tok`` (``rmask``: real rows):
+    stores their topk_weights / topk_ids and returns the ids ``[BLOCK_T, K_PAD]`` and the
+    chosen-expert mask ``[BLOCK_T, E_PAD]``, so the two align paths need not re-read them."""
+    col = tl.arange(0, E_PAD)
+    cmask = col < E
+    kcol = tl.arange(0, K_PAD)
+    gcol = tl.arange(0, G_PAD)
+    m2d = rmask[:, None] & cmask[None, :]
+    x = tl.load(logits_ptr + tok[:, None] * stride_lt + col[None, :], mask=m2d, other=0.0).to(tl.float32)
+    if SCORING == "softmax":  # over the real experts
+        xm = tl.where(cmask[None, :], x, float("-inf"))
+        row_max = tl.max(xm, axis=1)
+        row_sum = tl.sum(tl.exp(xm - row_max[:, None]), axis=1)
+        s0 = tl.exp(xm - row_max[:, None]) / row_sum[:, None]
+    else:
+        s0 = _score(x, SCORING)
+    if HAS_BIAS:
+        s = s0 + bias[None, :]
+    else:
+        s = s0
+    # Every selection below works on packed (score, index) keys, made once.
+    key = _key(tl.where(cmask[None, :], s, float("-inf")), col[None, :], E_PAD)
+    if N_GROUP > 1:
+        # group score: sum of the top-2 (max without bias); ties pick the lower index
+        if N_GROUP * GSIZE == E_PAD:  # power-of-two groups: all groups in one reduction
+            k3 = tl.reshape(key, [BLOCK_T, N_GROUP, GSIZE])
+            k1 = tl.max(k3, axis=2)
+            if HAS_BIAS:
+                k2 = tl.max(tl.where(k3 == k1[:, :, None], -9223372036854775807, k3), axis=2)
+                gs = _key_value(k1) + _key_value(k2)
+            else:
+                gs = _key_value(k1)
+        else:
+            gs = tl.full([BLOCK_T, G_PAD], float("-inf"), tl.float32)
+            for g in tl.static_range(N_GROUP):
+                in_g = (col >= g * GSIZE) & (col < (g + 1) * GSIZE)
+                kg = tl.where(in_g[None, :], key, -9223372036854775807)
+                k1 = tl.max(kg, axis=1)
+                if HAS_BIAS:
+                    k2 = tl.max(tl.where(kg == k1[:, None], -9223372036854775807, kg), axis=1)
+                    score = _key_value(k1) + _key_value(k2)
+                else:
+                    score = _key_value(k1)
+                gs = tl.where(gcol[None, :] == g, score[:, None], gs)
+        keep = tl.zeros([BLOCK_T, E_PAD], dtype=tl.int1)
+        egroup = col // GSIZE
+        for r in tl.static_range(TOPK_GROUP):
+            gi = _key_index(tl.max(_key(gs, gcol[None, :], G_PAD), axis=1), G_PAD)
+            keep = keep | (egroup[None, :] == gi[:, None])
+            gs = tl.where(gcol[None, :] == gi[:, None], float("-inf"), gs)
+        key = tl.where(keep, key, -9223372036854775807)
+    ids = tl.zeros([BLOCK_T, K_PAD], dtype=tl.int32)
+    for j in tl.static_range(TOP_K):
+        kmax = tl.max(key, axis=1)
+        ids = tl.where(kcol[None, :] == j, _key_index(kmax, E_PAD)[:, None], ids)
+        key = tl.where(key == kmax[:, None], -9223372036854775807 - 1, key)  # chosen
+    chosen = key == -9223372036854775807 - 1
+    # weights from the UNBIASED scores of the chosen experts: re-read k logits per
+    # token (cached) and score them with the same formula, not k gathers over the tile
+    kmask = rmask[:, None] & (kcol[None, :] < TOP_K)
+    xk = tl.load(logits_ptr + tok[:, None] * stride_lt + ids, mask=kmask, other=0.0).to(tl.float32)
+    if SCORING == "softmax":
+        w = tl.exp(xk - row_max[:, None]) / row_sum[:, None]
+    else:
+        w = _score(xk, SCORING)
+    w = tl.where(kcol[None, :] < TOP_K, w, 0.0)
+    if RENORM:
+        w = w / tl.sum(w, axis=1)[:, None]
+    w = w * scaling
+    optr = tok[:, None] * TOP_K + kcol[None, :]
+    tl.store(w_ptr + optr, w, mask=kmask)
+    tl.store(ids_ptr + optr, ids, mask=kmask)
+    return ids, chosen
+
+
+@triton.jit
 def _moe_routing_kernel(
     logits_ptr, bias_ptr, emap_ptr,
     w_ptr, ids_ptr, sorted_ptr, eids_ptr, npad_ptr,
@@ -197,80 +277,15 @@ def _moe_routing_kernel(
 
     if PHASE != 2:
         rows = tl.arange(0, BLOCK_T)
-        kcol = tl.arange(0, K_PAD)
-        gcol = tl.arange(0, G_PAD)
-        if HAS_BIAS:
-            bias = tl.load(bias_ptr + col, mask=cmask, other=0.0)
+        bias = tl.load(bias_ptr + col, mask=cmask & HAS_BIAS, other=0.0)
         hist = tl.zeros([E_PAD], dtype=tl.int32)
         for c in range(0, chunks_per_prog):
             tok = t_begin + c * BLOCK_T + rows
             rmask = tok < t_end
-            m2d = rmask[:, None] & cmask[None, :]
-            x = tl.load(logits_ptr + tok[:, None] * stride_lt + col[None, :], mask=m2d, other=0.0).to(tl.float32)
-            if SCORING == "softmax":  # over the real experts
-                xm = tl.where(cmask[None, :], x, float("-inf"))
-                row_max = tl.max(xm, axis=1)
-                row_sum = tl.sum(tl.exp(xm - row_max[:, None]), axis=1)
-                s0 = tl.exp(xm - row_max[:, None]) / row_sum[:, None]
-            else:
-                s0 = _score(x, SCORING)
-            if HAS_BIAS:
-                s = s0 + bias[None, :]
-            else:
-                s = s0
-            # Every selection below works on packed (score, index) keys, made once.
-            key = _key(tl.where(cmask[None, :], s, float("-inf")), col[None, :], E_PAD)
-            if N_GROUP > 1:
-                # group score: sum of the top-2 (max without bias); ties pick the lower index
-                if N_GROUP * GSIZE == E_PAD:  # power-of-two groups: all groups in one reduction
-                    k3 = tl.reshape(key, [BLOCK_T, N_GROUP, GSIZE])
-                    k1 = tl.max(k3, axis=2)
-                    if HAS_BIAS:
-                        k2 = tl.max(tl.where(k3 == k1[:, :, None], -9223372036854775807, k3), axis=2)
-                        gs = _key_value(k1) + _key_value(k2)
-                    else:
-                        gs = _key_value(k1)
-                else:
-                    gs = tl.full([BLOCK_T, G_PAD], float("-inf"), tl.float32)
-                    for g in tl.static_range(N_GROUP):
-                        in_g = (col >= g * GSIZE) & (col < (g + 1) * GSIZE)
-                        kg = tl.where(in_g[None, :], key, -9223372036854775807)
-                        k1 = tl.max(kg, axis=1)
-                        if HAS_BIAS:
-                            k2 = tl.max(tl.where(kg == k1[:, None], -9223372036854775807, kg), axis=1)
-                            score = _key_value(k1) + _key_value(k2)
-                        else:
-                            score = _key_value(k1)
-                        gs = tl.where(gcol[None, :] == g, score[:, None], gs)
-                keep = tl.zeros([BLOCK_T, E_PAD], dtype=tl.int1)
-                egroup = col // GSIZE
-                for r in tl.static_range(TOPK_GROUP):
-                    gi = _key_index(tl.max(_key(gs, gcol[None, :], G_PAD), axis=1), G_PAD)
-                    keep = keep | (egroup[None, :] == gi[:, None])
-                    gs = tl.where(gcol[None, :] == gi[:, None], float("-inf"), gs)
-                key = tl.where(keep, key, -9223372036854775807)
-            ids = tl.zeros([BLOCK_T, K_PAD], dtype=tl.int32)
-            for j in tl.static_range(TOP_K):
-                kmax = tl.max(key, axis=1)
-                ids = tl.where(kcol[None, :] == j, _key_index(kmax, E_PAD)[:, None], ids)
-                key = tl.where(key == kmax[:, None], -9223372036854775807 - 1, key)  # chosen
+            ids, chosen = _route_rows(logits_ptr, w_ptr, ids_ptr, bias, tok, rmask, stride_lt, E, scaling, TOP_K, K_PAD,
+                                      E_PAD, N_GROUP, GSIZE, G_PAD, TOPK_GROUP, SCORING, HAS_BIAS, RENORM, BLOCK_T)
             # one column reduction per chunk for the expert histogram, not one per slot
-            hist += tl.sum(((key == -9223372036854775807 - 1) & rmask[:, None]).to(tl.int32), axis=0)
-            # weights from the UNBIASED scores of the chosen experts: re-read k logits per
-            # token (cached) and score them with the same formula, not k gathers over the tile
-            kmask = rmask[:, None] & (kcol[None, :] < TOP_K)
-            xk = tl.load(logits_ptr + tok[:, None] * stride_lt + ids, mask=kmask, other=0.0).to(tl.float32)
-            if SCORING == "softmax":
-                w = tl.exp(xk - row_max[:, None]) / row_sum[:, None]
-            else:
-                w = _score(xk, SCORING)
-            w = tl.where(kcol[None, :] < TOP_K, w, 0.0)
-            if RENORM:
-                w = w / tl.sum(w, axis=1)[:, None]
-            w = w * scaling
-            optr = tok[:, None] * TOP_K + kcol[None, :]
-            tl.store(w_ptr + optr, w, mask=kmask)
-            tl.store(ids_ptr + optr, ids, mask=kmask)
+            hist += tl.sum((chosen & rmask[:, None]).to(tl.int32), axis=0)
         tl.store(cnt_ptr + pid * E + col, hist, mask=cmask)
         # Pad fill of this program's strided share; the scatter after the barrier overwrites.
         pad = T * TOP_K
@@ -358,6 +373,76 @@ def _moe_routing_kernel(
 
 
 @triton.jit
+def _moe_direct_kernel(
+    logits_ptr, bias_ptr, emap_ptr,
+    w_ptr, ids_ptr, sorted_ptr, eids_ptr, npad_ptr,
+    T, E, stride_lt, n_sorted, max_blocks, block_m, scaling,
+    TOP_K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
+    N_GROUP: tl.constexpr, GSIZE: tl.constexpr, G_PAD: tl.constexpr, TOPK_GROUP: tl.constexpr, SCORING: tl.constexpr,
+    HAS_BIAS: tl.constexpr, RENORM: tl.constexpr, HAS_MAP: tl.constexpr,
+    EID_BLOCK: tl.constexpr, FILL_BLOCK: tl.constexpr, BLOCK_T: tl.constexpr,
+):
+    """All T <= BLOCK_T tokens in program 0, the align layout straight from their T*k ids in
+    registers: no expert histogram or E-wide scan, no counts in memory, no barrier between
+    programs. Small T is a chain of dependent steps; this path drops the global round trips
+    (counts, cursors, re-read ids) and the E-wide reductions from it.
+
+    Whatever the routing, num_tokens_post_pad <= U = N + min(N, E) * (block_m - 1) (N = T*k:
+    at most N experts, each padded by < block_m), so positions past U and blocks past
+    cdiv(U, block_m) are padding / -1: the other programs fill those, program 0 writes
+    [0, U) itself (pad, then the scatter over it after a CTA barrier).
+    """
+    pid = tl.program_id(0)
+    NP = tl.num_programs(0)
+    N = T * TOP_K
+    U = N + tl.minimum(N, E) * (block_m - 1)
+    UB = tl.cdiv(U, block_m)
+    fb = tl.arange(0, FILL_BLOCK)
+    eb = tl.arange(0, EID_BLOCK)
+    if (NP == 1) | (pid > 0):  # the fill tail, over the programs other than 0 when there are any
+        q = pid - (NP > 1).to(tl.int32)
+        nq = NP - (NP > 1).to(tl.int32)
+        for f0 in range(U + q * FILL_BLOCK, n_sorted, nq * FILL_BLOCK):
+            tl.store(sorted_ptr + f0 + fb, tl.full([FILL_BLOCK], 0, tl.int32) + N, mask=f0 + fb < n_sorted)
+        for j0 in range(UB + q * EID_BLOCK, max_blocks, nq * EID_BLOCK):
+            tl.store(eids_ptr + j0 + eb, tl.full([EID_BLOCK], -1, tl.int32), mask=j0 + eb < max_blocks)
+    if pid == 0:
+        col = tl.arange(0, E_PAD)
+        tok = tl.arange(0, BLOCK_T)
+        bias = tl.load(bias_ptr + col, mask=(col < E) & HAS_BIAS, other=0.0)
+        ids, chosen = _route_rows(logits_ptr, w_ptr, ids_ptr, bias, tok, tok < T, stride_lt, E, scaling, TOP_K, K_PAD,
+                                  E_PAD, N_GROUP, GSIZE, G_PAD, TOPK_GROUP, SCORING, HAS_BIAS, RENORM, BLOCK_T)
+        for f0 in range(0, U, FILL_BLOCK):
+            tl.store(sorted_ptr + f0 + fb, tl.full([FILL_BLOCK], 0, tl.int32) + N, mask=f0 + fb < U)
+        # Flat entries a = t*K_PAD + slot (flat index i = t*TOP_K + slot orders the same way).
+        NF: tl.constexpr = BLOCK_T * K_PAD
+        a = tl.arange(0, NF)
+        valid = (a // K_PAD < T) & (a % K_PAD < TOP_K)
+        e = tl.where(valid, tl.reshape(ids, [NF]), -1)
+        same = (e[:, None] == e[None, :]) & valid[:, None] & valid[None, :]
+        earlier = a[:, None] < a[None, :]  # row entry before column entry
+        rank = tl.sum((same & earlier).to(tl.int32), axis=0)  # per column: earlier same-expert entries
+        cnt = tl.sum(same.to(tl.int32), axis=0)
+        # padded segment of each expert, counted at its first entry; the same per row
+        seg = tl.where(valid & (rank == 0), (cnt + block_m - 1) // block_m * block_m, 0)
+        rank_r = tl.sum((same & (a[None, :] < a[:, None])).to(tl.int32), axis=1)
+        cnt_r = tl.sum(same.to(tl.int32), axis=1)
+        seg_r = tl.where(valid & (rank_r == 0), (cnt_r + block_m - 1) // block_m * block_m, 0)
+        off = tl.sum(tl.where(e[:, None] < e[None, :], seg_r[:, None], 0), axis=0)  # expert's padded offset
+        tl.store(npad_ptr, tl.sum(seg_r, axis=0))
+        tl.debug_barrier()  # the pad stores of [0, U) before the scatter over them
+        tl.store(sorted_ptr + off + rank, (a // K_PAD) * TOP_K + a % K_PAD, mask=valid)
+        # expert_ids of blocks [0, UB) (UB <= N <= NF): the segment holding the block's start
+        if HAS_MAP:
+            label = tl.load(emap_ptr + e, mask=valid, other=-1)
+        else:
+            label = e
+        start = a * block_m
+        own = (start[:, None] >= off[None, :]) & (start[:, None] < off[None, :] + seg[None, :])
+        tl.store(eids_ptr + a, tl.sum(tl.where(own, label[None, :] + 1, 0), axis=1) - 1, mask=a < UB)
+
+
+@triton.jit
 def _moe_prefix_kernel(cnt_ptr, before_ptr, tot_ptr, NP, E, NP_PAD: tl.constexpr, BLOCK_E: tl.constexpr):
     """Per expert, the counts of all lower programs (exclusive scan over the phase-1 grid)
     and the total: one ``[NP_PAD, BLOCK_E]`` tile per program, programs over experts."""
@@ -372,6 +457,9 @@ def _moe_prefix_kernel(cnt_ptr, before_ptr, tot_ptr, NP, E, NP_PAD: tl.constexpr
 # ----------------------------------------------------------------------------- launcher
 
 FILL_BLOCK = 1024
+# Default: the direct kernel in one warp up to this many tokens (its per-lane work grows with
+# T: 8-16 key words per token; past 4 tokens a warp runs out of registers for grouped routing).
+DIRECT_MAX_TOKENS = 4
 # Two-launch grids above this many programs take the lower programs' counts from one scan
 # launch (_moe_prefix_kernel) instead of every phase-2 program summing them itself: that
 # sum is O(programs x experts) per program, O(programs^2 x experts) in all.
@@ -405,8 +493,22 @@ def _meta(E: int, top_k: int, n_group: int, block_t: int) -> dict[str, int]:
                 CNT_ROWS=max(1, 4096 // e_pad), EID_BLOCK=256, FILL_BLOCK=FILL_BLOCK)
 
 
+def _direct_meta(E: int, top_k: int, n_group: int) -> dict[str, int]:
+    """Constexprs of ``_moe_direct_kernel`` (a subset of ``_meta``: no chunk loop, no counts)."""
+    m = _meta(E, top_k, n_group, 1)
+    return {name: m[name] for name in ("K_PAD", "E_PAD", "G_PAD", "GSIZE", "EID_BLOCK", "FILL_BLOCK")}
+
+
+def is_direct(tokens: int, config: dict[str, Any]) -> bool:
+    """A fused config whose tokens fit one chunk runs ``_moe_direct_kernel``: one program routes
+    them all and lays them out from registers, ``MAX_PROGRAMS - 1`` others share the padding fill."""
+    return bool(config["FUSED"]) and tokens <= config["BLOCK_T"]
+
+
 def grid_programs(tokens: int, config: dict[str, Any], sms: int | None = None) -> tuple[int, int]:
     """(programs, chunks per program) the launcher uses for ``tokens`` under ``config``."""
+    if is_direct(tokens, config):
+        return config["MAX_PROGRAMS"], 1
     chunks = max(1, triton.cdiv(tokens, config["BLOCK_T"]))
     np_ = min(config["MAX_PROGRAMS"], chunks)
     if config["FUSED"] and sms is not None:
@@ -450,8 +552,9 @@ def _check_args(logits: torch.Tensor, bias: torch.Tensor | None, top_k: int, n_g
 def launch(*, config: dict[str, Any], logits: torch.Tensor, bias: torch.Tensor | None, top_k: int,
            n_group: int = 1, topk_group: int = 1, scoring: str = "sigmoid", routed_scaling_factor: float = 1.0,
            renormalize: bool = True, block_m: int = 64, expert_map: torch.Tensor | None = None) -> MoeRouting:
-    """Validate, allocate and launch: one launch when FUSED and it can be, else two (three when
-    the two-launch grid has more than PREFIX_MIN_PROGRAMS programs: the prefix scan between)."""
+    """Validate, allocate and launch: one launch when FUSED and it can be (the direct kernel when
+    the tokens fit one chunk), else two (three when the two-launch grid has more than
+    PREFIX_MIN_PROGRAMS programs: the prefix scan between)."""
     _check_args(logits, bias, top_k, n_group, topk_group, scoring, block_m, expert_map)
     T, E = logits.shape
     dev = logits.device
@@ -464,6 +567,15 @@ def launch(*, config: dict[str, Any], logits: torch.Tensor, bias: torch.Tensor |
     eids = torch.empty(max_blocks, dtype=torch.int32, device=dev)
     npad = torch.empty(1, dtype=torch.int32, device=dev)
     np_, cpp = grid_programs(T, config, _sm_count(dev))
+    if is_direct(T, config):
+        _moe_direct_kernel[(np_,)](
+            logits, bias if bias is not None else w, expert_map if expert_map is not None else ids,
+            w, ids, sorted_ids, eids, npad, T, E, logits.stride(0), n_sorted, max_blocks, block_m,
+            float(routed_scaling_factor), TOP_K=top_k, N_GROUP=n_group, TOPK_GROUP=topk_group, SCORING=scoring,
+            HAS_BIAS=bias is not None, RENORM=bool(renormalize), HAS_MAP=expert_map is not None,
+            BLOCK_T=config["BLOCK_T"], num_warps=config["num_warps"], num_stages=config["num_stages"],
+            **_direct_meta(E, top_k, n_group))
+        return MoeRouting(w, ids, sorted_ids, eids, npad)
     cnt = torch.empty(np_, E, dtype=torch.int32, device=dev)
     cur = torch.empty(np_, E, dtype=torch.int32, device=dev)
     fused = bool(config["FUSED"]) and not (interpreting() and np_ > 1)
@@ -544,13 +656,18 @@ def make_inputs(workload: Workload, device: str = "cpu", seed: int = 0) -> dict[
 
 
 def default_config(workload: Workload) -> dict[str, Any]:
-    """H200 heuristic (from the phase profile, benchmarks/NOTES.md): many one-token
-    programs while T <= 128 (per-token latency, not throughput, is what a small T costs);
-    beyond, chunks grow so that <= 128 programs share the tokens, all resident for the
+    """H200 heuristic (from the phase profile, benchmarks/NOTES.md): up to DIRECT_MAX_TOKENS
+    the direct kernel in ONE warp (every reduction a warp shuffle, no bar.sync, no global
+    round trip after the logits; sm_90 compile check: 71 registers at T=1, 157-168 at T=4,
+    no spills), 7 more programs sharing the padding fill; then many one-token programs
+    while T <= 128 (per-token latency, not throughput, is what a small T costs); beyond,
+    chunks grow so that <= 128 programs share the tokens, all resident for the
     single-launch grid barrier; from T = 2048 two launches of up to 1024 programs."""
     E = PROFILES.get(workload.profile, {}).get("num_experts", 512)
     e_pad = triton.next_power_of_2(E)
     T = max(1, workload.tokens)
+    if T <= DIRECT_MAX_TOKENS:
+        return dict(BLOCK_T=triton.next_power_of_2(T), MAX_PROGRAMS=8, FUSED=True, num_warps=1, num_stages=1)
     cap = 16 if e_pad <= 256 else 8  # keeps the [BLOCK_T, E_PAD] tiles at <= 32 values a thread
     bt = min(cap, triton.next_power_of_2(triton.cdiv(T, 128)))
     cfg = dict(BLOCK_T=bt, MAX_PROGRAMS=min(128, triton.next_power_of_2(triton.cdiv(T, bt))), FUSED=True,
@@ -684,9 +801,14 @@ def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[A
            "sync_ptr": "*i32", "tot_ptr": "*i32", "T": "i32", "E": "i32", "stride_lt": "i32", "n_sorted": "i32",
            "max_blocks": "i32",
            "block_m": "i32", "chunks_per_prog": "i32", "scaling": "fp32"}
-    cx = dict(TOP_K=k, N_GROUP=p["n_group"], TOPK_GROUP=p["topk_group"], SCORING=p["scoring"], HAS_BIAS=True,
-              RENORM=p["renormalize"], HAS_MAP=False, BLOCK_T=config["BLOCK_T"],
-              MAX_PROGRAMS=config["MAX_PROGRAMS"], **_meta(E, k, p["n_group"], config["BLOCK_T"]))
+    base = dict(TOP_K=k, N_GROUP=p["n_group"], TOPK_GROUP=p["topk_group"], SCORING=p["scoring"], HAS_BIAS=True,
+                RENORM=p["renormalize"], HAS_MAP=False, BLOCK_T=config["BLOCK_T"])
+    if is_direct(workload.tokens, config):
+        dsig = {name: t for name, t in sig.items()
+                if name not in ("cnt_ptr", "cur_ptr", "sync_ptr", "tot_ptr", "chunks_per_prog")}
+        dx = dict(base, **_direct_meta(E, k, p["n_group"]))
+        return [(_moe_direct_kernel, {**dsig, **{name: "constexpr" for name in dx}}, dx)]
+    cx = dict(base, MAX_PROGRAMS=config["MAX_PROGRAMS"], **_meta(E, k, p["n_group"], config["BLOCK_T"]))
     np_ = grid_programs(workload.tokens, config, 132)[0]  # an H100/H200's SM count
     prefix = not fused and np_ > PREFIX_MIN_PROGRAMS
     out = []

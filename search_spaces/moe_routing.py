@@ -5,14 +5,14 @@ from typing import Any
 
 import triton
 
-from kernel_templates.moe_routing import PROFILES, Workload, grid_programs
+from kernel_templates.moe_routing import PROFILES, Workload, grid_programs, is_direct
 from tuner.runtime.env import interpreting
 from tuner.space import Bool, Choice, Pow2, Space
 
 SPACE = Space(
     BLOCK_T=Pow2(1, 32),         # tokens per chunk: the [BLOCK_T, E_PAD] score tile
-    MAX_PROGRAMS=Pow2(1, 1024),  # grid cap; FUSED also caps it at the SM count
-    FUSED=Bool(),                # one launch with a grid barrier, or two launches
+    MAX_PROGRAMS=Pow2(1, 1024),  # grid cap; FUSED also caps it at the SM count (direct: the grid)
+    FUSED=Bool(),                # one launch (direct when T <= BLOCK_T), or two launches
     num_warps=Pow2(1, 8),
     num_stages=Choice((1, 2)),
 )
@@ -24,6 +24,7 @@ _MAX_PER_THREAD = 64
 # loop (Triton 3.6, sm_90: BLOCK_T=8, 1 warp, 60 B); at <= 32 a thread the worst is 8 B
 # (2 words) of spills. See benchmarks/NOTES.md "engram / moe: compile-level check".
 _MAX_PER_THREAD_GROUPED = 32
+_MAX_DIRECT_PROGRAMS = 32
 
 
 def constraints(config: dict[str, Any], workload: Workload) -> bool:
@@ -44,7 +45,13 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     T = max(1, workload.tokens)
     chunks = triton.cdiv(T, bt)
     # Larger chunks or caps than the work needs only duplicate smaller configs.
-    if bt > triton.next_power_of_2(T) or config["MAX_PROGRAMS"] > triton.next_power_of_2(chunks):
+    if bt > triton.next_power_of_2(T):
+        return False
+    if is_direct(T, config):
+        # one program routes, the rest only share the padding fill (<= 48K words): no barrier,
+        # so the interpreter runs any grid; past 32 programs a share is a store or two a lane
+        return config["MAX_PROGRAMS"] <= _MAX_DIRECT_PROGRAMS
+    if config["MAX_PROGRAMS"] > triton.next_power_of_2(chunks):
         return False
     if config["FUSED"] and config["MAX_PROGRAMS"] > 256:
         return False  # capped at the SM count anyway: duplicates of 256

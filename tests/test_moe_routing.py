@@ -109,6 +109,28 @@ def test_variants(profile, tokens, block_m, dtype, use_map, config, device):
     _check_layout(out, E, block_m, inputs["expert_map"])
 
 
+# Direct kernel (fused, T <= BLOCK_T): every profile x block_m, with and without a map, at
+# one and at an odd number of tokens; grids of one program (it fills all) or with fill programs.
+DIRECT = [(profile, tokens, block_m, use_map, _cfg(bt, progs, True, nw))
+          for profile in mr.PROFILES
+          for tokens, bt, progs, nw in ((1, 1, 1, 1), (3, 4, 8, 1), (3, 4, 3, 2))
+          for block_m, use_map in zip(mr.BLOCK_MS, (False, True, True, False))]
+
+
+@pytest.mark.parametrize("profile,tokens,block_m,use_map,config", DIRECT)
+def test_direct_path(profile, tokens, block_m, use_map, config, device):
+    assert mr.is_direct(tokens, config)
+    inputs = mr.make_inputs(mr.Workload(tokens, profile), device, seed=tokens + block_m)
+    E = inputs["logits"].shape[1]
+    inputs["block_m"] = block_m
+    if use_map:  # this rank owns every other expert
+        emap = torch.full((E,), -1, dtype=torch.int32)
+        emap[1::2] = torch.arange(E // 2, dtype=torch.int32)
+        inputs["expert_map"] = emap.to(device)
+    out = _run_and_check(inputs, config)
+    _check_layout(out, E, block_m, inputs["expert_map"])
+
+
 @pytest.mark.parametrize("scoring,has_bias,n_group,topk_group,renorm", [
     ("softmax", False, 4, 2, False),
     ("softmax", True, 1, 1, True),
@@ -140,6 +162,7 @@ def test_ties_lower_index_wins(device):
     assert out.topk_ids.cpu().tolist() == want
     assert torch.allclose(out.topk_weights.cpu(), torch.full((T, k), 1.0 / k))
     assert mr._sync_scratch(logits.device).tolist() == [0, 0], "the last program out resets the barrier counters"
+    assert mr.is_direct(T, _cfg(8, 1, True)), "the checks above ran the direct kernel"
     # equal group scores: lower group index wins too (8 groups of 8, keep 2)
     out = mr.launch(config=_cfg(2, 4, False), logits=logits, bias=None, n_group=8, topk_group=2, **base)
     assert out.topk_ids.cpu()[0].tolist() == list(range(k))
@@ -147,6 +170,9 @@ def test_ties_lower_index_wins(device):
     assert out.topk_ids.cpu()[3].tolist() == [0, 2, 4, 6, 8, 10]
     ref = mr.reference(logits=logits, bias=None, n_group=8, topk_group=2, **base)
     assert torch.equal(out.topk_ids.cpu(), ref.topk_ids.cpu())
+    out = mr.launch(config=_cfg(8, 3, True, 1), logits=logits, bias=None, n_group=8, topk_group=2, **base)  # direct
+    assert torch.equal(out.topk_ids.cpu(), ref.topk_ids.cpu())
+    assert torch.equal(out.sorted_token_ids.cpu(), ref.sorted_token_ids.cpu())
 
 
 # ----------------------------------------------------------------------------- align invariants
@@ -280,6 +306,16 @@ for profile, tokens in (("dsv3", 64), ("dsv41-flash", 1024)):
                 triton.compile(src, target=GPUTarget("cuda", cc, 32),
                                options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
                 done.append([profile, fused, cx["PHASE"], cc])
+# the direct kernel (default configs at T <= DIRECT_MAX_TOKENS)
+for profile, tokens in (("dsv3", 1), ("dsv41-flash", 4)):
+    wl = mr.Workload(tokens, profile)
+    cfg = mr.default_config(wl)
+    for fn, sig, cx in mr.lower_signatures(wl, cfg):
+        for cc in (90, 100):
+            src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx)
+            triton.compile(src, target=GPUTarget("cuda", cc, 32),
+                           options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
+            done.append(["direct", True, fn.__name__, cc])
 # a two-launch grid over PREFIX_MIN_PROGRAMS programs: the prefix scan launch in between
 wl = mr.Workload(4096, "dsv41-flash")
 cfg = dict(BLOCK_T=4, MAX_PROGRAMS=1024, FUSED=False, num_warps=8, num_stages=2)
@@ -300,10 +336,11 @@ def test_lower_compiles_sm90_sm100():
     r = subprocess.run([sys.executable, "-c", _LOWER], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     done = json.loads(r.stdout.strip().splitlines()[-1])
-    # fused: one kernel per target; split: phases 1 and 2 per target; 1024 programs: + the scan
-    assert len(done) == 2 * (1 + 2) * 2 + 3 * 2
-    assert {(d[2], d[3]) for d in done if d[0] != "prefix"} == {(0, 90), (0, 100), (1, 90), (1, 100), (2, 90),
-                                                                  (2, 100)}
+    # fused: one kernel per target; split: phases 1 and 2 per target; direct: one; 1024 programs: + the scan
+    assert len(done) == 2 * (1 + 2) * 2 + 2 * 2 + 3 * 2
+    assert {(d[2], d[3]) for d in done if d[0] not in ("prefix", "direct")} == {
+        (0, 90), (0, 100), (1, 90), (1, 100), (2, 90), (2, 100)}
+    assert {d[2] for d in done if d[0] == "direct"} == {"_moe_direct_kernel"}
     assert [d[2] for d in done if d[0] == "prefix"] == [1, 1, "scan", "scan", 2, 2]
 
 
