@@ -390,30 +390,38 @@ def _moe_direct_kernel(
     Whatever the routing, num_tokens_post_pad <= U = N + min(N, E) * (block_m - 1) (N = T*k:
     at most N experts, each padded by < block_m), so positions past U and blocks past
     cdiv(U, block_m) are padding / -1: the other programs fill those, program 0 writes
-    [0, U) itself (pad, then the scatter over it after a CTA barrier).
+    [0, U) itself (pad, then the scatter over it after a CTA barrier). Both boundaries and
+    both ends are rounded up to 4 words (the launcher allocates the outputs to a multiple
+    of 4; [U, U4) is padding either way): every fill is 16-byte vector stores, not scalar
+    ones from an unaligned start or a ragged end.
     """
     pid = tl.program_id(0)
     NP = tl.num_programs(0)
     N = T * TOP_K
     U = N + tl.minimum(N, E) * (block_m - 1)
-    UB = tl.cdiv(U, block_m)
+    U4 = tl.cdiv(U, 4) * 4
+    UB4 = tl.cdiv(tl.cdiv(U, block_m), 4) * 4
     fb = tl.arange(0, FILL_BLOCK)
     eb = tl.arange(0, EID_BLOCK)
     if (NP == 1) | (pid > 0):  # the fill tail, over the programs other than 0 when there are any
         q = pid - (NP > 1).to(tl.int32)
         nq = NP - (NP > 1).to(tl.int32)
-        for f0 in range(U + q * FILL_BLOCK, n_sorted, nq * FILL_BLOCK):
-            tl.store(sorted_ptr + f0 + fb, tl.full([FILL_BLOCK], 0, tl.int32) + N, mask=f0 + fb < n_sorted)
-        for j0 in range(UB + q * EID_BLOCK, max_blocks, nq * EID_BLOCK):
-            tl.store(eids_ptr + j0 + eb, tl.full([EID_BLOCK], -1, tl.int32), mask=j0 + eb < max_blocks)
+        n_end = tl.cdiv(n_sorted, 4) * 4
+        b_end = tl.cdiv(max_blocks, 4) * 4
+        for f0 in range(U4 + q * FILL_BLOCK, n_end, nq * FILL_BLOCK):
+            f = tl.multiple_of(f0, 4) + fb
+            tl.store(sorted_ptr + f, tl.full([FILL_BLOCK], 0, tl.int32) + N, mask=f < n_end)
+        for j0 in range(UB4 + q * EID_BLOCK, b_end, nq * EID_BLOCK):
+            j = tl.multiple_of(j0, 4) + eb
+            tl.store(eids_ptr + j, tl.full([EID_BLOCK], -1, tl.int32), mask=j < b_end)
     if pid == 0:
         col = tl.arange(0, E_PAD)
         tok = tl.arange(0, BLOCK_T)
         bias = tl.load(bias_ptr + col, mask=(col < E) & HAS_BIAS, other=0.0)
         ids, chosen = _route_rows(logits_ptr, w_ptr, ids_ptr, bias, tok, tok < T, stride_lt, E, scaling, TOP_K, K_PAD,
                                   E_PAD, N_GROUP, GSIZE, G_PAD, TOPK_GROUP, SCORING, HAS_BIAS, RENORM, BLOCK_T)
-        for f0 in range(0, U, FILL_BLOCK):
-            tl.store(sorted_ptr + f0 + fb, tl.full([FILL_BLOCK], 0, tl.int32) + N, mask=f0 + fb < U)
+        for f0 in range(0, U4, FILL_BLOCK):
+            tl.store(sorted_ptr + f0 + fb, tl.full([FILL_BLOCK], 0, tl.int32) + N, mask=f0 + fb < U4)
         # Flat entries a = t*K_PAD + slot (flat index i = t*TOP_K + slot orders the same way).
         NF: tl.constexpr = BLOCK_T * K_PAD
         a = tl.arange(0, NF)
@@ -432,7 +440,11 @@ def _moe_direct_kernel(
         tl.store(npad_ptr, tl.sum(seg_r, axis=0))
         tl.debug_barrier()  # the pad stores of [0, U) before the scatter over them
         tl.store(sorted_ptr + off + rank, (a // K_PAD) * TOP_K + a % K_PAD, mask=valid)
-        # expert_ids of blocks [0, UB) (UB <= N <= NF): the segment holding the block's start
+        # expert_ids of blocks [0, UB) (UB <= N <= NF): the segment holding the block's start;
+        # [UB, UB4) is past num_tokens_post_pad: -1
+        UB = tl.cdiv(U, block_m)
+        r4 = tl.arange(0, 4)
+        tl.store(eids_ptr + UB + r4, tl.full([4], -1, tl.int32), mask=UB + r4 < UB4)
         if HAS_MAP:
             label = tl.load(emap_ptr + e, mask=valid, other=-1)
         else:
@@ -563,8 +575,9 @@ def launch(*, config: dict[str, Any], logits: torch.Tensor, bias: torch.Tensor |
     max_blocks = triton.cdiv(n_sorted, block_m)
     w = torch.empty(T, top_k, dtype=torch.float32, device=dev)
     ids = torch.empty(T, top_k, dtype=torch.int32, device=dev)
-    sorted_ids = torch.empty(n_sorted, dtype=torch.int32, device=dev)
-    eids = torch.empty(max_blocks, dtype=torch.int32, device=dev)
+    # whole 4-word groups underneath, so the direct kernel's fills are 16-byte stores to the end
+    sorted_ids = torch.empty(triton.cdiv(n_sorted, 4) * 4, dtype=torch.int32, device=dev)[:n_sorted]
+    eids = torch.empty(triton.cdiv(max_blocks, 4) * 4, dtype=torch.int32, device=dev)[:max_blocks]
     npad = torch.empty(1, dtype=torch.int32, device=dev)
     np_, cpp = grid_programs(T, config, _sm_count(dev))
     if is_direct(T, config):
