@@ -11,11 +11,14 @@ the top-k overhead and the speedup over the baseline, then the issue's target ch
 
     python benchmarks/sparse_mqa.py --pack packs/nvidia-h200 [--quick]
     python benchmarks/sparse_mqa.py --algos merge,radix --batch 1,32 --context 8192,131072,524288 --next-n 1
+    python benchmarks/sparse_mqa.py --quick --algos radix,row --no-baseline --reps 20
     python benchmarks/sparse_mqa.py --profiles dsv41-flash --batch 32 --context 131072 --variant word:MX_WORD_DECODE=1
 
-``--algos`` times each top-k path on the same inputs (``merge``: ``merge_config``, the
-previous default; ``radix``: ``default_config``), each verified first; the scoring alone is
-timed once (it is the same kernel for both). ``--variant NAME:K=V`` adds the config with
+``--algos`` times each top-k path on the same inputs (``merge``: ``merge_config``;
+``radix``: ``radix_config``; ``row``: ``row_config``, only up to the context the search space
+admits it for; a tuned config of that path where the pack has one), each verified first; the
+scoring alone is timed once (the merge / radix scoring kernel; the row path's also writes
+its first-digit histograms, so its top-k overhead includes that). ``--variant NAME:K=V`` adds the config with
 those overrides (e.g. ``MX_WORD_DECODE=1``), verified, with its own scoring time.
 """
 from __future__ import annotations
@@ -45,7 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profiles", default="dsv32,dsv41-flash", help="comma-separated profiles")
     p.add_argument("--no-baseline", action="store_true", help="skip the PyTorch baseline")
     p.add_argument("--reps", type=int, default=50, help="timed repetitions per measurement")
-    p.add_argument("--algos", default=None, help="comma-separated top-k paths to compare (merge,radix)")
+    p.add_argument("--algos", default=None, help="comma-separated top-k paths to compare (merge,radix,row)")
     p.add_argument("--batch", default=None, help="comma-separated batch sizes (filter)")
     p.add_argument("--context", default=None, help="comma-separated contexts (filter)")
     p.add_argument("--next-n", default=None, help="comma-separated next_n (filter)")
@@ -87,12 +90,12 @@ def algo_configs(w: Any, config: dict[str, Any], args: argparse.Namespace) -> li
         return [("", config)] + variants
     out = []
     for a in args.algos.split(","):
-        if a == "merge":
-            out.append((a, M.merge_config(w) if config.get("TOPK_ALGO", "merge") != "merge" else config))
-        elif a == "radix":
-            out.append((a, config if config.get("TOPK_ALGO") == "radix" else M.default_config(w)))
-        else:
-            raise SystemExit(f"unknown top-k path {a!r} (merge, radix)")
+        make = {"merge": M.merge_config, "radix": M.radix_config, "row": M.row_config}.get(a)
+        if make is None:
+            raise SystemExit(f"unknown top-k path {a!r} (merge, radix, row)")
+        c = config if config.get("TOPK_ALGO", "merge") == a else make(w)
+        if a != "row" or admitted(w, c):
+            out.append((a, c))
     return out + variants
 
 
@@ -117,7 +120,7 @@ def admitted(w: Any, config: dict[str, Any]) -> bool:
     from kernel_templates import sparse_mqa as M
     from search_spaces import sparse_mqa as S
 
-    base = M.default_config(w) if config.get("TOPK_ALGO", "merge") == "radix" else M.merge_config(w)
+    base = M.merge_config(w) if config.get("TOPK_ALGO", "merge") == "merge" else M.radix_config(w)
     cfg = {**base, "MX_WORD_DECODE": False, **config}
     cfg = {k: bool(v) if isinstance(S.SPACE[k].values()[0], bool) else v for k, v in cfg.items() if k in S.SPACE}
     ok = S.SPACE.contains(cfg) and S.constraints(cfg, w)

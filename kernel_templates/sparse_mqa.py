@@ -31,6 +31,14 @@ Design:
   level, programs over (row, group)) with the same streaming radix select, and the last
   level sorts the at most ``top_k`` survivors (``tl.sort`` on the 63-bit keys) and
   writes the indices. Only ``return_logits=True`` writes the ``[B, next_n, max_len]`` scores.
+- ``TOPK_ALGO="radix"``: the scoring kernel writes the visible scores, six row-parallel
+  launches radix-select over them and one ranks the selected keys (``_radix_pass_kernel``,
+  ``_radix_place_kernel``): the GPU-wide passes win on long rows, but each launch costs ~3-4 us.
+- ``TOPK_ALGO="row"``: one launch after the scoring kernel, one program per (sequence,
+  token) doing the row's whole exact selection (``_row_topk_kernel``). The scoring programs
+  also histogram a first 8-bit digit of their scores (``_row_digit``: quarter binades), so
+  the row program reads the row's scores once, with the k-th score's bin known, and
+  refines only that bin's keys (a few % of the row) before one ``tl.sort``.
 """
 from __future__ import annotations
 
@@ -61,8 +69,10 @@ PROFILES: dict[str, dict[str, Any]] = {
     "dsv41-flash": dict(heads=32, top_k=512, k_format="mxfp4"),
 }
 MAX_TOPK = 4096  # the last merge level sorts next_pow2(top_k) 64-bit keys in registers
+ROW_MAX_CONTEXT = 32768  # default_config: the row top-k up to this context, the radix passes above
+ROW_WARPS = 8  # row top-k program: sm_90 107-128 registers, no stack; at 4 warps 255 (Triton 3.6)
 _FMT = {"fp8": 0, "mxfp4": 1}
-TOPK_ALGOS = ("merge", "radix")
+TOPK_ALGOS = ("merge", "radix", "row")
 # Radix top-k state, one int32 row per (sequence, token): the 256-bin histograms of the four
 # 8-bit digits of the score's order bits, then counters: keys in the selected list, in each
 # candidate list and in the tie list, and the keys still wanted after each digit.
@@ -71,6 +81,7 @@ _CNT_SEL = tl.constexpr(1024)
 _CNT_C1, _CNT_C2, _CNT_C3, _CNT_TIE = (tl.constexpr(1025 + i) for i in range(4))
 _REM = tl.constexpr(1032)  # _REM + j: keys still wanted after digit j - 1 (j = 1..4)
 _TIE_MAX = 4096  # more keys tied at the k-th score than this: one program selects them (slow, exact)
+_ROW_EXP_LO = tl.constexpr(87)  # biased exponent of the lowest binade with bins of its own (2^-40)
 
 
 # ----------------------------------------------------------------------------- reference
@@ -137,14 +148,30 @@ def reference(q: torch.Tensor, weights: torch.Tensor, k_cache: torch.Tensor, k_s
 
 
 @triton.jit
-def _order_key(s, idx):
-    """fp32 score + key index -> non-negative int64, larger = better; equal scores rank the
-    lower index higher. -0.0 is folded into +0.0 so the order is the float order."""
+def _order_bits(s):
+    """fp32 scores -> uint32, larger = better score (the float order; -0.0 folded into +0.0)."""
     s = tl.where(s == 0.0, 0.0, s)
     bits = s.to(tl.int32, bitcast=True)
-    u = tl.where(bits < 0, ~bits, bits ^ -2147483648).to(tl.int64)  # unsigned reading is monotone
-    u = tl.where(u < 0, u + 4294967296, u)
-    return (u << 31) | (2147483647 - idx.to(tl.int64))
+    return tl.where(bits < 0, ~bits, bits ^ -2147483648).to(tl.uint32, bitcast=True)
+
+
+@triton.jit
+def _order_key(s, idx):
+    """fp32 score + key index -> non-negative int64, larger = better; equal scores rank the
+    lower index higher: the score's ``_order_bits`` above the inverted index."""
+    return (_order_bits(s).to(tl.int64) << 31) | (2147483647 - idx.to(tl.int64))
+
+
+@triton.jit
+def _row_digit(o):
+    """``_order_bits`` -> the row path's first radix digit (0..255), non-decreasing in the
+    score: bins 1..254 are quarter binades of the positive scores in [2^-40, 2^23) (the
+    order's top 11 bits: sign, exponent, two mantissa bits), so the bin of the k-th score
+    holds a few % of a row, where a plain top byte (sign and 7 exponent bits) held ~15%.
+    Lower scores (zero, negatives) share bin 0 and higher ones bin 255: still exact, the
+    row kernel then refines over all 32 bits."""
+    v = (o >> 21).to(tl.int32)
+    return tl.minimum(tl.maximum(v - (1024 + 4 * _ROW_EXP_LO - 1), 0), 255)
 
 
 @triton.jit
@@ -414,6 +441,9 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
     list_base = ((b * NEXT_N + tok).to(tl.int64) * NUM_SPLITS + split) * CAP
     cnt = tl.zeros([TP], tl.int32)
     thr = tl.zeros([TP], tl.int64)
+    if TOPK_ALGO == "row":
+        # this split's histogram of the row kernel's first digit, per token (bins t*256 + digit)
+        row_hist = tl.zeros([TP * 256], tl.int32)
     for g0 in range(start, end, GROUP_KEYS):
         if DO_TOPK and SHARE_THRESHOLD:
             # The other splits' bound, read by a scalar atomic: one thread reads, every thread
@@ -459,6 +489,10 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
             if WRITE_LOGITS:
                 lp = logits_ptr + b.to(tl.int64) * stride_lb + tok[None, :] * stride_lt + idx[:, None]
                 tl.store(lp, sc, mask=vis)
+            if TOPK_ALGO == "row":
+                dig = _row_digit(_order_bits(sc)) + tok[None, :] * 256
+                row_hist += tl.histogram(tl.reshape(dig, (BLOCK_N * TP,)), TP * 256,
+                                         mask=tl.reshape(vis, (BLOCK_N * TP,)))
             if DO_TOPK:
                 key = _order_key(sc, idx[:, None])
                 ok = vis & (key >= thr[None, :])
@@ -474,6 +508,11 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
         cnt, thr = _prune_lists(cand_ptr, cnt_ptr, thr_ptr, list_base, cnt, thr, tok, b, top_k, top_k,
                                 NEXT_N, CAP, SELECT_BLOCK, SHARE_THRESHOLD)
         tl.store(cnt_ptr + list_base // CAP, cnt, mask=tok < NEXT_N)
+    if TOPK_ALGO == "row":
+        # written whole by every split, empty ones too: no zeroing launch, nothing to reset for a graph replay
+        hb = tl.arange(0, TP * 256)
+        tl.store(rs_ptr + ((b * NEXT_N + hb // 256) * NUM_SPLITS + split) * 256 + hb % 256, row_hist,
+                 mask=hb // 256 < NEXT_N)
 
 
 @triton.jit
@@ -652,6 +691,104 @@ def _radix_place_kernel(sel_ptr, tie_ptr, rs_ptr, idx_ptr, top_k, stride_sel, st
         tl.store(out + offs, tl.full([RANK_BLOCK], -1, tl.int32), mask=(offs >= n_sel + take) & (offs < top_k))
 
 
+@triton.jit
+def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_ptr, top_k, max_len,
+                     stride_sel, stride_idx,
+                     NEXT_N: tl.constexpr, NUM_SPLITS: tl.constexpr, HIST_ROWS: tl.constexpr,
+                     TOPK_P2: tl.constexpr, TOPK_BLOCK: tl.constexpr):
+    """The whole top-k of one row (sequence, token) in one program, after the scoring kernel.
+
+    1. The scoring programs' histograms of the first digit (``_row_digit``), summed: the bin
+       ``d0`` of the k-th score and how many keys above it (all taken). At most top_k keys:
+       ``d0 = -1``, every key is taken.
+    2. The only pass over the row's scores (the visible ones, as the scoring kernel wrote
+       them; the next block's load issued before this one is processed): keys above ``d0``
+       are appended to the selected list, keys in it to the candidate list, both in index
+       order (one cumsum of the two counts packed in one int32).
+    3. Radix select over the candidates on the rest of the 32 order bits (bits 20..0 in
+       three passes of <= 8 bits; all 32 bits where ``d0`` is an end bin holding several
+       binades): the k-th score's order bits and how many keys tied at it are taken.
+    4. One pass over the candidates appends those above it and the first (lowest index)
+       ties taken.
+    5. One ``tl.sort`` of the next_pow2(top_k) 63-bit ``_order_key``s (ties: lower index
+       first), the indices written, -1 past the keys there are."""
+    row = tl.program_id(0)
+    t = row % NEXT_N
+    # the scoring kernel's visibility: seq_len clamped to the block table first
+    n = tl.maximum(tl.minimum(tl.load(seqlen_ptr + row // NEXT_N), max_len) - NEXT_N + t + 1, 0)
+    bins = tl.arange(0, 256)
+    hs = tl.arange(0, HIST_ROWS)
+    hist = tl.zeros([256], tl.int32)
+    for s0 in range(0, NUM_SPLITS, HIST_ROWS):
+        hm = s0 + hs < NUM_SPLITS
+        hist += tl.sum(tl.load(hist_ptr + (row * NUM_SPLITS + s0 + hs[:, None]) * 256 + bins[None, :],
+                               mask=hm[:, None], other=0), 0)
+    ge = tl.sum(hist, 0) - tl.cumsum(hist, 0) + hist  # keys with digit >= bin
+    d0 = tl.max(tl.where(ge >= top_k, bins, -1), 0)
+    take = top_k - tl.sum(tl.where(bins > d0, hist, 0), 0)  # keys wanted from bin d0
+    src = logits_ptr + row.to(tl.int64) * max_len
+    sel = sel_ptr + row.to(tl.int64) * stride_sel
+    cand = cand_ptr + row.to(tl.int64) * max_len
+    offs = tl.arange(0, TOPK_BLOCK)
+    ns = 0
+    nc = 0
+    nxt = tl.load(src + offs, mask=offs < n, other=0.0)
+    for o in range(0, n, TOPK_BLOCK):
+        i = o + offs
+        s = nxt
+        nxt = tl.load(src + TOPK_BLOCK + i, mask=TOPK_BLOCK + i < n, other=0.0)
+        live = i < n
+        ob = _order_bits(s)
+        dig = _row_digit(ob)
+        up = live & (dig > d0)
+        mid = live & (dig == d0)
+        c = tl.cumsum(up.to(tl.int32) + (mid.to(tl.int32) << 16), 0)  # TOPK_BLOCK < 2^16
+        key = (ob.to(tl.int64) << 31) | (2147483647 - i).to(tl.int64)
+        tl.store(sel + ns + (c & 65535) - 1, key, mask=up)
+        tl.store(cand + nc + (c >> 16) - 1, key, mask=mid)
+        last = tl.max(c, 0)
+        ns += last & 65535
+        nc += last >> 16
+    if nc > 0:
+        tl.debug_barrier()  # the candidates visible to every thread
+        # order bits not yet fixed: an inner bin fixes the top 11
+        hi = tl.where((d0 == 0) | (d0 == 255), 32, 21)
+        kth = (d0 + (1024 + 4 * _ROW_EXP_LO - 1)).to(tl.int64) << 21
+        kth = tl.where(hi == 32, 0, kth)
+        for _p in range(4):
+            if hi > 0:
+                sh = tl.maximum(hi - 8, 0)
+                h = tl.zeros([256], tl.int32)
+                for o in range(0, nc, TOPK_BLOCK):
+                    m = o + offs < nc
+                    ob = tl.load(cand + o + offs, mask=m, other=0) >> 31
+                    m = m & ((ob >> hi) == (kth >> hi))
+                    h += tl.histogram(((ob >> sh) & 255).to(tl.int32), 256, mask=m)
+                ge = tl.sum(h, 0) - tl.cumsum(h, 0) + h
+                d = tl.max(tl.where(ge >= take, bins, -1), 0)
+                take -= tl.sum(tl.where(bins > d, h, 0), 0)
+                kth = kth | (d.to(tl.int64) << sh)  # (bits of d above hi repeat kth's)
+                hi = sh
+        # kth: the k-th score's order bits; take: the keys tied at it that are taken
+        nt = 0
+        for o in range(0, nc, TOPK_BLOCK):
+            m = o + offs < nc
+            key = tl.load(cand + o + offs, mask=m, other=0)
+            gt = m & ((key >> 31) > kth)
+            eq = m & ((key >> 31) == kth)
+            c = tl.cumsum(gt.to(tl.int32) + (eq.to(tl.int32) << 16), 0)
+            ce = nt + (c >> 16)  # ties up to here: the first ``take`` are taken
+            pos = ns + (c & 65535) + tl.minimum(ce, take) - tl.minimum(nt, take) - 1
+            tl.store(sel + pos, key, mask=gt | (eq & (ce <= take)))
+            last = tl.max(c, 0)
+            ns += (last & 65535) + tl.minimum(nt + (last >> 16), take) - tl.minimum(nt, take)
+            nt += last >> 16
+    tl.debug_barrier()  # the selected list visible to every thread
+    o2 = tl.arange(0, TOPK_P2)
+    keys = tl.sort(tl.load(sel + o2, mask=o2 < ns, other=-1), descending=True)
+    tl.store(idx_ptr + row.to(tl.int64) * stride_idx + o2, _key_index(keys), mask=o2 < top_k)
+
+
 # ----------------------------------------------------------------------------- launcher
 
 
@@ -709,7 +846,8 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
 
     ``bufs``: ``_buffers``'s dict: logits, the indices, and the scratch of the top-k path
     (merge: candidate lists, counts, shared thresholds, the merge levels' lists and counts;
-    radix: the per-row state, the selected list and two candidate-list buffers)."""
+    radix: the per-row state, the selected list and two candidate-list buffers; row: the
+    per-split histograms, the selected list and one candidate-list buffer)."""
     B, T, H, D = q.shape
     page = k_cache.shape[1]
     BN, S = int(config["BLOCK_N"]), int(config["NUM_SPLITS"])
@@ -730,6 +868,7 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
     word = bool(config.get("MX_WORD_DECODE", False)) and not (k_scales.stride(0) % 4 or k_scales.stride(1) % 4
                                                               or k_scales.data_ptr() % 4)
     radix = algo == "radix" and top_k > 0
+    row = algo == "row" and top_k > 0
     logits, idx = bufs["logits"], bufs["idx"]
     kc = k_cache.view(torch.uint8)
     tp = triton.next_power_of_2(T)
@@ -744,16 +883,24 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
         stride_ss=k_scales.stride(1), stride_btb=block_table.stride(0), stride_lb=logits.stride(0),
         stride_lt=logits.stride(1),
         D=D, PAGE=page, K_FORMAT=_FMT[k_format], NEXT_N=T, TP=tp, HP=hp,
-        LIST_UNIT=max(triton.next_power_of_2(max(top_k, 1)), BN), DO_TOPK=top_k > 0 and not radix,
-        WRITE_LOGITS=return_logits or radix,
+        LIST_UNIT=max(triton.next_power_of_2(max(top_k, 1)), BN), DO_TOPK=top_k > 0 and not (radix or row),
+        WRITE_LOGITS=return_logits or radix or row,
         BLOCK_N=BN, NUM_SPLITS=S, CAND_MULT=int(config["CAND_MULT"]), SELECT_BLOCK=int(config["SELECT_BLOCK"]),
         SHARE_THRESHOLD=bool(config["SHARE_THRESHOLD"]), MX_FP8_DOT=bool(config["MX_FP8_DOT"]),
         MX_WORD_DECODE=word,
-        TOPK_ALGO="radix" if radix else "merge",
+        TOPK_ALGO="radix" if radix else "row" if row else "merge",
         INTERPRET=interpreting(), num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]),
     )
     plan = [(_score_kernel, (B, S), score_args)]
     if top_k == 0:
+        return plan
+    if row:
+        sel = bufs["sel"]
+        plan.append((_row_topk_kernel, (B * T,), dict(
+            logits_ptr=logits, seqlen_ptr=seq_lens, hist_ptr=bufs["rs"], sel_ptr=sel, cand_ptr=bufs["cand_a"],
+            idx_ptr=idx, top_k=top_k, max_len=logits.shape[-1], stride_sel=sel.stride(0), stride_idx=idx.stride(0),
+            NEXT_N=T, NUM_SPLITS=S, HIST_ROWS=min(triton.next_power_of_2(S), 16), TOPK_P2=sel.shape[-1],
+            TOPK_BLOCK=int(config["TOPK_BLOCK"]), num_warps=ROW_WARPS, num_stages=1)))
         return plan
     if radix:
         max_len = logits.shape[-1]
@@ -799,7 +946,9 @@ def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, conf
     split), one ``[B*T, groups, next_pow2(top_k)]`` list buffer per merge level. radix: the
     logits (scratch when not returned), ``[B*T, 1040]`` int32 state, the selected keys
     ``[B*T, top_k]`` and two ``[B*T, max_len]`` int64 candidate-list buffers (a digit's bin
-    can hold every key of a row)."""
+    can hold every key of a row). row: the logits as for radix, ``[B*T, S, 256]`` int32
+    histograms (one per scoring program and token), the selected keys ``[B*T,
+    next_pow2(top_k)]`` (the sort's width) and one ``[B*T, max_len]`` int64 candidate list."""
     if alloc is None:
         def alloc(shape, dtype, fill=None):
             if fill is None:
@@ -809,9 +958,10 @@ def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, conf
     p2 = triton.next_power_of_2(max(top_k, 1))
     cap = int(config["CAND_MULT"]) * max(p2, BN)
     radix = _algo(config) == "radix" and top_k > 0
+    row = _algo(config) == "row" and top_k > 0
     if return_logits:
         logits = alloc((B, T, max_len), torch.float32, float("-inf"))
-    elif radix:
+    elif radix or row:
         logits = alloc((B, T, max_len), torch.float32)  # only the visible keys are written and read
     else:
         logits = alloc((1, 1, 1), torch.float32)
@@ -824,6 +974,10 @@ def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, conf
     if radix:
         bufs.update(rs=alloc((B * T, int(_RS.value)), torch.int32), sel=alloc((B * T, top_k), torch.int64),
                     cand_a=alloc((B * T, max_len), torch.int64), cand_b=alloc((B * T, max_len), torch.int64))
+        return bufs
+    if row:
+        bufs.update(rs=alloc((B * T, S, 256), torch.int32), sel=alloc((B * T, p2), torch.int64),
+                    cand_a=alloc((B * T, max_len), torch.int64))
         return bufs
     bufs.update(cand=alloc((B * T, S, cap), torch.int64), cnt=alloc((B * T * S,), torch.int32),
                 thr=alloc((B * T,), torch.int64, 0))
@@ -935,6 +1089,34 @@ def default_radix_splits(w: Workload, block: int, sms: int = SMS) -> int:
 
 
 def default_config(workload: Workload) -> dict[str, Any]:
+    """``row_config`` up to ``ROW_MAX_CONTEXT`` keys, ``radix_config`` above (the scoring
+    parameters are the same; only the top-k path differs).
+
+    Why: on an H200 (CUDA-graph replay, L2 flushed) the radix path's seven launches after
+    the scoring cost ~3-4 us each, +26-80 us at 8K-32K whatever B (e.g. dsv32 B=1 8K: 14.0
+    us scoring, 41.0 with the radix top-k). The row path is one launch, but one program
+    streams a whole row: its full pass costs ~2.2 warp instructions a key on one SM
+    (sm_90 SASS: the block cumsum, its reductions and barriers dominate), ~4 us at 8K,
+    ~16 us at 32K and ~65 us at 128K (estimates, not measured), plus the candidate
+    refinement and the sort (~5-7 us) and the scoring kernel's histogram (282 instead of
+    184 SASS instructions a tile: ~+0.5 us when the scoring is latency-bound, up to ~+20%
+    where it is issue-bound, e.g. B=32 32K). So the row path should win at 8K at any B,
+    and at 32K for B >= 8 (rows run side by side; the radix passes then scale with B); at
+    32K for B=1 it is about even; at 128K and above the radix passes' GPU-wide parallelism
+    wins. The search space admits the row path up to 131072 keys for the tuner to decide."""
+    w = workload
+    return row_config(w) if w.context <= ROW_MAX_CONTEXT else radix_config(w)
+
+
+def row_config(workload: Workload) -> dict[str, Any]:
+    """``radix_config``'s scoring parameters with the row top-k (``TOPK_ALGO="row"``):
+    2048-key streaming blocks (8 a thread at ``ROW_WARPS``; ~2 warp instructions a key
+    whatever the block, sm_90 SASS), the radix-only knobs at their canonical values."""
+    return dict(radix_config(workload), TOPK_ALGO="row", TOPK_BLOCK=2048, TOPK_SPLITS=1, RANK_BLOCK=64,
+                PLACE_SORT=False)
+
+
+def radix_config(workload: Workload) -> dict[str, Any]:
     """Heuristic: 64-key tiles (one page: one block-table load per tile, the wgmma M),
     splits for ~2 waves, mxfp4 keys through FP8 MMA on the scaled codes decoded a 32-bit
     word at a time (H200 run 14, dsv41-flash B=32: scoring 1453 -> 910 us at 512K, 369 -> 241
@@ -948,7 +1130,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     specialisation as at launch) for every default of search_spaces.sparse_mqa.WORKLOADS
     (merge path, before the radix top-k): no spills; scoring kernel shared 16640 / 25088 B
     and 181 / 229 registers (fp8, next_n 1 / 2), 8448 / 12800 B and 147 / 194 registers
-    (mxfp4); merge kernels 4-16 KB, 96-128 registers. Radix path: see ``RADIX_COMPILE``."""
+    (mxfp4); merge kernels 4-16 KB, 96-128 registers."""
     w = workload
     mx = PROFILES[w.profile]["k_format"] == "mxfp4"
     bn = 64
@@ -969,7 +1151,7 @@ def merge_config(workload: Workload) -> dict[str, Any]:
     """The previous default: the scoring kernel's in-split candidate lists and radix
     prunes, then merge levels of up to 8 lists (for comparisons; the tuner can still pick it)."""
     w = workload
-    c = default_config(w)
+    c = radix_config(w)
     return dict(c, TOPK_ALGO="merge", MERGE_GROUP=min(8, max(2, c["NUM_SPLITS"])), TOPK_BLOCK=1024, TOPK_SPLITS=1,
                 RANK_BLOCK=64, PLACE_SORT=False)
 
@@ -992,6 +1174,8 @@ def memory_bytes(workload: Workload, config: dict[str, Any] | None = None) -> in
     p2 = triton.next_power_of_2(prof["top_k"])
     if _algo(cfg) == "radix":  # scores (4 B) + two candidate buffers (8 B each) per row and key
         scratch = w.batch * w.next_n * (rows // w.batch * 20 + p2 * 8 + 4 * int(_RS.value))
+    elif _algo(cfg) == "row":  # scores (4 B) + one candidate buffer (8 B) per row and key
+        scratch = w.batch * w.next_n * (rows // w.batch * 12 + p2 * 8 + 1024 * cfg["NUM_SPLITS"])
     else:
         scratch = w.batch * w.next_n * cfg["NUM_SPLITS"] * cfg["CAND_MULT"] * max(p2, cfg["BLOCK_N"]) * 8
     return rows * BYTES_PER_KEY[prof["k_format"]] + scratch + 2 * w.batch * w.next_n * p2 * 8

@@ -19,8 +19,9 @@ SPACE = Space(
     SHARE_THRESHOLD=Bool(),       # publish pruned thresholds across splits (atomic max)
     MX_FP8_DOT=Bool(),            # mxfp4: FP8 MMA per scale block, or exact BF16 dequant + one BF16 MMA
     MX_WORD_DECODE=Bool(),        # mxfp4 FP8 MMA: decode 4 code bytes per instruction, K order permuted
-    TOPK_ALGO=Choice(("merge", "radix")),  # top-k: in-split lists + merge levels, or row-parallel radix passes
-    TOPK_BLOCK=Pow2(256, 2048),   # radix: keys per step of a pass (4096 spills: 255 registers)
+    TOPK_ALGO=Choice(("merge", "radix", "row")),  # top-k: in-split lists + merge levels, row-parallel radix
+                                  # passes, or one program per row after the scoring kernel
+    TOPK_BLOCK=Pow2(256, 2048),   # radix / row: keys per step of a pass (radix at 4096 spills: 255 registers)
     TOPK_SPLITS=Pow2(1, 256),     # radix: programs per (sequence, token) row in each pass
     RANK_BLOCK=Pow2(16, 128),     # radix: output positions per ranking program (256 spills)
     PLACE_SORT=Bool(),            # radix: one tl.sort per row instead of ranking by compares
@@ -57,6 +58,8 @@ def smem_estimate(config: dict[str, Any], workload: Workload) -> int:
 # canonical values of the parameters a top-k path ignores (other values would only duplicate trials)
 _MERGE_ONLY = {"CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024, "SHARE_THRESHOLD": False}
 _RADIX_ONLY = {"TOPK_BLOCK": 1024, "TOPK_SPLITS": 1, "RANK_BLOCK": 64, "PLACE_SORT": False}
+_ROW_IGNORES = {k: v for k, v in _RADIX_ONLY.items() if k != "TOPK_BLOCK"}  # the row path streams TOPK_BLOCK keys
+ROW_MAX_CONTEXT = 131072  # one program streams a whole row: past this the radix passes' parallelism wins
 
 
 def constraints(config: dict[str, Any], workload: Workload) -> bool:
@@ -81,6 +84,11 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         if config["PLACE_SORT"] and config["RANK_BLOCK"] != 64:
             return False  # (sorting: RANK_BLOCK only chunks the ties)
         if not config["PLACE_SORT"] and config["RANK_BLOCK"] > triton.next_power_of_2(prof["top_k"]):
+            return False
+    elif config["TOPK_ALGO"] == "row":
+        if any(config[k] != v for k, v in {**_MERGE_ONLY, **_ROW_IGNORES}.items()):
+            return False
+        if w.context > ROW_MAX_CONTEXT:
             return False
     elif any(config[k] != v for k, v in _RADIX_ONLY.items()):
         return False

@@ -1,7 +1,8 @@
 """Sparse MQA indexer: indices (and logits) equal the reference through the interpreter for
 both key formats, ragged and short sequences, next_n = 2 causality, exact ties, both top-k
 paths (merge: prunes, shared thresholds, merge levels; radix: row-parallel digit passes,
-ranking or sorting, ties at the k-th score, the degenerate-ties fallback); verify's
+ranking or sorting, ties at the k-th score, the degenerate-ties fallback; row: one program
+per row, first-digit end bins, ties, rows past one streaming block); verify's
 tolerance; the baseline; the search space; lowering for sm_90 (default configs within
 shared memory, FP8 wgmma, 16-byte key loads, no spills in the radix kernels) / sm_100."""
 from __future__ import annotations
@@ -69,8 +70,15 @@ def cfg(profile: str, next_n: int = 1, **over) -> dict:
 
 def rcfg(profile: str, next_n: int = 1, **over) -> dict:
     """The radix path with interpreter-sized blocks (256-key steps, 2 programs a row)."""
-    c = dict(M.default_config(M.Workload(2, 4096, next_n, profile)), TOPK_BLOCK=256, TOPK_SPLITS=2, RANK_BLOCK=16)
+    c = dict(M.radix_config(M.Workload(2, 4096, next_n, profile)), TOPK_BLOCK=256, TOPK_SPLITS=2, RANK_BLOCK=16)
     return dict(c, **over)
+
+
+def rowcfg(profile: str, next_n: int = 1, **over) -> dict:
+    """The row path (the default at 4096 keys) with 128-key streaming blocks."""
+    c = M.default_config(M.Workload(2, 4096, next_n, profile))
+    assert c["TOPK_ALGO"] == "row"
+    return dict(c, **{"TOPK_BLOCK": 128, **over})
 
 
 CASES = [
@@ -112,6 +120,34 @@ def test_radix_indices_equal_reference(profile, next_n, seqs, top_k, over, devic
     check_exact(inp, rcfg(profile, next_n, **over))
 
 
+ROW_CASES = [
+    # profile, next_n, seq_lens, top_k, config overrides
+    ("dsv32", 1, [300, 37, 130, 0], 40, dict(BLOCK_N=32, NUM_SPLITS=4)),  # shorter than top_k, empty
+    ("dsv32", 2, [700, 1, 0], 50, dict(BLOCK_N=16, NUM_SPLITS=3)),  # 6 blocks, 3 splits' histograms
+    ("dsv32", 2, [900, 450], 33, dict(NUM_SPLITS=8, TOPK_BLOCK=256)),
+    ("dsv41-flash", 1, [600, 20, 129], 64, dict(BLOCK_N=128, NUM_SPLITS=1)),
+    ("dsv41-flash", 2, [520, 333, 3], 100, dict(BLOCK_N=32, NUM_SPLITS=3, MX_WORD_DECODE=False)),
+    ("dsv41-flash", 2, [400, 64], 16, dict(NUM_SPLITS=2, MX_FP8_DOT=False, MX_WORD_DECODE=False)),
+]
+
+
+@pytest.mark.parametrize("profile, next_n, seqs, top_k, over", ROW_CASES)
+def test_row_indices_equal_reference(profile, next_n, seqs, top_k, over, device):
+    inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, device=device, logits=next_n == 2)
+    check_exact(inp, rowcfg(profile, next_n, **over))
+
+
+@pytest.mark.parametrize("scale", [-1.0, 1e9, 1e-14])
+def test_row_first_digit_end_bins(scale, device):
+    """Scores all <= 0 (weights of one sign), all above 2^23, all below 2^-40: the k-th key
+    sits in an end bin of the first digit (several binades), refined over all 32 bits."""
+    inp = ragged_inputs("dsv32", 2, [600, 300], top_k=40, device=device, seed=3)
+    inp["weights"] = inp["weights"].abs() * scale if scale < 0 else inp["weights"] * scale
+    idx, logits = M.launch(config=rowcfg("dsv32", 2, NUM_SPLITS=2), **dict(inp, return_logits=True))
+    assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, 40))
+    M.verify(idx, M.reference(**inp), inp)
+
+
 @pytest.mark.parametrize("place_sort", [False, True])
 @pytest.mark.parametrize("tie_max", [4096, 3])
 def test_radix_ties_at_the_kth_score(place_sort, tie_max, device, monkeypatch):
@@ -136,15 +172,39 @@ def test_radix_ties_at_the_kth_score(place_sort, tie_max, device, monkeypatch):
     assert idx[0, 1, :50].tolist() == list(range(50))
 
 
-def test_radix_launches_and_graph_safety():
-    """Eight launches whatever the shape (scoring, six passes, placing), fixed grids from
-    host shapes only: nothing reads a device value on the host."""
+def test_row_ties(device):
+    """Pages 1..3 copy page 0 (every score 4 times: ties at the k-th score for most k, the
+    lowest indices first), then all keys equal (the whole row is one bin of every digit)."""
+    inp = ragged_inputs("dsv32", 1, [256], top_k=24, device=device)
+    bt = inp["block_table"][0].long()
+    inp["k_cache"][bt[1:4]] = inp["k_cache"][bt[0]].clone()
+    inp["k_scales"][bt[1:4]] = inp["k_scales"][bt[0]].clone()
+    c = rowcfg("dsv32", 1, NUM_SPLITS=4)
+    for k in (24, 22, 3, 1, 256, 300):
+        assert_equal(f"topk_idx k={k}", M.launch(config=c, **dict(inp, top_k=k)), M.reference(**dict(inp, top_k=k)))
+    same = ragged_inputs("dsv41-flash", 2, [300, 90], top_k=50, device=device)
+    same["k_cache"][:] = same["k_cache"][0, 0]
+    same["k_scales"][:] = same["k_scales"][0, 0]
+    idx = M.launch(config=rowcfg("dsv41-flash", 2), **same)
+    assert_equal("topk_idx, all keys equal", idx, M.reference(**same))
+    assert idx[0, 1, :50].tolist() == list(range(50))
+
+
+def test_launches_and_graph_safety():
+    """radix: eight launches whatever the shape (scoring, six passes, placing); row: two
+    (scoring, one program per row). Fixed grids from host shapes only: nothing reads a
+    device value on the host."""
     for w in (M.Workload(1, 8192, 1, "dsv32"), M.Workload(32, 524288, 2, "dsv41-flash")):
-        plan = M._plan_for(w, M.default_config(w))
+        plan = M._plan_for(w, M.radix_config(w))
         assert [f.__name__ for f, _, _ in plan] == ["_score_kernel"] + ["_radix_pass_kernel"] * 6 + [
             "_radix_place_kernel"]
         for _, grid, _ in plan:
             assert all(isinstance(g, int) for g in grid)
+    for w in (M.Workload(1, 8192, 1, "dsv32"), M.Workload(128, 32768, 2, "dsv41-flash")):
+        c = M.default_config(w)
+        plan = M._plan_for(w, c)
+        assert [(f.__name__, grid) for f, grid, _ in plan] == [
+            ("_score_kernel", (w.batch, c["NUM_SPLITS"])), ("_row_topk_kernel", (w.batch * w.next_n,))]
 
 
 def test_fewer_keys_than_top_k_pad_with_minus_one(device):
@@ -156,14 +216,15 @@ def test_fewer_keys_than_top_k_pad_with_minus_one(device):
     assert sorted(idx[1, 1, :70].tolist()) == list(range(70))
 
 
-@pytest.mark.parametrize("path", ["merge", "radix"])
+@pytest.mark.parametrize("path", ["merge", "radix", "row"])
 def test_seq_len_beyond_the_block_table_is_clamped(path, device):
     """A seq_len past the block table's capacity (max_pages x PAGE) sees only the keys that
     exist, as in the reference; the radix path must not write scores past its row."""
     inp = ragged_inputs("dsv32", 2, [200, 90], top_k=40, context=256, device=device, seed=5)
     max_len = inp["block_table"].shape[1] * inp["k_cache"].shape[1]
     inp["seq_lens"] = torch.tensor([max_len + 37, 90], dtype=torch.int32, device=device)
-    c = cfg("dsv32", 2, BLOCK_N=32, NUM_SPLITS=2, MERGE_GROUP=2) if path == "merge" else rcfg("dsv32", 2)
+    c = {"merge": cfg("dsv32", 2, BLOCK_N=32, NUM_SPLITS=2, MERGE_GROUP=2), "radix": rcfg("dsv32", 2),
+         "row": rowcfg("dsv32", 2)}[path]
     check_exact(inp, c)
     assert (M.launch(config=c, **inp)[0] >= 0).sum(-1).tolist() == [40, 40]
 
@@ -248,6 +309,23 @@ def test_property_radix_random_shapes(seqs, top_k, next_n, profile, splits, bloc
         inp["k_scales"][bt[1]] = inp["k_scales"][bt[0]].clone()
     c = rcfg(profile, next_n, NUM_SPLITS=2, TOPK_SPLITS=splits, TOPK_BLOCK=blocks[0], RANK_BLOCK=blocks[1],
              PLACE_SORT=place_sort)
+    idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
+    assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, top_k))
+    M.verify(idx, M.reference(**inp), inp)
+
+
+@settings(max_examples=6, deadline=None)
+@given(seqs=st.lists(st.integers(0, 300), min_size=1, max_size=3), top_k=st.integers(1, 90),
+       next_n=st.integers(1, 2), profile=st.sampled_from(sorted(M.PROFILES)), splits=st.sampled_from([1, 2, 3]),
+       block=st.sampled_from([128, 256]), dup=st.booleans(), seed=st.integers(0, 2**16))
+def test_property_row_random_shapes(seqs, top_k, next_n, profile, splits, block, dup, seed):
+    """Row path on random ragged rows, as ``test_property_radix_random_shapes``."""
+    inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, context=max(seqs + [128]), seed=seed)
+    if dup:
+        bt = inp["block_table"][0].long()
+        inp["k_cache"][bt[1]] = inp["k_cache"][bt[0]].clone()
+        inp["k_scales"][bt[1]] = inp["k_scales"][bt[0]].clone()
+    c = rowcfg(profile, next_n, NUM_SPLITS=splits, TOPK_BLOCK=block)
     idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
     assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, top_k))
     M.verify(idx, M.reference(**inp), inp)
@@ -394,12 +472,22 @@ def test_search_space_defaults_and_feasibility():
         bumped = next(v for v in S.SPACE[k].values() if v != fixed[k])
         assert not S.constraints(dict(other, **{k: bumped}), w)
     w8 = M.Workload(1, 8192, 1, "dsv32")  # 8 blocks of 1024 keys: at most 8 programs a row
-    assert S.constraints(dict(M.default_config(w8), TOPK_BLOCK=1024, TOPK_SPLITS=8), w8)
-    assert not S.constraints(dict(M.default_config(w8), TOPK_BLOCK=1024, TOPK_SPLITS=16), w8)
-    # the radix default everywhere; the previous default stays admitted
-    for wl in (M.Workload(1, 8192, 1, "dsv32"), M.Workload(128, 524288, 2, "dsv41-flash")):
-        assert M.default_config(wl)["TOPK_ALGO"] == "radix"
-        assert S.constraints(M.merge_config(wl), wl)
+    assert S.constraints(dict(M.radix_config(w8), TOPK_BLOCK=1024, TOPK_SPLITS=8), w8)
+    assert not S.constraints(dict(M.radix_config(w8), TOPK_BLOCK=1024, TOPK_SPLITS=16), w8)
+    # the row top-k the default up to ROW_MAX_CONTEXT keys, the radix passes above; the others stay admitted
+    for wl in (M.Workload(1, 8192, 1, "dsv32"), M.Workload(128, 32768, 2, "dsv41-flash"),
+               M.Workload(1, 131072, 1, "dsv32"), M.Workload(128, 524288, 2, "dsv41-flash")):
+        want = "row" if wl.context <= M.ROW_MAX_CONTEXT else "radix"
+        assert M.default_config(wl)["TOPK_ALGO"] == want, wl
+        assert S.constraints(M.merge_config(wl), wl) and S.constraints(M.radix_config(wl), wl)
+    # row: TOPK_BLOCK varies, the radix-only knobs do not, and not past S.ROW_MAX_CONTEXT
+    wr = M.Workload(8, 32768, 2, "dsv32")
+    row = M.default_config(wr)
+    assert all(S.constraints(dict(row, TOPK_BLOCK=tb), wr) for tb in S.SPACE["TOPK_BLOCK"].values())
+    assert not S.constraints(dict(row, TOPK_SPLITS=2), wr) and not S.constraints(dict(row, PLACE_SORT=True), wr)
+    assert not S.constraints(dict(row, CAND_MULT=4), wr)
+    assert S.constraints(dict(row, NUM_SPLITS=2), M.Workload(1, 131072, 1, "dsv32"))
+    assert not S.constraints(dict(row, NUM_SPLITS=2), M.Workload(1, 524288, 1, "dsv32"))
 
 
 def test_config_without_topk_algo_keeps_the_merge_path():
@@ -421,8 +509,9 @@ from triton.backends.compiler import GPUTarget
 from kernel_templates import sparse_mqa as M
 res = []
 for cc, prof, n in json.loads(sys.argv[1]):
-    w = M.Workload(1, 131072, n, prof)
-    for cfg in (M.default_config(w), dict(M.merge_config(w), NUM_SPLITS=128, MERGE_GROUP=8)):
+    w, short = M.Workload(1, 131072, n, prof), M.Workload(1, 32768, n, prof)
+    for w, cfg in ((w, M.default_config(w)), (w, dict(M.merge_config(w), NUM_SPLITS=128, MERGE_GROUP=8)),
+                   (short, M.default_config(short))):
       for fn, sig, cx in M.lower_signatures(w, cfg):
         c = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
                            options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
@@ -443,11 +532,12 @@ def test_lowers_for_sm100():
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(p.stdout.strip().splitlines()[-1])
     score = [r for r in res if r[2] == "_score_kernel"]
-    assert len(score) == 4
+    assert len(score) == 6
     assert all(r[4] for r in score if r[0] == 100), "sm_100: the scoring MMA should be tcgen05"
     assert sum(r[2] == "_merge_kernel" for r in res) == 2 * 3  # 128 splits, 8-way: three levels
     assert sum(r[2] == "_radix_pass_kernel" for r in res) == 2 * 6
     assert sum(r[2] == "_radix_place_kernel" for r in res) == 2
+    assert sum(r[2] == "_row_topk_kernel" for r in res) == 2
 
 
 _SM90 = r"""
@@ -489,7 +579,8 @@ for wl in WORKLOADS:
                          cp16=len(re.findall(r"cp\.async\.\w+\.shared\.global \[[^]]*\], \[[^]]*\], 0x10", ptx)),
                          cp8=len(re.findall(r"cp\.async\.\w+\.shared\.global \[[^]]*\], \[[^]]*\], 0x8", ptx)),
                          v4=len(re.findall(r"ld\.global(?:\.\w+)*\.v4", ptx)), usage=usage,
-                         cx={k: v for k, v in cx.items() if k in ("PICK", "HIST", "FROM_LOGITS", "PLACE_SORT")})
+                         cx={k: v for k, v in cx.items() if k in ("PICK", "HIST", "FROM_LOGITS", "PLACE_SORT",
+                                                                   "TOPK_ALGO")})
 print(json.dumps(list(seen.values())))
 """
 
@@ -500,8 +591,9 @@ def test_default_configs_fit_sm90():
     block may have and under ``smem_estimate``; the scoring MMA is FP8 wgmma for both key
     formats and its key tile arrives through 16-byte loads (cp.async or ld.global.v4; the
     mxfp4 word decode's per-scale-block loads are 8-byte cp.async); the
-    radix top-k kernels do not spill (where cuobjdump is there to say: the ranking sort of
-    2048 keys keeps one word on the stack, stored once, re-read outside every loop).
+    radix and row top-k kernels do not spill, nor the scoring kernel with the row path's
+    histogram (where cuobjdump is there to say: the ranking sort of 2048 keys keeps one word
+    on the stack, stored once, re-read outside every loop; the row kernel's sort does not).
     Triton 3.6 numbers of the same compiles are in ``default_config``'s docstring."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(ROOT)
@@ -510,11 +602,14 @@ def test_default_configs_fit_sm90():
     res = json.loads(p.stdout.strip().splitlines()[-1])
     score = [r for r in res if r["fn"] == "_score_kernel"]
     assert {(r["wl"][2], r["wl"][3]) for r in score} == {(t, prof) for t in (1, 2) for prof in M.PROFILES}
-    assert {r["fn"] for r in res} == {"_score_kernel", "_radix_pass_kernel", "_radix_place_kernel"}
+    assert {r["fn"] for r in res} == {"_score_kernel", "_radix_pass_kernel", "_radix_place_kernel", "_row_topk_kernel"}
+    assert {r["cx"]["TOPK_ALGO"] for r in score} == {"radix", "row"}
     assert {(r["cx"]["PICK"], r["cx"]["HIST"]) for r in res if r["fn"] == "_radix_pass_kernel"} == {
         (-1, 0), (0, -1), (-1, 1), (1, 2), (2, 3), (3, -1)}
     for r in res:
         assert r["shared"] <= S.SMEM_BYTES, r
+        if r["usage"] and r["fn"] == "_score_kernel" and r["cx"]["TOPK_ALGO"] == "row":
+            assert r["usage"]["stl"] == 0, r  # the first-digit histogram does not push the scoring kernel to spill
         if r["usage"] and r["fn"] != "_score_kernel":
             sort2048 = r["fn"] == "_radix_place_kernel" and r["cx"]["PLACE_SORT"] and r["wl"][3] == "dsv32"
             assert r["usage"]["stl"] <= (1 if sort2048 else 0), r
@@ -542,6 +637,7 @@ def test_space_names_are_kernel_constexprs():
 
     import triton.language as tl
 
-    names = {n for k in (M._score_kernel, M._merge_kernel, M._radix_pass_kernel, M._radix_place_kernel)
+    names = {n for k in (M._score_kernel, M._merge_kernel, M._radix_pass_kernel, M._radix_place_kernel,
+                         M._row_topk_kernel)
              for n, prm in inspect.signature(k.fn).parameters.items() if prm.annotation in (tl.constexpr, "tl.constexpr")}
     assert set(S.SPACE) - {"num_warps", "num_stages"} <= names
