@@ -172,20 +172,42 @@ def _key_value(key):
     return (k32 ^ ((k32 >> 31) & 0x7FFFFFFF)).to(tl.float32, bitcast=True)
 
 
+# Final keys of chosen experts: _MARK + slot. A real key's high word is a float's order
+# (>= that of -inf, 0x807FFFFF), above _MARK's 0x80000000, so marks never win a round.
+_MARK = tl.constexpr(-9223372036854775807 - 1)
+
+
+@triton.jit
+def _row_tile(ptr, tok, rmask, stride, E, E_PAD: tl.constexpr, BLOCK_T: tl.constexpr, ROW_WARPS: tl.constexpr):
+    """``[BLOCK_T, E_PAD]`` tile of rows ``tok`` (0 past E and in masked rows). ``ROW_WARPS``:
+    loaded as ``[BLOCK_T, E_PAD/128, 128]``: Triton deals warps to the dims in contiguity
+    order with ties in index order (2, 0, 1), so 32 lanes x 4 words cover a 128-expert
+    chunk and the warps go to the tokens (with ``BLOCK_T >= num_warps`` and 16-byte aligned
+    rows): every reduction along the experts stays in one warp (shuffles, no bar.sync). The
+    reshape back to 2-D only renames registers. A 2-D load gives the warps to the experts."""
+    if ROW_WARPS and E_PAD >= 128:
+        c3 = (tl.arange(0, E_PAD // 128) * 128)[None, :, None] + tl.arange(0, 128)[None, None, :]
+        return tl.reshape(tl.load(ptr + tok[:, None, None] * stride + c3, mask=rmask[:, None, None] & (c3 < E),
+                                  other=0.0), [BLOCK_T, E_PAD])
+    col = tl.arange(0, E_PAD)
+    return tl.load(ptr + tok[:, None] * stride + col[None, :], mask=rmask[:, None] & (col < E)[None, :], other=0.0)
+
+
 @triton.jit
 def _route_rows(logits_ptr, w_ptr, ids_ptr, bias, tok, rmask, stride_lt, E, scaling,
                 TOP_K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr, N_GROUP: tl.constexpr,
                 GSIZE: tl.constexpr, G_PAD: tl.constexpr, TOPK_GROUP: tl.constexpr, SCORING: tl.constexpr,
-                HAS_BIAS: tl.constexpr, RENORM: tl.constexpr, BLOCK_T: tl.constexpr):
+                HAS_BIAS: tl.constexpr, RENORM: tl.constexpr, BLOCK_T: tl.constexpr, ROW_WARPS: tl.constexpr):
     """Scores, group-limited top-k and weights of the tokens ``tok`` (``rmask``: real rows):
     stores their topk_weights / topk_ids and returns the ids ``[BLOCK_T, K_PAD]`` and the
-    chosen-expert mask ``[BLOCK_T, E_PAD]``, so the two align paths need not re-read them."""
+    final keys ``[BLOCK_T, E_PAD]``, where the expert chosen in slot j holds ``_MARK + j``
+    (``_chosen`` / ``_slot``), so the align paths need not re-read them. ``ROW_WARPS``: the
+    logits tile of ``_row_tile`` with a warp per token, ``bias`` a tile of it too."""
     col = tl.arange(0, E_PAD)
     cmask = col < E
     kcol = tl.arange(0, K_PAD)
     gcol = tl.arange(0, G_PAD)
-    m2d = rmask[:, None] & cmask[None, :]
-    x = tl.load(logits_ptr + tok[:, None] * stride_lt + col[None, :], mask=m2d, other=0.0).to(tl.float32)
+    x = _row_tile(logits_ptr, tok, rmask, stride_lt, E, E_PAD, BLOCK_T, ROW_WARPS).to(tl.float32)
     if SCORING == "softmax":  # over the real experts
         xm = tl.where(cmask[None, :], x, float("-inf"))
         row_max = tl.max(xm, axis=1)
@@ -194,7 +216,7 @@ def _route_rows(logits_ptr, w_ptr, ids_ptr, bias, tok, rmask, stride_lt, E, scal
     else:
         s0 = _score(x, SCORING)
     if HAS_BIAS:
-        s = s0 + bias[None, :]
+        s = s0 + bias  # [E_PAD], or with ROW_WARPS a [BLOCK_T, E_PAD] tile of the same layout
     else:
         s = s0
     # Every selection below works on packed (score, index) keys, made once.
@@ -221,19 +243,27 @@ def _route_rows(logits_ptr, w_ptr, ids_ptr, bias, tok, rmask, stride_lt, E, scal
                 else:
                     score = _key_value(k1)
                 gs = tl.where(gcol[None, :] == g, score[:, None], gs)
+        # masked keys: below every real key, not a slot mark; power-of-two groups mask the
+        # [BLOCK_T, N_GROUP, GSIZE] view (no layout change from the group scores back to the tile)
+        kept = tl.zeros([BLOCK_T, G_PAD], dtype=tl.int1)
         keep = tl.zeros([BLOCK_T, E_PAD], dtype=tl.int1)
         egroup = col // GSIZE
         for r in tl.static_range(TOPK_GROUP):
             gi = _key_index(tl.max(_key(gs, gcol[None, :], G_PAD), axis=1), G_PAD)
-            keep = keep | (egroup[None, :] == gi[:, None])
+            if N_GROUP * GSIZE == E_PAD:
+                kept = kept | (gcol[None, :] == gi[:, None])
+            else:
+                keep = keep | (egroup[None, :] == gi[:, None])
             gs = tl.where(gcol[None, :] == gi[:, None], float("-inf"), gs)
-        key = tl.where(keep, key, -9223372036854775807)
+        if N_GROUP * GSIZE == E_PAD:
+            key = tl.reshape(tl.where(kept[:, :, None], k3, _MARK + TOP_K), [BLOCK_T, E_PAD])
+        else:
+            key = tl.where(keep, key, _MARK + TOP_K)
     ids = tl.zeros([BLOCK_T, K_PAD], dtype=tl.int32)
     for j in tl.static_range(TOP_K):
         kmax = tl.max(key, axis=1)
         ids = tl.where(kcol[None, :] == j, _key_index(kmax, E_PAD)[:, None], ids)
-        key = tl.where(key == kmax[:, None], -9223372036854775807 - 1, key)  # chosen
-    chosen = key == -9223372036854775807 - 1
+        key = tl.where(key == kmax[:, None], _MARK + j, key)
     # weights from the UNBIASED scores of the chosen experts: re-read k logits per
     # token (cached) and score them with the same formula, not k gathers over the tile
     kmask = rmask[:, None] & (kcol[None, :] < TOP_K)
@@ -249,7 +279,19 @@ def _route_rows(logits_ptr, w_ptr, ids_ptr, bias, tok, rmask, stride_lt, E, scal
     optr = tok[:, None] * TOP_K + kcol[None, :]
     tl.store(w_ptr + optr, w, mask=kmask)
     tl.store(ids_ptr + optr, ids, mask=kmask)
-    return ids, chosen
+    return ids, key
+
+
+@triton.jit
+def _chosen(key, TOP_K: tl.constexpr):
+    """Experts ``_route_rows`` chose (its final keys)."""
+    return key < _MARK + TOP_K
+
+
+@triton.jit
+def _slot(key):
+    """The top-k slot of a chosen expert (its final key ``_MARK + slot``)."""
+    return (key & 0xFFFFFFFF).to(tl.int32)
 
 
 @triton.jit
@@ -282,10 +324,10 @@ def _moe_routing_kernel(
         for c in range(0, chunks_per_prog):
             tok = t_begin + c * BLOCK_T + rows
             rmask = tok < t_end
-            ids, chosen = _route_rows(logits_ptr, w_ptr, ids_ptr, bias, tok, rmask, stride_lt, E, scaling, TOP_K, K_PAD,
-                                      E_PAD, N_GROUP, GSIZE, G_PAD, TOPK_GROUP, SCORING, HAS_BIAS, RENORM, BLOCK_T)
+            ids, key = _route_rows(logits_ptr, w_ptr, ids_ptr, bias, tok, rmask, stride_lt, E, scaling, TOP_K, K_PAD,
+                                   E_PAD, N_GROUP, GSIZE, G_PAD, TOPK_GROUP, SCORING, HAS_BIAS, RENORM, BLOCK_T, False)
             # one column reduction per chunk for the expert histogram, not one per slot
-            hist += tl.sum((chosen & rmask[:, None]).to(tl.int32), axis=0)
+            hist += tl.sum((_chosen(key, TOP_K) & rmask[:, None]).to(tl.int32), axis=0)
         tl.store(cnt_ptr + pid * E + col, hist, mask=cmask)
         # Pad fill of this program's strided share; the scatter after the barrier overwrites.
         pad = T * TOP_K
@@ -373,6 +415,12 @@ def _moe_routing_kernel(
 
 
 @triton.jit
+def _count_keep(c_a, v_a, c_b, v_b):
+    """Scan combine: running count, and the later element's value kept as it is."""
+    return c_a + c_b, v_b
+
+
+@triton.jit
 def _moe_direct_kernel(
     logits_ptr, bias_ptr, emap_ptr,
     w_ptr, ids_ptr, sorted_ptr, eids_ptr, npad_ptr,
@@ -380,12 +428,19 @@ def _moe_direct_kernel(
     TOP_K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
     N_GROUP: tl.constexpr, GSIZE: tl.constexpr, G_PAD: tl.constexpr, TOPK_GROUP: tl.constexpr, SCORING: tl.constexpr,
     HAS_BIAS: tl.constexpr, RENORM: tl.constexpr, HAS_MAP: tl.constexpr,
-    EID_BLOCK: tl.constexpr, FILL_BLOCK: tl.constexpr, BLOCK_T: tl.constexpr,
+    EID_BLOCK: tl.constexpr, FILL_BLOCK: tl.constexpr, BLK_PAD: tl.constexpr, BLOCK_T: tl.constexpr,
 ):
-    """All T <= BLOCK_T tokens in program 0, the align layout straight from their T*k ids in
-    registers: no expert histogram or E-wide scan, no counts in memory, no barrier between
-    programs. Small T is a chain of dependent steps; this path drops the global round trips
-    (counts, cursors, re-read ids) and the E-wide reductions from it.
+    """All T <= BLOCK_T tokens in program 0, the align layout straight from their routing in
+    registers: no counts or cursors in memory, no barrier between programs. Small T is a
+    chain of dependent steps; this path drops the global round trips (counts, cursors,
+    re-read ids) from it.
+
+    Each warp routes its own tokens (``_route_rows`` with ``ROW_WARPS``: every top-k
+    reduction is warp shuffles). Then one CTA-wide step over the ``[BLOCK_T, E_PAD]`` tile
+    of chosen experts: an expert appears at most once per token and flat indices
+    ``t*k + slot`` order like the tokens, so an entry's rank within its expert is the count
+    of lower tokens that chose the expert (an exclusive scan down the tokens), and the
+    column sums are the expert counts; the padded offsets are a scan over the experts.
 
     Whatever the routing, num_tokens_post_pad <= U = N + min(N, E) * (block_m - 1) (N = T*k:
     at most N experts, each padded by < block_m), so positions past U and blocks past
@@ -415,43 +470,43 @@ def _moe_direct_kernel(
             j = tl.multiple_of(j0, 4) + eb
             tl.store(eids_ptr + j, tl.full([EID_BLOCK], -1, tl.int32), mask=j < b_end)
     if pid == 0:
-        col = tl.arange(0, E_PAD)
-        tok = tl.arange(0, BLOCK_T)
-        bias = tl.load(bias_ptr + col, mask=(col < E) & HAS_BIAS, other=0.0)
-        ids, chosen = _route_rows(logits_ptr, w_ptr, ids_ptr, bias, tok, tok < T, stride_lt, E, scaling, TOP_K, K_PAD,
-                                  E_PAD, N_GROUP, GSIZE, G_PAD, TOPK_GROUP, SCORING, HAS_BIAS, RENORM, BLOCK_T)
+        # pad of [0, U4) first: the stores drain while the tokens are routed
         for f0 in range(0, U4, FILL_BLOCK):
             tl.store(sorted_ptr + f0 + fb, tl.full([FILL_BLOCK], 0, tl.int32) + N, mask=f0 + fb < U4)
-        # Flat entries a = t*K_PAD + slot (flat index i = t*TOP_K + slot orders the same way).
-        NF: tl.constexpr = BLOCK_T * K_PAD
-        a = tl.arange(0, NF)
-        valid = (a // K_PAD < T) & (a % K_PAD < TOP_K)
-        e = tl.where(valid, tl.reshape(ids, [NF]), -1)
-        same = (e[:, None] == e[None, :]) & valid[:, None] & valid[None, :]
-        earlier = a[:, None] < a[None, :]  # row entry before column entry
-        rank = tl.sum((same & earlier).to(tl.int32), axis=0)  # per column: earlier same-expert entries
-        cnt = tl.sum(same.to(tl.int32), axis=0)
-        # padded segment of each expert, counted at its first entry; the same per row
-        seg = tl.where(valid & (rank == 0), (cnt + block_m - 1) // block_m * block_m, 0)
-        rank_r = tl.sum((same & (a[None, :] < a[:, None])).to(tl.int32), axis=1)
-        cnt_r = tl.sum(same.to(tl.int32), axis=1)
-        seg_r = tl.where(valid & (rank_r == 0), (cnt_r + block_m - 1) // block_m * block_m, 0)
-        off = tl.sum(tl.where(e[:, None] < e[None, :], seg_r[:, None], 0), axis=0)  # expert's padded offset
-        tl.store(npad_ptr, tl.sum(seg_r, axis=0))
-        tl.debug_barrier()  # the pad stores of [0, U) before the scatter over them
-        tl.store(sorted_ptr + off + rank, (a // K_PAD) * TOP_K + a % K_PAD, mask=valid)
-        # expert_ids of blocks [0, UB) (UB <= N <= NF): the segment holding the block's start;
-        # [UB, UB4) is past num_tokens_post_pad: -1
-        UB = tl.cdiv(U, block_m)
-        r4 = tl.arange(0, 4)
-        tl.store(eids_ptr + UB + r4, tl.full([4], -1, tl.int32), mask=UB + r4 < UB4)
+        col = tl.arange(0, E_PAD)
+        tok = tl.arange(0, BLOCK_T)
+        bias = _row_tile(bias_ptr, tok, (tok < BLOCK_T) & HAS_BIAS, 0, E, E_PAD, BLOCK_T, True)  # the logits' layout
+        _, key = _route_rows(logits_ptr, w_ptr, ids_ptr, bias, tok, tok < T, stride_lt, E, scaling, TOP_K, K_PAD,
+                             E_PAD, N_GROUP, GSIZE, G_PAD, TOPK_GROUP, SCORING, HAS_BIAS, RENORM, BLOCK_T, True)
+        # the flat index of each chosen (token, expert), else -1: the one tile the CTA-wide step moves
+        # (int16: T*k < 2^15 on this path, half the shared memory of the move)
+        v = tl.where(_chosen(key, TOP_K) & (tok < T)[:, None], tok[:, None] * TOP_K + _slot(key), -1).to(tl.int16)
+        # one scan carries v through unchanged: everything after it is in the scan's layout
+        incl, v = tl.associative_scan(((v >= 0).to(tl.int32), v), 0, _count_keep)
+        c = (v >= 0).to(tl.int32)
+        cnt = tl.sum(c, axis=0)
+        rank = incl - c  # same-expert entries of lower tokens
+        padded = (cnt + block_m - 1) // block_m * block_m
+        off_incl = tl.cumsum(padded, axis=0)
+        off = off_incl - padded
+        npad = tl.sum(padded, axis=0)
+        tl.store(npad_ptr, npad)
+        tl.debug_barrier()  # the pad stores of [0, U4) before the scatter over them
+        # flattened: the store keeps the scan's layout (a 2-D scatter gets a layout of its own)
+        NT: tl.constexpr = BLOCK_T * E_PAD
+        tl.store(sorted_ptr + tl.reshape(off[None, :] + rank, [NT]), tl.reshape(v, [NT]), mask=tl.reshape(v >= 0, [NT]))
+        # expert_ids of blocks [0, UB4) (UB4 <= BLK_PAD): each expert writes its own blocks
+        # (at most cdiv(T, block_m) each), the rest up to UB4 is past num_tokens_post_pad
+        nblk = padded // block_m
+        first_blk = off // block_m
         if HAS_MAP:
-            label = tl.load(emap_ptr + e, mask=valid, other=-1)
+            label = tl.load(emap_ptr + col, mask=nblk > 0, other=-1)
         else:
-            label = e
-        start = a * block_m
-        own = (start[:, None] >= off[None, :]) & (start[:, None] < off[None, :] + seg[None, :])
-        tl.store(eids_ptr + a, tl.sum(tl.where(own, label[None, :] + 1, 0), axis=1) - 1, mask=a < UB)
+            label = col
+        for r in range(0, tl.max(nblk, axis=0)):
+            tl.store(eids_ptr + first_blk + r, label, mask=r < nblk)
+        b = tl.arange(0, BLK_PAD)
+        tl.store(eids_ptr + b, tl.full([BLK_PAD], -1, tl.int32), mask=(b >= npad // block_m) & (b < UB4))
 
 
 @triton.jit
@@ -469,9 +524,9 @@ def _moe_prefix_kernel(cnt_ptr, before_ptr, tot_ptr, NP, E, NP_PAD: tl.constexpr
 # ----------------------------------------------------------------------------- launcher
 
 FILL_BLOCK = 1024
-# Default: the direct kernel in one warp up to this many tokens (its per-lane work grows with
-# T: 8-16 key words per token; past 4 tokens a warp runs out of registers for grouped routing).
-DIRECT_MAX_TOKENS = 4
+# Default: the direct kernel up to this many tokens: 8 warps of 4 tokens each at most (a
+# warp's registers hold 4 tokens' key tiles: dsv41-flash, 512 padded experts, 223 at T=32).
+DIRECT_MAX_TOKENS = 32
 # Two-launch grids above this many programs take the lower programs' counts from one scan
 # launch (_moe_prefix_kernel) instead of every phase-2 program summing them itself: that
 # sum is O(programs x experts) per program, O(programs^2 x experts) in all.
@@ -505,10 +560,12 @@ def _meta(E: int, top_k: int, n_group: int, block_t: int) -> dict[str, int]:
                 CNT_ROWS=max(1, 4096 // e_pad), EID_BLOCK=256, FILL_BLOCK=FILL_BLOCK)
 
 
-def _direct_meta(E: int, top_k: int, n_group: int) -> dict[str, int]:
-    """Constexprs of ``_moe_direct_kernel`` (a subset of ``_meta``: no chunk loop, no counts)."""
+def _direct_meta(E: int, top_k: int, n_group: int, block_t: int) -> dict[str, int]:
+    """Constexprs of ``_moe_direct_kernel``: most of ``_meta`` (no chunk loop, no counts) and
+    the blocks program 0 covers, cdiv(U, block_m) <= T*k rounded up to 4."""
     m = _meta(E, top_k, n_group, 1)
-    return {name: m[name] for name in ("K_PAD", "E_PAD", "G_PAD", "GSIZE", "EID_BLOCK", "FILL_BLOCK")}
+    return dict({name: m[name] for name in ("K_PAD", "E_PAD", "G_PAD", "GSIZE", "EID_BLOCK", "FILL_BLOCK")},
+                BLK_PAD=max(4, triton.next_power_of_2(block_t * top_k)))
 
 
 def is_direct(tokens: int, config: dict[str, Any]) -> bool:
@@ -587,7 +644,7 @@ def launch(*, config: dict[str, Any], logits: torch.Tensor, bias: torch.Tensor |
             float(routed_scaling_factor), TOP_K=top_k, N_GROUP=n_group, TOPK_GROUP=topk_group, SCORING=scoring,
             HAS_BIAS=bias is not None, RENORM=bool(renormalize), HAS_MAP=expert_map is not None,
             BLOCK_T=config["BLOCK_T"], num_warps=config["num_warps"], num_stages=config["num_stages"],
-            **_direct_meta(E, top_k, n_group))
+            **_direct_meta(E, top_k, n_group, config["BLOCK_T"]))
         return MoeRouting(w, ids, sorted_ids, eids, npad)
     cnt = torch.empty(np_, E, dtype=torch.int32, device=dev)
     cur = torch.empty(np_, E, dtype=torch.int32, device=dev)
@@ -670,17 +727,19 @@ def make_inputs(workload: Workload, device: str = "cpu", seed: int = 0) -> dict[
 
 def default_config(workload: Workload) -> dict[str, Any]:
     """H200 heuristic (from the phase profile, benchmarks/NOTES.md): up to DIRECT_MAX_TOKENS
-    the direct kernel in ONE warp (every reduction a warp shuffle, no bar.sync, no global
-    round trip after the logits; sm_90 compile check: 71 registers at T=1, 157-168 at T=4,
-    no spills), 7 more programs sharing the padding fill; then many one-token programs
-    while T <= 128 (per-token latency, not throughput, is what a small T costs); beyond,
-    chunks grow so that <= 128 programs share the tokens, all resident for the
-    single-launch grid barrier; from T = 2048 two launches of up to 1024 programs."""
+    the direct kernel with a warp per token up to 8 warps (every top-k reduction a warp
+    shuffle, one CTA-wide step for the layout; sm_90 compile check: no bar.sync before the
+    layout step, 45-128 registers for dsv3, 56-223 for dsv41-flash, no spills), 7 more
+    programs sharing the padding fill; then many one-token programs while T <= 128
+    (per-token latency, not throughput, is what a small T costs); beyond, chunks grow so
+    that <= 128 programs share the tokens, all resident for the single-launch grid barrier;
+    from T = 2048 two launches of up to 1024 programs."""
     E = PROFILES.get(workload.profile, {}).get("num_experts", 512)
     e_pad = triton.next_power_of_2(E)
     T = max(1, workload.tokens)
     if T <= DIRECT_MAX_TOKENS:
-        return dict(BLOCK_T=triton.next_power_of_2(T), MAX_PROGRAMS=8, FUSED=True, num_warps=1, num_stages=1)
+        bt = triton.next_power_of_2(T)
+        return dict(BLOCK_T=bt, MAX_PROGRAMS=8, FUSED=True, num_warps=min(8, bt), num_stages=1)
     cap = 16 if e_pad <= 256 else 8  # keeps the [BLOCK_T, E_PAD] tiles at <= 32 values a thread
     bt = min(cap, triton.next_power_of_2(triton.cdiv(T, 128)))
     cfg = dict(BLOCK_T=bt, MAX_PROGRAMS=min(128, triton.next_power_of_2(triton.cdiv(T, bt))), FUSED=True,
@@ -819,7 +878,7 @@ def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[A
     if is_direct(workload.tokens, config):
         dsig = {name: t for name, t in sig.items()
                 if name not in ("cnt_ptr", "cur_ptr", "sync_ptr", "tot_ptr", "chunks_per_prog")}
-        dx = dict(base, **_direct_meta(E, k, p["n_group"]))
+        dx = dict(base, **_direct_meta(E, k, p["n_group"], config["BLOCK_T"]))
         return [(_moe_direct_kernel, {**dsig, **{name: "constexpr" for name in dx}}, dx)]
     cx = dict(base, MAX_PROGRAMS=config["MAX_PROGRAMS"], **_meta(E, k, p["n_group"], config["BLOCK_T"]))
     np_ = grid_programs(workload.tokens, config, 132)[0]  # an H100/H200's SM count

@@ -39,18 +39,20 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         return False
     if prof and prof["n_group"] > 1 and tile > _MAX_PER_THREAD_GROUPED * threads:
         return False  # grouped top-k keeps [BLOCK_T, N_GROUP, GSIZE] key tiles live too
-    n_pad = triton.next_power_of_2(bt * top_k)
-    if n_pad * n_pad > 2 * _MAX_PER_THREAD * threads:  # the [N, N] same-expert tile (int1)
-        return False
     T = max(1, workload.tokens)
     chunks = triton.cdiv(T, bt)
     # Larger chunks or caps than the work needs only duplicate smaller configs.
     if bt > triton.next_power_of_2(T):
         return False
     if is_direct(T, config):
-        # one program routes, the rest only share the padding fill (<= 48K words): no barrier,
-        # so the interpreter runs any grid; past 32 programs a share is a store or two a lane
-        return config["MAX_PROGRAMS"] <= _MAX_DIRECT_PROGRAMS
+        # one program routes, a warp per token or more tokens (more warps would split a token's
+        # experts over warps: bar.sync in every top-k round); the rest only share the padding
+        # fill (<= 48K words): no barrier, so the interpreter runs any grid; past 32 programs
+        # a share is a store or two a lane
+        return nw <= bt and config["MAX_PROGRAMS"] <= _MAX_DIRECT_PROGRAMS
+    n_pad = triton.next_power_of_2(bt * top_k)
+    if n_pad * n_pad > 2 * _MAX_PER_THREAD * threads:  # the [N, N] same-expert tile (int1)
+        return False
     if config["MAX_PROGRAMS"] > triton.next_power_of_2(chunks):
         return False
     if config["FUSED"] and config["MAX_PROGRAMS"] > 256:

@@ -109,12 +109,14 @@ def test_variants(profile, tokens, block_m, dtype, use_map, config, device):
     _check_layout(out, E, block_m, inputs["expert_map"])
 
 
-# Direct kernel (fused, T <= BLOCK_T): every profile x block_m, with and without a map, at
-# one and at an odd number of tokens; grids of one program (it fills all) or with fill programs.
+# Direct kernel (fused, T <= BLOCK_T): every profile at 1 to 32 tokens (one warp, a warp per
+# token, several tokens a warp, padded rows), each with two block_m (every block_m per
+# profile), one with a map; grids of one program (it fills all) or with fill programs.
 DIRECT = [(profile, tokens, block_m, use_map, _cfg(bt, progs, True, nw))
-          for profile in mr.PROFILES
-          for tokens, bt, progs, nw in ((1, 1, 1, 1), (3, 4, 8, 1), (3, 4, 3, 2))
-          for block_m, use_map in zip(mr.BLOCK_MS, (False, True, True, False))]
+          for p, profile in enumerate(mr.PROFILES)
+          for i, (tokens, bt, progs, nw) in enumerate(((1, 1, 1, 1), (3, 4, 8, 4), (8, 8, 3, 2), (17, 32, 8, 8),
+                                                       (32, 32, 1, 8)))
+          for block_m, use_map in ((mr.BLOCK_MS[(i + p) % 4], False), (mr.BLOCK_MS[(i + p + 2) % 4], True))]
 
 
 @pytest.mark.parametrize("profile,tokens,block_m,use_map,config", DIRECT)
@@ -170,7 +172,7 @@ def test_ties_lower_index_wins(device):
     assert out.topk_ids.cpu()[3].tolist() == [0, 2, 4, 6, 8, 10]
     ref = mr.reference(logits=logits, bias=None, n_group=8, topk_group=2, **base)
     assert torch.equal(out.topk_ids.cpu(), ref.topk_ids.cpu())
-    out = mr.launch(config=_cfg(8, 3, True, 1), logits=logits, bias=None, n_group=8, topk_group=2, **base)  # direct
+    out = mr.launch(config=_cfg(8, 3, True, 8), logits=logits, bias=None, n_group=8, topk_group=2, **base)  # direct
     assert torch.equal(out.topk_ids.cpu(), ref.topk_ids.cpu())
     assert torch.equal(out.sorted_token_ids.cpu(), ref.sorted_token_ids.cpu())
 
@@ -283,6 +285,10 @@ def test_spec_cost_and_space():
     wl = mr.Workload(64, "dsv3")
     assert not ms.constraints(_cfg(4, 16, True), wl)  # a grid barrier over 16 programs in the interpreter
     assert not ms.constraints(_cfg(32, 1, False, 1), wl)  # 8192 scores over 32 threads
+    wl = mr.Workload(32, "dsv41-flash")
+    assert ms.constraints(mr.default_config(wl), wl) and mr.is_direct(32, mr.default_config(wl))
+    wl = mr.Workload(4, "dsv41-flash")
+    assert not ms.constraints(_cfg(4, 8, True, 8), wl)  # direct: more warps than tokens split a token
 
 
 def test_small_workloads_run(device):
@@ -306,8 +312,8 @@ for profile, tokens in (("dsv3", 64), ("dsv41-flash", 1024)):
                 triton.compile(src, target=GPUTarget("cuda", cc, 32),
                                options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
                 done.append([profile, fused, cx["PHASE"], cc])
-# the direct kernel (default configs at T <= DIRECT_MAX_TOKENS)
-for profile, tokens in (("dsv3", 1), ("dsv41-flash", 4)):
+# the direct kernel (default configs at T <= DIRECT_MAX_TOKENS: one warp, 4 and 8 warps)
+for profile, tokens in (("dsv3", 1), ("dsv41-flash", 4), ("dsv3", 32), ("dsv41-flash", 32)):
     wl = mr.Workload(tokens, profile)
     cfg = mr.default_config(wl)
     for fn, sig, cx in mr.lower_signatures(wl, cfg):
@@ -337,7 +343,7 @@ def test_lower_compiles_sm90_sm100():
     assert r.returncode == 0, r.stderr[-3000:]
     done = json.loads(r.stdout.strip().splitlines()[-1])
     # fused: one kernel per target; split: phases 1 and 2 per target; direct: one; 1024 programs: + the scan
-    assert len(done) == 2 * (1 + 2) * 2 + 2 * 2 + 3 * 2
+    assert len(done) == 2 * (1 + 2) * 2 + 4 * 2 + 3 * 2
     assert {(d[2], d[3]) for d in done if d[0] not in ("prefix", "direct")} == {
         (0, 90), (0, 100), (1, 90), (1, 100), (2, 90), (2, 100)}
     assert {d[2] for d in done if d[0] == "direct"} == {"_moe_direct_kernel"}
