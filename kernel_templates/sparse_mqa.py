@@ -69,7 +69,8 @@ PROFILES: dict[str, dict[str, Any]] = {
     "dsv41-flash": dict(heads=32, top_k=512, k_format="mxfp4"),
 }
 MAX_TOPK = 4096  # the last merge level sorts next_pow2(top_k) 64-bit keys in registers
-ROW_MAX_CONTEXT = 32768  # default_config: the row top-k up to this context, the radix passes above
+ROW_MAX_CONTEXT = 8192  # default_config: the row top-k up to this context (top_k <= ROW_MAX_TOPK), radix above
+ROW_MAX_TOPK = 1024
 ROW_WARPS = 8  # row top-k program: sm_90 107-128 registers, no stack; at 4 warps 255 (Triton 3.6)
 _FMT = {"fp8": 0, "mxfp4": 1}
 TOPK_ALGOS = ("merge", "radix", "row")
@@ -1089,23 +1090,22 @@ def default_radix_splits(w: Workload, block: int, sms: int = SMS) -> int:
 
 
 def default_config(workload: Workload) -> dict[str, Any]:
-    """``row_config`` up to ``ROW_MAX_CONTEXT`` keys, ``radix_config`` above (the scoring
-    parameters are the same; only the top-k path differs).
+    """``row_config`` up to ``ROW_MAX_CONTEXT`` keys for a top-k of at most ``ROW_MAX_TOPK``,
+    ``radix_config`` otherwise (the scoring parameters are the same; only the top-k path
+    differs).
 
-    Why: on an H200 (CUDA-graph replay, L2 flushed) the radix path's seven launches after
-    the scoring cost ~3-4 us each, +26-80 us at 8K-32K whatever B (e.g. dsv32 B=1 8K: 14.0
-    us scoring, 41.0 with the radix top-k). The row path is one launch, but one program
-    streams a whole row: its full pass costs ~2.2 warp instructions a key on one SM
-    (sm_90 SASS: the block cumsum, its reductions and barriers dominate), ~4 us at 8K,
-    ~16 us at 32K and ~65 us at 128K (estimates, not measured), plus the candidate
-    refinement and the sort (~5-7 us) and the scoring kernel's histogram (282 instead of
-    184 SASS instructions a tile: ~+0.5 us when the scoring is latency-bound, up to ~+20%
-    where it is issue-bound, e.g. B=32 32K). So the row path should win at 8K at any B,
-    and at 32K for B >= 8 (rows run side by side; the radix passes then scale with B); at
-    32K for B=1 it is about even; at 128K and above the radix passes' GPU-wide parallelism
-    wins. The search space admits the row path up to 131072 keys for the tuner to decide."""
+    Why, measured on the H200 (run 19, CUDA-graph replay, L2 flushed, scoring + top-k us,
+    radix vs row): the radix path's seven launches after the scoring cost ~3-4 us each; the
+    row path is one launch, but one program streams a whole row (its full pass ~2.2 warp
+    instructions a key on one SM) and sorts next_pow2(top_k) keys, and the scoring kernel
+    builds a histogram on top. It wins only where rows are short and top_k small:
+    dsv41-flash (top_k 512) 8K B=1 41.7 -> 36.2, B=32 59.4 -> 49.5; dsv32 (top_k 2048) 8K
+    B=1 40.6 -> 60.2, B=32 95.8 -> 94.8, 32K B=32 147.2 -> 134.4 but B=1 42.8 -> 81.1;
+    dsv41-flash 32K B=1 41.3 -> 56.1, B=32 112.6 -> 121.4; 128K loses 1.2-3.2x. The search
+    space admits the row path up to 131072 keys for the tuner to decide per shape."""
     w = workload
-    return row_config(w) if w.context <= ROW_MAX_CONTEXT else radix_config(w)
+    short = w.context <= ROW_MAX_CONTEXT and PROFILES[w.profile]["top_k"] <= ROW_MAX_TOPK
+    return row_config(w) if short else radix_config(w)
 
 
 def row_config(workload: Workload) -> dict[str, Any]:

@@ -75,10 +75,8 @@ def rcfg(profile: str, next_n: int = 1, **over) -> dict:
 
 
 def rowcfg(profile: str, next_n: int = 1, **over) -> dict:
-    """The row path (the default at 4096 keys) with 128-key streaming blocks."""
-    c = M.default_config(M.Workload(2, 4096, next_n, profile))
-    assert c["TOPK_ALGO"] == "row"
-    return dict(c, **{"TOPK_BLOCK": 128, **over})
+    """The row path with 128-key streaming blocks."""
+    return dict(M.row_config(M.Workload(2, 4096, next_n, profile)), **{"TOPK_BLOCK": 128, **over})
 
 
 CASES = [
@@ -201,7 +199,7 @@ def test_launches_and_graph_safety():
         for _, grid, _ in plan:
             assert all(isinstance(g, int) for g in grid)
     for w in (M.Workload(1, 8192, 1, "dsv32"), M.Workload(128, 32768, 2, "dsv41-flash")):
-        c = M.default_config(w)
+        c = M.row_config(w)
         plan = M._plan_for(w, c)
         assert [(f.__name__, grid) for f, grid, _ in plan] == [
             ("_score_kernel", (w.batch, c["NUM_SPLITS"])), ("_row_topk_kernel", (w.batch * w.next_n,))]
@@ -474,15 +472,16 @@ def test_search_space_defaults_and_feasibility():
     w8 = M.Workload(1, 8192, 1, "dsv32")  # 8 blocks of 1024 keys: at most 8 programs a row
     assert S.constraints(dict(M.radix_config(w8), TOPK_BLOCK=1024, TOPK_SPLITS=8), w8)
     assert not S.constraints(dict(M.radix_config(w8), TOPK_BLOCK=1024, TOPK_SPLITS=16), w8)
-    # the row top-k the default up to ROW_MAX_CONTEXT keys, the radix passes above; the others stay admitted
-    for wl in (M.Workload(1, 8192, 1, "dsv32"), M.Workload(128, 32768, 2, "dsv41-flash"),
-               M.Workload(1, 131072, 1, "dsv32"), M.Workload(128, 524288, 2, "dsv41-flash")):
-        want = "row" if wl.context <= M.ROW_MAX_CONTEXT else "radix"
+    # the row top-k the default up to ROW_MAX_CONTEXT keys for a top_k up to ROW_MAX_TOPK (dsv41-flash's
+    # 512, not dsv32's 2048), the radix passes otherwise; the others stay admitted
+    for wl, want in ((M.Workload(1, 8192, 1, "dsv41-flash"), "row"), (M.Workload(32, 8192, 2, "dsv41-flash"), "row"),
+                     (M.Workload(1, 8192, 1, "dsv32"), "radix"), (M.Workload(128, 32768, 2, "dsv41-flash"), "radix"),
+                     (M.Workload(1, 131072, 1, "dsv32"), "radix"), (M.Workload(128, 524288, 2, "dsv41-flash"), "radix")):
         assert M.default_config(wl)["TOPK_ALGO"] == want, wl
         assert S.constraints(M.merge_config(wl), wl) and S.constraints(M.radix_config(wl), wl)
     # row: TOPK_BLOCK varies, the radix-only knobs do not, and not past S.ROW_MAX_CONTEXT
     wr = M.Workload(8, 32768, 2, "dsv32")
-    row = M.default_config(wr)
+    row = M.row_config(wr)
     assert all(S.constraints(dict(row, TOPK_BLOCK=tb), wr) for tb in S.SPACE["TOPK_BLOCK"].values())
     assert not S.constraints(dict(row, TOPK_SPLITS=2), wr) and not S.constraints(dict(row, PLACE_SORT=True), wr)
     assert not S.constraints(dict(row, CAND_MULT=4), wr)
@@ -511,7 +510,7 @@ res = []
 for cc, prof, n in json.loads(sys.argv[1]):
     w, short = M.Workload(1, 131072, n, prof), M.Workload(1, 32768, n, prof)
     for w, cfg in ((w, M.default_config(w)), (w, dict(M.merge_config(w), NUM_SPLITS=128, MERGE_GROUP=8)),
-                   (short, M.default_config(short))):
+                   (short, M.row_config(short))):
       for fn, sig, cx in M.lower_signatures(w, cfg):
         c = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
                            options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
