@@ -524,9 +524,12 @@ def _moe_prefix_kernel(cnt_ptr, before_ptr, tot_ptr, NP, E, NP_PAD: tl.constexpr
 # ----------------------------------------------------------------------------- launcher
 
 FILL_BLOCK = 1024
-# Default: the direct kernel up to this many tokens: 8 warps of 4 tokens each at most (a
-# warp's registers hold 4 tokens' key tiles: dsv41-flash, 512 padded experts, 223 at T=32).
-DIRECT_MAX_TOKENS = 32
+# Default: the direct kernel up to this many tokens. It holds up to 32 (8 warps of 4 tokens:
+# dsv41-flash, 512 padded experts, 223 registers at T=32), but on the H200 (run 20, graph
+# replay, us, dsv3 / dsv41-flash) it wins only to T=8: T=1 4.4 / 5.9, T=4 4.5 / 5.4, T=8 5.3 /
+# 6.7 (the fused path: T=1 8.0 / 8.4, T=4 two launches 6.9 / 7.4); T=16 8.2 / 11.0 and T=32
+# 13.6 / 24.2 lose to one-token programs (7.1 / 9.0 at T=16). Larger T stays a tuning option.
+DIRECT_MAX_TOKENS = 8
 # Two-launch grids above this many programs take the lower programs' counts from one scan
 # launch (_moe_prefix_kernel) instead of every phase-2 program summing them itself: that
 # sum is O(programs x experts) per program, O(programs^2 x experts) in all.

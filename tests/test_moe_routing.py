@@ -285,8 +285,11 @@ def test_spec_cost_and_space():
     wl = mr.Workload(64, "dsv3")
     assert not ms.constraints(_cfg(4, 16, True), wl)  # a grid barrier over 16 programs in the interpreter
     assert not ms.constraints(_cfg(32, 1, False, 1), wl)  # 8192 scores over 32 threads
-    wl = mr.Workload(32, "dsv41-flash")
-    assert ms.constraints(mr.default_config(wl), wl) and mr.is_direct(32, mr.default_config(wl))
+    wl = mr.Workload(8, "dsv41-flash")
+    assert ms.constraints(mr.default_config(wl), wl) and mr.is_direct(8, mr.default_config(wl))
+    wl = mr.Workload(32, "dsv41-flash")  # the direct kernel holds 32 tokens: a tuning option, not the default
+    direct32 = dict(BLOCK_T=32, MAX_PROGRAMS=8, FUSED=True, num_warps=8, num_stages=1)
+    assert ms.constraints(direct32, wl) and mr.is_direct(32, direct32) and not mr.is_direct(32, mr.default_config(wl))
     wl = mr.Workload(4, "dsv41-flash")
     assert not ms.constraints(_cfg(4, 8, True, 8), wl)  # direct: more warps than tokens split a token
 
@@ -312,10 +315,11 @@ for profile, tokens in (("dsv3", 64), ("dsv41-flash", 1024)):
                 triton.compile(src, target=GPUTarget("cuda", cc, 32),
                                options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
                 done.append([profile, fused, cx["PHASE"], cc])
-# the direct kernel (default configs at T <= DIRECT_MAX_TOKENS: one warp, 4 and 8 warps)
+# the direct kernel (default configs at T <= DIRECT_MAX_TOKENS: one and 4 warps; 8 warps at T=32, a tuning option)
 for profile, tokens in (("dsv3", 1), ("dsv41-flash", 4), ("dsv3", 32), ("dsv41-flash", 32)):
     wl = mr.Workload(tokens, profile)
-    cfg = mr.default_config(wl)
+    cfg = mr.default_config(wl) if tokens <= mr.DIRECT_MAX_TOKENS else dict(
+        BLOCK_T=32, MAX_PROGRAMS=8, FUSED=True, num_warps=8, num_stages=1)
     for fn, sig, cx in mr.lower_signatures(wl, cfg):
         for cc in (90, 100):
             src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx)
