@@ -1,7 +1,8 @@
 """The search driver: one Optuna study per (kernel, workload, environment, source).
 
-Per workload: seed the study with the default config and the winners of tuned
-neighbours, ask the sampler, prune by constraints before compiling, evaluate in the
+Per workload: seed the study with the default config, the fastest configs this workload
+measured under earlier sources of the template, and the winners of tuned neighbours, ask
+the sampler, prune by constraints before compiling, evaluate in the
 isolated worker, record every trial as it finishes, stop on trials / budget / patience,
 then re-time the finalists interleaved and admit a winner only if it beats the default
 by more than the measured noise. A killed run resumes from what it recorded.
@@ -214,6 +215,24 @@ class Tuner:
             scored.append((d, r.config))
         return [c for _, c in sorted(scored, key=lambda x: x[0])[:limit]]
 
+    def _earlier_bests(self, wkey: str, limit: int = 2) -> list[dict[str, Any]]:
+        """The fastest distinct configs this workload measured here under earlier sources of the
+        template: a re-tune after a change re-times them first, so a short search cannot lose
+        an old winner it never revisits (run 21: dsv3 T=16's 6.9 us two-launch config)."""
+        with self.store.session() as sess:
+            rows = sess.scalars(
+                select(Trial).join(Run, Trial.run_id == Run.id).where(
+                    Trial.kernel == self.kernel.name, Trial.workload_key == wkey, Trial.status == TrialStatus.ok,
+                    Trial.median_us.is_not(None), Run.environment_id == self.env.id,
+                    Run.source_hash != self.kernel.source_hash).order_by(Trial.median_us)).all()
+        out: dict[str, dict[str, Any]] = {}
+        for t in rows:
+            if len(out) == limit:
+                break
+            if t.config_key not in out and self.kernel.space.contains(t.config):
+                out[t.config_key] = t.config
+        return list(out.values())
+
     def _tune_one(self, workload: Any, worker: Worker, storage, deadline: float) -> Outcome:
         import optuna
         from optuna.trial import TrialState
@@ -238,7 +257,7 @@ class Tuner:
             if t.state == TrialState.RUNNING:  # left running by a killed process
                 storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
         default = dict(k.spec.default_config(workload))
-        for cfg in [default, *self._neighbours(workload)]:
+        for cfg in [default, *self._earlier_bests(wkey), *self._neighbours(workload)]:
             if k.space.contains(cfg) and config_key(cfg) not in seen:
                 study.enqueue_trial(cfg, skip_if_exists=True)
         ok_times = [t.median_us for t in seen.values() if t.status == TrialStatus.ok]
