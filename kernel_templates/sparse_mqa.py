@@ -69,8 +69,10 @@ PROFILES: dict[str, dict[str, Any]] = {
     "dsv41-flash": dict(heads=32, top_k=512, k_format="mxfp4"),
 }
 MAX_TOPK = 4096  # the last merge level sorts next_pow2(top_k) 64-bit keys in registers
-ROW_MAX_CONTEXT = 8192  # default_config: the row top-k up to this context (top_k <= ROW_MAX_TOPK), radix above
-ROW_MAX_TOPK = 1024
+# default_config: the row top-k up to this context for a top-k up to this size, radix otherwise
+# (search_spaces.sparse_mqa.ROW_MAX_CONTEXT: how far the tuner may take it)
+ROW_DEFAULT_MAX_CONTEXT = 8192
+ROW_DEFAULT_MAX_TOPK = 1024
 ROW_WARPS = 8  # row top-k program: sm_90 107-128 registers, no stack; at 4 warps 255 (Triton 3.6)
 _FMT = {"fp8": 0, "mxfp4": 1}
 TOPK_ALGOS = ("merge", "radix", "row")
@@ -161,6 +163,17 @@ def _order_key(s, idx):
     """fp32 score + key index -> non-negative int64, larger = better; equal scores rank the
     lower index higher: the score's ``_order_bits`` above the inverted index."""
     return (_order_bits(s).to(tl.int64) << 31) | (2147483647 - idx.to(tl.int64))
+
+
+@triton.jit
+def _select_digit(hist, want):
+    """Radix-select step over a 256-bin digit histogram (of the keys matching the prefix so
+    far): the digit of the ``want``-th largest key (-1: fewer keys than ``want``, all
+    selected) and how many keys are still wanted from that digit's bin."""
+    bins = tl.arange(0, 256)
+    ge = tl.sum(hist, 0) - tl.cumsum(hist, 0) + hist  # keys with digit >= bin (a forward scan)
+    d = tl.max(tl.where(ge >= want, bins, -1), 0)
+    return d, want - tl.sum(tl.where(bins > d, hist, 0), 0)
 
 
 @triton.jit
@@ -335,7 +348,8 @@ def _kth_key(base, stride_l, cnt_ptr, n_lists, k, BLOCK: tl.constexpr):
                 if p > 0:
                     m = m & ((key >> (SHIFT + 8)) == (prefix >> (SHIFT + 8)))
                 hist += tl.histogram(((key >> SHIFT) & 255).to(tl.int32), 256, mask=m)
-        # keys (matching the prefix) with digit >= bin; a forward scan (no reverse=True scan)
+        # keys (matching the prefix) with digit >= bin; a forward scan (no reverse=True scan).
+        # Inline, not _select_digit: through the helper ptxas spills a word in the merge kernel (sm_90, Triton 3.6)
         ge = tl.sum(hist, 0) - tl.cumsum(hist, 0) + hist
         d = tl.max(tl.where(ge >= rem, bins, -1), 0)
         rem = rem - tl.sum(tl.where(bins > d, hist, 0), 0)
@@ -594,11 +608,9 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
             rem = top_k
         else:
             rem = tl.load(rs + _REM + PICK)
-        hist = tl.load(rs + PICK * 256 + bins)
-        ge = tl.sum(hist, 0) - tl.cumsum(hist, 0) + hist  # keys with digit >= bin
-        d = tl.max(tl.where(ge >= rem, bins, -1), 0)  # -1: fewer keys than rem, all selected
+        d, rem_next = _select_digit(tl.load(rs + PICK * 256 + bins), rem)
         if pid == 0:
-            tl.store(rs + _REM + PICK + 1, rem - tl.sum(tl.where(bins > d, hist, 0), 0))
+            tl.store(rs + _REM + PICK + 1, rem_next)
     offs = tl.arange(0, TOPK_BLOCK)
     acc = tl.zeros([256], tl.int32)
     for o in range(start, end, TOPK_BLOCK):
@@ -724,9 +736,7 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
         hm = s0 + hs < NUM_SPLITS
         hist += tl.sum(tl.load(hist_ptr + (row * NUM_SPLITS + s0 + hs[:, None]) * 256 + bins[None, :],
                                mask=hm[:, None], other=0), 0)
-    ge = tl.sum(hist, 0) - tl.cumsum(hist, 0) + hist  # keys with digit >= bin
-    d0 = tl.max(tl.where(ge >= top_k, bins, -1), 0)
-    take = top_k - tl.sum(tl.where(bins > d0, hist, 0), 0)  # keys wanted from bin d0
+    d0, take = _select_digit(hist, top_k)  # take: keys wanted from bin d0
     src = logits_ptr + row.to(tl.int64) * max_len
     sel = sel_ptr + row.to(tl.int64) * stride_sel
     cand = cand_ptr + row.to(tl.int64) * max_len
@@ -765,9 +775,7 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
                     ob = tl.load(cand + o + offs, mask=m, other=0) >> 31
                     m = m & ((ob >> hi) == (kth >> hi))
                     h += tl.histogram(((ob >> sh) & 255).to(tl.int32), 256, mask=m)
-                ge = tl.sum(h, 0) - tl.cumsum(h, 0) + h
-                d = tl.max(tl.where(ge >= take, bins, -1), 0)
-                take -= tl.sum(tl.where(bins > d, h, 0), 0)
+                d, take = _select_digit(h, take)
                 kth = kth | (d.to(tl.int64) << sh)  # (bits of d above hi repeat kth's)
                 hi = sh
         # kth: the k-th score's order bits; take: the keys tied at it that are taken
@@ -1090,7 +1098,7 @@ def default_radix_splits(w: Workload, block: int, sms: int = SMS) -> int:
 
 
 def default_config(workload: Workload) -> dict[str, Any]:
-    """``row_config`` up to ``ROW_MAX_CONTEXT`` keys for a top-k of at most ``ROW_MAX_TOPK``,
+    """``row_config`` up to ``ROW_DEFAULT_MAX_CONTEXT`` keys for a top-k of at most ``ROW_DEFAULT_MAX_TOPK``,
     ``radix_config`` otherwise (the scoring parameters are the same; only the top-k path
     differs).
 
@@ -1104,7 +1112,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     dsv41-flash 32K B=1 41.3 -> 56.1, B=32 112.6 -> 121.4; 128K loses 1.2-3.2x. The search
     space admits the row path up to 131072 keys for the tuner to decide per shape."""
     w = workload
-    short = w.context <= ROW_MAX_CONTEXT and PROFILES[w.profile]["top_k"] <= ROW_MAX_TOPK
+    short = w.context <= ROW_DEFAULT_MAX_CONTEXT and PROFILES[w.profile]["top_k"] <= ROW_DEFAULT_MAX_TOPK
     return row_config(w) if short else radix_config(w)
 
 

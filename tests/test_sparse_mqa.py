@@ -472,7 +472,7 @@ def test_search_space_defaults_and_feasibility():
     w8 = M.Workload(1, 8192, 1, "dsv32")  # 8 blocks of 1024 keys: at most 8 programs a row
     assert S.constraints(dict(M.radix_config(w8), TOPK_BLOCK=1024, TOPK_SPLITS=8), w8)
     assert not S.constraints(dict(M.radix_config(w8), TOPK_BLOCK=1024, TOPK_SPLITS=16), w8)
-    # the row top-k the default up to ROW_MAX_CONTEXT keys for a top_k up to ROW_MAX_TOPK (dsv41-flash's
+    # the row top-k the default up to ROW_DEFAULT_MAX_CONTEXT keys for a top_k up to ROW_DEFAULT_MAX_TOPK (dsv41-flash's
     # 512, not dsv32's 2048), the radix passes otherwise; the others stay admitted
     for wl, want in ((M.Workload(1, 8192, 1, "dsv41-flash"), "row"), (M.Workload(32, 8192, 2, "dsv41-flash"), "row"),
                      (M.Workload(1, 8192, 1, "dsv32"), "radix"), (M.Workload(128, 32768, 2, "dsv41-flash"), "radix"),
