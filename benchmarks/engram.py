@@ -152,9 +152,14 @@ def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int, stream: Any 
     pcfg = prefetch_config(cfg, placement=table.placement) if cap else cfg  # what submit() runs with a pack's config
     pf = EngramPrefetcher(table, config=pcfg, stream=stream)
     spans = {}  # host wall-clock span of each timed phase, to line up with sampled GPU clocks
-    t0 = time.time()
-    t_lookup = bench(lambda: pf.submit(rows).wait(), graph=True, flush_l2=False, reps=reps).median_us
-    spans["lookup"] = (t0, time.time())
+
+    def timed(phase: str, fn: Any) -> float:
+        t0 = time.time()
+        us = bench(fn, graph=True, flush_l2=False, reps=reps).median_us
+        spans[phase] = (t0, time.time())
+        return us
+
+    t_lookup = timed("lookup", lambda: pf.submit(rows).wait())
     a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
     c = torch.empty_like(a)
     t_mm = bench(lambda: torch.mm(a, a, out=c), graph=True, flush_l2=False, reps=reps).median_us
@@ -164,18 +169,14 @@ def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int, stream: Any 
         for _ in range(k):
             torch.mm(a, a, out=c)
 
-    t0 = time.time()
-    t_layer = bench(layer, graph=True, flush_l2=False, reps=reps).median_us
-    spans["layer"] = (t0, time.time())
+    t_layer = timed("layer", layer)
 
     def both() -> None:
         h = pf.submit(rows)
         layer()
         h.wait()
 
-    t0 = time.time()
-    t_both = bench(both, graph=True, flush_l2=False, reps=reps).median_us
-    spans["both"] = (t0, time.time())
+    t_both = timed("both", both)
     hidden = (t_lookup + t_layer - t_both) / t_lookup
     return {"lookup_us": t_lookup, "layer_us": t_layer, "both_us": t_both, "gemms": k, "config": pcfg, "spans": spans,
             "hidden_fraction": max(0.0, min(1.0, hidden))}

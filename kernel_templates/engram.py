@@ -491,10 +491,9 @@ def grid_programs(n_rows: int, config: dict[str, Any], sms: int) -> int:
 
 
 CONFIG_KEYS = ("ROWS", "VEC", "DEDUP", "GRID_SM_FRAC", "CHUNK_ROWS", "num_warps", "num_stages")
-# Optional launch key, outside the tuned space (prefetch_config sets it): NUM_CTAS makes each
-# program a cluster of that many CTAs (one per SM, the tile split between them); ignored by
-# the interpreter and before sm_90.
-OPTIONAL_KEYS = ("NUM_CTAS",)
+# An optional launch key, outside the tuned space (prefetch_config sets it): NUM_CTAS makes
+# each program a cluster of that many CTAs (one per SM, the tile split between them); ignored
+# by the interpreter and before sm_90.
 
 
 def _check_lookup(table: Any, rows: torch.Tensor, config: dict[str, Any]) -> None:

@@ -730,10 +730,9 @@ def make_inputs(workload: Workload, device: str = "cpu", seed: int = 0) -> dict[
 
 def default_config(workload: Workload) -> dict[str, Any]:
     """H200 heuristic (from the phase profile, benchmarks/NOTES.md): up to DIRECT_MAX_TOKENS
-    the direct kernel with a warp per token up to 8 warps (every top-k reduction a warp
-    shuffle, one CTA-wide step for the layout; sm_90 compile check: no bar.sync before the
-    layout step, 45-128 registers for dsv3, 56-223 for dsv41-flash, no spills), 7 more
-    programs sharing the padding fill; then many one-token programs while T <= 128
+    the direct kernel with a warp per token (every top-k reduction a warp shuffle, one
+    CTA-wide step for the layout; sm_90 compile check: no bar.sync before the layout step,
+    48-80 registers up to T=8, no spills), 7 more programs sharing the padding fill; then many one-token programs while T <= 128
     (per-token latency, not throughput, is what a small T costs); beyond, chunks grow so
     that <= 128 programs share the tokens, all resident for the single-launch grid barrier;
     from T = 2048 two launches of up to 1024 programs."""
