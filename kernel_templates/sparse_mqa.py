@@ -443,10 +443,12 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
         q = tl.load(q_rows[:, None] + d[None, :], mask=rmask[:, None], other=0).to(tl.float8e4nv, bitcast=True)
         if K_FORMAT == 1:
             q = q.to(tl.bfloat16)  # exact: every E4M3 value is a BF16 value
-    # keys past the block table's capacity do not exist (as in the reference): clamped, so
-    # a seq_len beyond it never makes the radix path write past its row of scores
-    seq_len = tl.minimum(tl.load(seqlen_ptr + b), max_len)
-    n_vis = tl.maximum(seq_len - NEXT_N + tok + 1, 0)  # [TP] keys each token sees
+    # keys past the block table's capacity do not exist (as in the reference): each token's
+    # visible count is clamped to it (after the causal offset, as the reference does), and so
+    # is the scored range, so a seq_len beyond it never writes past the row of scores
+    seq_raw = tl.load(seqlen_ptr + b)
+    seq_len = tl.minimum(seq_raw, max_len)
+    n_vis = tl.minimum(tl.maximum(seq_raw - NEXT_N + tok + 1, 0), max_len)  # [TP] keys each token sees
     n_vis = tl.where(tok < NEXT_N, n_vis, 0)
     chunk = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
     start = split * chunk
@@ -727,8 +729,8 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
        first), the indices written, -1 past the keys there are."""
     row = tl.program_id(0)
     t = row % NEXT_N
-    # the scoring kernel's visibility: seq_len clamped to the block table first
-    n = tl.maximum(tl.minimum(tl.load(seqlen_ptr + row // NEXT_N), max_len) - NEXT_N + t + 1, 0)
+    # the scoring kernel's (and the reference's) visibility: clamped to the block table
+    n = tl.minimum(tl.maximum(tl.load(seqlen_ptr + row // NEXT_N) - NEXT_N + t + 1, 0), max_len)
     bins = tl.arange(0, 256)
     hs = tl.arange(0, HIST_ROWS)
     hist = tl.zeros([256], tl.int32)

@@ -227,6 +227,23 @@ def test_seq_len_beyond_the_block_table_is_clamped(path, device):
     assert (M.launch(config=c, **inp)[0] >= 0).sum(-1).tolist() == [40, 40]
 
 
+@pytest.mark.parametrize("path", ["merge", "radix", "row"])
+def test_seq_len_past_the_block_table_clamps_after_the_causal_offset(path, device):
+    """seq_len = capacity + 1 with next_n = 2: query 0 sees seq_len - 1 = every key of the
+    block table (the reference clamps each query's count, not seq_len first), so with top_k
+    above the capacity both queries list all keys. Clamping seq_len first hid the last key
+    from query 0, and the radix path then read that unwritten score."""
+    inp = ragged_inputs("dsv32", 2, [200, 90], top_k=300, context=256, device=device, seed=5)
+    max_len = inp["block_table"].shape[1] * inp["k_cache"].shape[1]
+    inp["seq_lens"] = torch.tensor([max_len + 1, 90], dtype=torch.int32, device=device)
+    c = {"merge": cfg("dsv32", 2, BLOCK_N=32, NUM_SPLITS=2, MERGE_GROUP=2), "radix": rcfg("dsv32", 2),
+         "row": rowcfg("dsv32", 2)}[path]
+    idx = M.launch(config=c, **inp)
+    assert_equal("topk_idx", idx, M.reference(**inp))
+    assert (idx >= 0).sum(-1).tolist() == [[max_len, max_len], [89, 90]]
+    assert sorted(idx[0, 0, :max_len].tolist()) == list(range(max_len))
+
+
 def test_causality_next_n_2(device):
     # the newest key scores far above all others: only the last query token may pick it
     inp = ragged_inputs("dsv32", 2, [200], top_k=8, device=device)
