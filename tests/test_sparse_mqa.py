@@ -657,3 +657,41 @@ def test_space_names_are_kernel_constexprs():
                          M._row_topk_kernel)
              for n, prm in inspect.signature(k.fn).parameters.items() if prm.annotation in (tl.constexpr, "tl.constexpr")}
     assert set(S.SPACE) - {"num_warps", "num_stages"} <= names
+
+
+@pytest.mark.parametrize("path, case", [("merge", CASES[1]), ("merge", CASES[4]), ("radix", RADIX_CASES[1]),
+                                        ("radix", RADIX_CASES[5]), ("row", ROW_CASES[0]), ("row", ROW_CASES[4])])
+def test_scratch_never_read_before_written(path, case, device, monkeypatch):
+    """Every uninitialised output and scratch buffer filled with 0x7F bytes (a huge finite
+    score, a huge key, a huge count) instead of whatever ``torch.empty`` returns: a kernel
+    that reads a score, key or counter it did not write picks the poison (the flaky CI
+    failure of the seq_len clamp was such a read of an unwritten score)."""
+    real = M._buffers
+
+    def poisoned(*args, **kw):
+        def alloc(shape, dtype, fill=None):
+            if fill is not None:
+                return torch.full(shape, fill, dtype=dtype, device=device)
+            t = torch.empty(shape, dtype=dtype, device=device)
+            t.view(torch.uint8).fill_(0x7F)
+            return t
+        return real(*args, **dict(kw, alloc=alloc))
+
+    monkeypatch.setattr(M, "_buffers", poisoned)
+    profile, next_n, seqs, top_k, over = case
+    inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, device=device)
+    c = {"merge": cfg, "radix": rcfg, "row": rowcfg}[path](profile, next_n, **over)
+    def check(inp: dict) -> None:
+        idx = M.launch(config=c, **inp)
+        if device == "cpu":
+            assert_equal("topk_idx", idx, M.reference(**inp))
+        else:
+            M.verify(idx, M.reference(**inp), inp)
+
+    check(inp)
+    # the clamp case of the CI failure, poisoned: query 0 must not read key max_len - 1 unwritten
+    inp = ragged_inputs("dsv32", 2, [200, 90], top_k=40, context=256, device=device, seed=5)
+    max_len = inp["block_table"].shape[1] * inp["k_cache"].shape[1]
+    inp["seq_lens"] = torch.tensor([max_len + 37, 90], dtype=torch.int32, device=device)
+    c = {"merge": cfg, "radix": rcfg, "row": rowcfg}[path]("dsv32", 2)
+    check(inp)
