@@ -7,8 +7,8 @@ All in ONE run: the device-to-device copy bandwidth (the HBM ceiling) and, per h
 the rate of a raw random 264-B row gather over PCIe (and a sequential one) are measured
 first; the floor of a workload is its bytes over the matching ceiling. Every config is
 verified against the reference before it is timed. Overlap: a lookup submitted through
-``EngramPrefetcher`` before a simulated layer (bf16 GEMMs calibrated to the lookup's own
-time) on the main stream; hidden = (lookup + layer - both) / lookup. Raw numbers go to
+``EngramPrefetcher`` before a simulated layer (bf16 GEMMs sized until the measured layer
+lasts as long as the lookup, within 0.5% or the closest of three sizings) on the main stream; hidden = (lookup + layer - both) / lookup. Raw numbers go to
 ``--out`` as JSON; a short table is printed last, with the issue's targets.
 """
 from __future__ import annotations
@@ -144,8 +144,6 @@ def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int, stream: Any 
 
     Timed as CUDA-graph replays, as a decode step runs: the side-stream fork and join of
     the prefetcher are captured, and host launch time does not serialize the streams."""
-    import torch
-
     from kernel_templates.engram import EngramPrefetcher, prefetch_config
     from tuner.timing import bench
 
@@ -160,15 +158,7 @@ def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int, stream: Any 
         return us
 
     t_lookup = timed("lookup", lambda: pf.submit(rows).wait())
-    a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
-    c = torch.empty_like(a)
-    t_mm = bench(lambda: torch.mm(a, a, out=c), graph=True, flush_l2=False, reps=reps).median_us
-    k = max(1, round(t_lookup / t_mm))
-
-    def layer() -> None:
-        for _ in range(k):
-            torch.mm(a, a, out=c)
-
+    shape, layer = _equal_layer(t_lookup, reps)
     t_layer = timed("layer", layer)
 
     def both() -> None:
@@ -178,8 +168,51 @@ def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int, stream: Any 
 
     t_both = timed("both", both)
     hidden = (t_lookup + t_layer - t_both) / t_lookup
-    return {"lookup_us": t_lookup, "layer_us": t_layer, "both_us": t_both, "gemms": k, "config": pcfg, "spans": spans,
-            "hidden_fraction": max(0.0, min(1.0, hidden))}
+    return {"lookup_us": t_lookup, "layer_us": t_layer, "both_us": t_both, "gemms": shape[0], "fill_cols": shape[1],
+            "config": pcfg, "spans": spans, "hidden_fraction": max(0.0, min(1.0, hidden))}
+
+
+def _equal_layer(target_us: float, reps: int, rounds: int = 3) -> tuple[tuple[int, int], Any]:
+    """A simulated layer lasting ``target_us``: ``k`` bf16 1024^3 GEMMs and one 1024 x 1024
+    x ``cols`` GEMM (cols a multiple of 128) filling the remainder, sized from one GEMM's
+    time and then corrected from the measured layer (a long chain runs each GEMM a few %
+    faster than one replayed alone, and whole GEMMs alone miss by up to half of one).
+    Returns ``((k, cols), the layer)``: the closest of up to ``rounds`` measured sizings."""
+    import torch
+
+    from tuner.timing import bench
+
+    a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty_like(a)
+
+    def make(k: int, cols: int) -> Any:
+        b2, c2 = a[:, :cols].contiguous(), torch.empty(1024, max(cols, 1), device="cuda", dtype=torch.bfloat16)
+
+        def layer() -> None:
+            for _ in range(k):
+                torch.mm(a, a, out=c)
+            if cols:
+                torch.mm(a, b2, out=c2)
+        return layer
+
+    def split(units: float) -> tuple[int, int]:
+        k, eighths = int(units), int(round((units - int(units)) * 8))
+        if eighths == 8:
+            k, eighths = k + 1, 0
+        return (k, max(eighths, 1 if k == 0 else 0) * 128)
+
+    units = target_us / bench(make(1, 0), graph=True, flush_l2=False, reps=reps).median_us
+    best: tuple[float, tuple[int, int], float, Any] | None = None
+    for _ in range(rounds):
+        shape = split(units)
+        layer = make(*shape)
+        t = bench(layer, graph=True, flush_l2=False, reps=reps).median_us
+        if best is None or abs(t - target_us) < best[0]:
+            best = (abs(t - target_us), shape, t, layer)
+        if best[0] <= 0.005 * target_us:
+            break
+        units *= target_us / t
+    return best[1], best[3]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

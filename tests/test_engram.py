@@ -493,6 +493,29 @@ def test_benchmark_help_on_cpu():
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "engram.py"), "--help"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "--pack" in r.stdout, r.stderr[-2000:]
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_gather_probe.py"), "--help"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "--spans" in r.stdout, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("stride, scale, split", [(264, True, False), (256, False, False), (256, True, True)])
+def test_host_gather_probe_kernel_gathers_the_layouts(stride, scale, split):
+    """The probe's gather (packed 264-B rows, 256-B code rows, codes + a separate scale plane)
+    equals plain indexing, through the interpreter."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import host_gather_probe as P
+
+    rows, n = 50, 37
+    g = torch.Generator().manual_seed(stride + scale + split)
+    buf = torch.randint(0, 256, (rows * 272,), dtype=torch.uint8, generator=g)
+    idx = torch.randint(0, rows, (n,), generator=g)
+    dst = torch.zeros(n, 264, dtype=torch.uint8)
+    P._kernel()[(3,)](buf, idx, dst, n, stride, rows * 264, 8, CODE=256, SCALE=scale, SPLIT=split, ROWS=16)
+    b = idx * stride
+    assert torch.equal(dst[:, :256], buf[b[:, None] + torch.arange(256)[None, :]])
+    sb = rows * 264 + idx * 8 if split else b + 256
+    want = buf[sb[:, None] + torch.arange(8)[None, :]] if scale else torch.zeros(n, 8, dtype=torch.uint8)
+    assert torch.equal(dst[:, 256:], want)
 
 
 # ----------------------------------------------------------------------------- what the GPU tests launch

@@ -1,0 +1,294 @@
+"""What limits a random gather of table rows from host memory over PCIe (Engram host tables).
+
+    python benchmarks/host_gather_probe.py [--rows 8M] [--out DIR]
+
+The engram benchmark measures a random 264-B row gather from a pinned host table at
+~13.7 GB/s against 48 GB/s for the same rows read in order, and huge pages (THP,
+registered) change nothing. This probe separates the candidate limits in one run:
+
+- **span**: random rows drawn from the first 1/1, 1/2, 1/4, 1/8 of the table (every span
+  larger than the L2, so repeats stay rare). A rate that climbs as the span shrinks points
+  at address translation (the GPU's TLB reach over 4 KiB-mapped host pages, or the host
+  IOMMU); a flat rate points at the PCIe request rate itself.
+- **layout**: the 264-B packed row (8-B aligned, 3-4 128-B lines), a 256-B aligned code row
+  alone (2 lines), and 256-B codes plus 8-B scales from a separate plane (the split layout
+  a table could use instead).
+- **allocation**: ``cudaHostAlloc`` (torch ``pin_memory``), THP + ``cudaHostRegister`` (the
+  ``host_thp`` placement), and, where the driver offers it, a CUDA VMM host allocation
+  (``cuMemCreate`` with ``CU_MEM_LOCATION_TYPE_HOST`` at its recommended granularity, which
+  the driver may map with large GPU pages); an HBM table for reference.
+
+Every gather is checked against ``index_select`` on the same rows before it is timed. A
+short table is printed last; raw numbers go to ``--out`` as JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import functools
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+@functools.lru_cache(maxsize=1)
+def _kernel():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def gather(src_ptr, idx_ptr, dst_ptr, n, stride, scale_base, scale_stride,
+               CODE: tl.constexpr, SCALE: tl.constexpr, SPLIT: tl.constexpr, ROWS: tl.constexpr):
+        """Rows ``idx`` of ``CODE`` bytes at ``idx * stride``, plus ``SCALE`` bytes right after
+        the codes (SPLIT=False) or at ``scale_base + idx * scale_stride`` (SPLIT=True)."""
+        col = tl.arange(0, CODE)
+        scol = tl.arange(0, 8)
+        for blk in range(tl.program_id(0), tl.cdiv(n, ROWS), tl.num_programs(0)):
+            j = blk * ROWS + tl.arange(0, ROWS)
+            m = j < n
+            r = tl.load(idx_ptr + j, mask=m, other=0)
+            base = tl.multiple_of(r * stride, 8)
+            v = tl.load(src_ptr + base[:, None] + col[None, :], mask=m[:, None])
+            tl.store(dst_ptr + j.to(tl.int64)[:, None] * (CODE + 8) + col[None, :], v, mask=m[:, None])
+            if SCALE:
+                if SPLIT:
+                    sb = tl.multiple_of(scale_base + r * scale_stride, 8)
+                else:
+                    sb = base + CODE
+                s = tl.load(src_ptr + sb[:, None] + scol[None, :], mask=m[:, None])
+                tl.store(dst_ptr + j.to(tl.int64)[:, None] * (CODE + 8) + CODE + scol[None, :], s, mask=m[:, None])
+
+    return gather
+
+
+# -- CUDA VMM host allocation through the driver API (ctypes) --------------------------------
+class _Loc(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+class _AllocFlags(ctypes.Structure):
+    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
+                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+
+
+class _Prop(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int), ("location", _Loc),
+                ("win32HandleMetaData", ctypes.c_void_p), ("allocFlags", _AllocFlags)]
+
+
+class _Access(ctypes.Structure):
+    _fields_ = [("location", _Loc), ("flags", ctypes.c_int)]
+
+
+_PINNED, _LOC_DEVICE, _LOC_HOST, _RW, _RECOMMENDED = 1, 1, 2, 3, 1
+
+
+class VmmHostBuffer:
+    """``nbytes`` of host memory from ``cuMemCreate(CU_MEM_LOCATION_TYPE_HOST)``, mapped into
+    the device's address space with read/write access for ``device``; ``tensor`` is a uint8
+    CUDA tensor view of it (the GPU fills and reads it; the CPU never touches it)."""
+
+    def __init__(self, nbytes: int, device: int = 0) -> None:
+        import torch
+
+        torch.cuda.init()
+        self.cu = ctypes.CDLL("libcuda.so.1")
+        prop = _Prop()
+        prop.type, prop.location = _PINNED, _Loc(_LOC_HOST, 0)
+        gran = ctypes.c_size_t()
+        self._check("cuMemGetAllocationGranularity", ctypes.byref(gran), ctypes.byref(prop), _RECOMMENDED)
+        self.granularity = gran.value
+        self.size = -(-nbytes // gran.value) * gran.value
+        self.handle = ctypes.c_ulonglong()
+        self._check("cuMemCreate", ctypes.byref(self.handle), ctypes.c_size_t(self.size), ctypes.byref(prop),
+                    ctypes.c_ulonglong(0))
+        self.ptr = ctypes.c_ulonglong()
+        self._check("cuMemAddressReserve", ctypes.byref(self.ptr), ctypes.c_size_t(self.size),
+                    ctypes.c_size_t(gran.value), ctypes.c_ulonglong(0), ctypes.c_ulonglong(0))
+        self._check("cuMemMap", self.ptr, ctypes.c_size_t(self.size), ctypes.c_size_t(0), self.handle,
+                    ctypes.c_ulonglong(0))
+        acc = _Access(_Loc(_LOC_DEVICE, device), _RW)
+        self._check("cuMemSetAccess", self.ptr, ctypes.c_size_t(self.size), ctypes.byref(acc), ctypes.c_size_t(1))
+        ptr = self.ptr.value
+
+        class _View:
+            __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3}
+
+        self.tensor = torch.as_tensor(_View(), device=f"cuda:{device}")
+
+    def _check(self, name: str, *args: Any) -> None:
+        rc = getattr(self.cu, name)(*args)
+        if rc != 0:
+            raise RuntimeError(f"{name} failed: CUresult {rc}")
+
+    def close(self) -> None:
+        import torch
+
+        torch.cuda.synchronize()
+        self.tensor = None
+        self.cu.cuMemUnmap(self.ptr, ctypes.c_size_t(self.size))
+        self.cu.cuMemAddressFree(self.ptr, ctypes.c_size_t(self.size))
+        self.cu.cuMemRelease(self.handle)
+
+
+# -- the probe -----------------------------------------------------------------------------
+def _tables(rows: int) -> list[tuple[str, Any, Any, Any]]:
+    """(name, uint8 table of rows * 264 B + a scale plane, kernel pointer arg, closer)."""
+    import torch
+
+    from kernel_templates.engram import EngramTable
+
+    nbytes = rows * 264 + rows * 8  # packed rows (or a 256-B code plane) + a separate 8-B scale plane
+    out: list[tuple[str, Any, Any, Any]] = []
+    hbm = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    out.append(("hbm", hbm, hbm, lambda: None))
+    pinned = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    out.append(("cudaHostAlloc", pinned, _uva(pinned), lambda: None))
+    thp_rows = -(-nbytes // 264)
+    t = EngramTable(thp_rows, "host_thp")
+    if t.placement == "host_thp":
+        flat = t.data.view(-1)[:nbytes]
+        out.append((f"thp+register ({t.huge_page_bytes >> 20} MiB huge)", flat, _uva(flat), t.close))
+    else:
+        print(f"host_thp unavailable: {t.reason}")
+        t.close()
+    try:
+        v = VmmHostBuffer(nbytes)
+        out.append((f"vmm host (gran {v.granularity >> 10} KiB)", v.tensor, v.tensor, v.close))
+    except Exception as e:  # noqa: BLE001 - a probe: report any driver refusal and go on
+        print(f"VMM host allocation unavailable: {type(e).__name__}: {e}")
+    return out
+
+
+def _uva(host: Any) -> Any:
+    from kernel_templates.engram import _UVAPointer
+
+    return _UVAPointer(host.data_ptr(), host.dtype)
+
+
+def _fill(buf: Any) -> None:
+    """Random bytes, written from the GPU in 256 MB chunks (host buffers through a staging copy)."""
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    step = 1 << 28
+    for s in range(0, buf.numel(), step):
+        part = torch.randint(0, 256, (min(step, buf.numel() - s),), dtype=torch.uint8, device="cuda", generator=g)
+        buf[s:s + part.numel()].copy_(part)
+    torch.cuda.synchronize()
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    from tuner.timing import bench
+
+    kern = _kernel()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows, n = args.rows, args.gathers
+    dst = torch.empty(n, 264, dtype=torch.uint8, device="cuda")
+    layouts = {"packed264": dict(stride=264, CODE=256, SCALE=True, SPLIT=False),
+               "codes256": dict(stride=256, CODE=256, SCALE=False, SPLIT=False),
+               "codes256+plane8": dict(stride=256, CODE=256, SCALE=True, SPLIT=True)}
+    result: dict[str, Any] = {"rows": rows, "gathers": n, "device": torch.cuda.get_device_name(0), "points": []}
+    for name, buf, arg, close in _tables(rows):
+        t0 = time.time()
+        _fill(buf)
+        scale_base = rows * 264  # the scale plane after the rows
+        for span_div in args.spans:
+            span = rows // span_div
+            idx = torch.randint(0, span, (n,), device="cuda", generator=torch.Generator(device="cuda").manual_seed(span_div))
+            for lname, lay in layouts.items():
+                stride = lay["stride"]
+                kw = dict(CODE=lay["CODE"], SCALE=lay["SCALE"], SPLIT=lay["SPLIT"])
+                # correctness first: the gathered bytes equal plain indexing of the same rows
+                dev = buf.device
+                b = idx.long().to(dev) * stride
+                want = [buf[b[:, None] + torch.arange(256, device=dev)[None, :]]]
+                if lay["SCALE"]:
+                    sb = scale_base + idx.long().to(dev) * 8 if lay["SPLIT"] else b + 256
+                    want.append(buf[sb[:, None] + torch.arange(8, device=dev)[None, :]])
+                checked = False
+                best = (0.0, None)
+                for rows_per, progs in ((16, sms), (32, 2 * sms), (64, 4 * sms), (16, 8 * sms)):
+                    grid = (min(progs, -(-n // rows_per)),)
+
+                    def call() -> None:
+                        kern[grid](arg, idx, dst, n, stride, scale_base, 8, ROWS=rows_per, num_warps=4, **kw)
+
+                    if not checked:
+                        dst.zero_()
+                        call()
+                        got = dst.cpu()
+                        if not (torch.equal(got[:, :256], want[0].cpu())
+                                and (len(want) == 1 or torch.equal(got[:, 256:], want[1].cpu()))):
+                            raise AssertionError(f"{name} {lname}: gathered bytes differ from plain indexing")
+                        checked = True
+                    t = bench(call, reps=args.reps, flush_l2=True)
+                    moved = n * (256 + (8 if lay["SCALE"] else 0))
+                    rate = moved / (t.median_us * 1e-6)
+                    if rate > best[0]:
+                        best = (rate, {"rows_per_program": rows_per, "programs": grid[0], "median_us": t.median_us})
+                result["points"].append({"alloc": name, "span_rows": span, "span_bytes": span * stride,
+                                         "layout": lname, "bytes_per_s": best[0], "rows_per_s": best[0] / moved * n,
+                                         **best[1]})
+                print(f"{name:32s} span {span * stride / 2**30:6.2f} GiB {lname:16s} "
+                      f"{best[0] / 1e9:7.1f} GB/s {best[0] / moved * n / 1e6:7.1f} Mrows/s", flush=True)
+        print(f"({name}: {time.time() - t0:.1f} s)", flush=True)
+        close()
+    return result
+
+
+def _table(result: dict[str, Any]) -> str:
+    lines = [f"random row gather, {result['gathers']} rows a call, {result['device']}",
+             f"{'allocation':32s} {'span GiB':>8s} " + " ".join(f"{k:>16s}" for k in
+                                                            ("packed264", "codes256", "codes256+plane8"))]
+    keys = dict.fromkeys((p["alloc"], p["span_rows"]) for p in result["points"])  # measured order
+    for a, s in keys:
+        row = {p["layout"]: p for p in result["points"] if p["alloc"] == a and p["span_rows"] == s}
+        lines.append(f"{a:32s} {s * 264 / 2**30:8.2f} " + " ".join(
+            f"{row[k]['bytes_per_s'] / 1e9:11.1f} GB/s" if k in row else f"{'-':>16s}"
+            for k in ("packed264", "codes256", "codes256+plane8")))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("host_gather_probe.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    result = run(args)
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        path = args.out / f"host_gather_probe-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        path.write_text(json.dumps(result, indent=1))
+        print(f"raw results: {path}")
+    print(_table(result))
+    return 0
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    from engram import _int  # benchmarks/engram.py: 8M = 8 << 20
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=_int, default=8 << 20, help="table rows (K/M suffixes; default 8M = 2.1 GB)")
+    p.add_argument("--gathers", type=_int, default=1 << 17, help="rows gathered per timed call (default 128K)")
+    p.add_argument("--spans", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4, 8],
+                   help="random rows from the first 1/d of the table, for each d (default 1,2,4,8)")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--out", type=Path, default=None, help="folder for the raw JSON")
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
