@@ -401,3 +401,15 @@ def test_verify_accepts_group_near_ties_only(device):
         else:
             with pytest.raises(AssertionError, match="beyond near-ties"):
                 mr.verify(out, ref, inputs)
+
+
+@pytest.mark.parametrize("profile, tokens", [("dsv3", 3), ("dsv41-flash", 5)])
+def test_floor_ladder_rungs_check_out(profile, tokens, device):
+    """benchmarks/moe_floor_ladder.py's minimal kernels (touch, ungrouped top-k, the align
+    outputs' fill, both fused) produce what they claim, through the interpreter: the
+    ladder's lower bounds do real work."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import moe_floor_ladder
+
+    out = moe_floor_ladder.ladder(tokens, profile, device)
+    assert out["tokens"] == tokens and out["n_sorted"] > tokens
