@@ -73,6 +73,7 @@ MAX_TOPK = 4096  # the last merge level sorts next_pow2(top_k) 64-bit keys in re
 # (search_spaces.sparse_mqa.ROW_MAX_CONTEXT: how far the tuner may take it)
 ROW_DEFAULT_MAX_CONTEXT = 8192
 ROW_DEFAULT_MAX_TOPK = 1024
+ROW_DEFAULT_MAX_SPLITS = 32  # the row kernel first sums every split's histogram, 16 a step
 ROW_WARPS = 8  # row top-k program: sm_90 107-128 registers, no stack; at 4 warps 255 (Triton 3.6)
 _FMT = {"fp8": 0, "mxfp4": 1}
 TOPK_ALGOS = ("merge", "radix", "row")
@@ -1083,12 +1084,21 @@ def make_inputs(workload: Workload, device: str, seed: int) -> dict[str, Any]:
 SMS = 132  # H200
 
 
-def default_splits(w: Workload, block_n: int, sms: int = SMS) -> int:
-    """Enough splits for ~2 waves of programs, none shorter than 8 tiles."""
-    want = triton.next_power_of_2(max(1, triton.cdiv(2 * sms, w.batch)))
-    most = max(1, w.context // (8 * block_n))
+def default_splits(w: Workload, block_n: int, sms: int = SMS, per_sm: int = 4, min_tiles: int = 1,
+                   cap: int = 512) -> int:
+    """Splits (a power of two, rounded down) for about ``per_sm`` scoring programs an SM
+    over the batch, none shorter than ``min_tiles`` tiles, at most ``cap``.
+
+    Why 4 an SM: the radix / row scoring kernel keeps one key tile in flight a program
+    (sm_90, Triton 3.6: one 8 KB async-copy buffer at num_stages 2-4, 96 registers at 4
+    warps for fp8, 75-82 for mxfp4: five programs fit an SM), so bandwidth follows the
+    programs resident an SM. Measured (H200, run 20): dsv32 512K scoring at B=32 (16
+    splits, ~3.9 programs an SM) 64% of the floor, at B=1 (128 splits, one an SM) 18%.
+    B = 8, 32, 128 get the splits they had; B = 1 goes from 128 to 512 (and short rows to
+    one tile a program instead of eight)."""
+    limit = min(max(1, per_sm * sms // w.batch), max(1, w.context // (min_tiles * block_n)), cap)
     s = 1
-    while s * 2 <= min(want, most, 128):
+    while s * 2 <= limit:
         s *= 2
     return s
 
@@ -1122,13 +1132,14 @@ def row_config(workload: Workload) -> dict[str, Any]:
     """``radix_config``'s scoring parameters with the row top-k (``TOPK_ALGO="row"``):
     2048-key streaming blocks (8 a thread at ``ROW_WARPS``; ~2 warp instructions a key
     whatever the block, sm_90 SASS), the radix-only knobs at their canonical values."""
-    return dict(radix_config(workload), TOPK_ALGO="row", TOPK_BLOCK=2048, TOPK_SPLITS=1, RANK_BLOCK=64,
-                PLACE_SORT=False)
+    c = radix_config(workload)
+    return dict(c, NUM_SPLITS=min(c["NUM_SPLITS"], ROW_DEFAULT_MAX_SPLITS), TOPK_ALGO="row", TOPK_BLOCK=2048,
+                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False)
 
 
 def radix_config(workload: Workload) -> dict[str, Any]:
     """Heuristic: 64-key tiles (one page: one block-table load per tile, the wgmma M),
-    splits for ~2 waves, mxfp4 keys through FP8 MMA on the scaled codes decoded a 32-bit
+    splits for ~4 programs an SM (``default_splits``), mxfp4 keys through FP8 MMA on the scaled codes decoded a 32-bit
     word at a time (H200 run 14, dsv41-flash B=32: scoring 1453 -> 910 us at 512K, 369 -> 241
     us at 128K; bytewise decode before), and the radix
     top-k (``TOPK_ALGO="radix"``): the scoring kernel writes the visible scores, then six
@@ -1162,8 +1173,9 @@ def merge_config(workload: Workload) -> dict[str, Any]:
     prunes, then merge levels of up to 8 lists (for comparisons; the tuner can still pick it)."""
     w = workload
     c = radix_config(w)
-    return dict(c, TOPK_ALGO="merge", MERGE_GROUP=min(8, max(2, c["NUM_SPLITS"])), TOPK_BLOCK=1024, TOPK_SPLITS=1,
-                RANK_BLOCK=64, PLACE_SORT=False)
+    S = default_splits(w, c["BLOCK_N"], per_sm=2, min_tiles=8, cap=128)  # every split one more list to merge
+    return dict(c, NUM_SPLITS=S, TOPK_ALGO="merge", MERGE_GROUP=min(8, max(2, S)), TOPK_BLOCK=1024,
+                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False)
 
 
 def cost(workload: Workload) -> tuple[float, float]:

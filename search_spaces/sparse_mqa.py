@@ -12,7 +12,8 @@ __all__ = ["SPACE", "constraints", "smem_estimate", "feasible", "WORKLOADS", "SM
 
 SPACE = Space(
     BLOCK_N=Pow2(16, 128),        # keys per tile: the MMA's M (wgmma wants 64)
-    NUM_SPLITS=Pow2(1, 128),      # context splits per sequence (parallelism at small batch)
+    NUM_SPLITS=Pow2(1, 512),      # context splits per sequence (parallelism at small batch: B=1 tuned to the
+                                  # old cap of 128, one 4-warp program an SM)
     CAND_MULT=Choice((2, 4)),     # candidate list = CAND_MULT x next_pow2(top_k): fewer prunes vs more scratch
     MERGE_GROUP=Pow2(2, 16),      # lists merged per program and level (levels = log_G(NUM_SPLITS))
     SELECT_BLOCK=Pow2(256, 2048), # keys per step of the radix-select / compaction streams
@@ -26,7 +27,7 @@ SPACE = Space(
     RANK_BLOCK=Pow2(16, 128),     # radix: output positions per ranking program (256 spills)
     PLACE_SORT=Bool(),            # radix: one tl.sort per row instead of ranking by compares
     num_warps=Pow2(4, 8),
-    num_stages=Choice((1, 2, 3)),
+    num_stages=Choice((1, 2, 3, 4)),  # key tiles in flight a program (async copies: stages - 1 ahead)
 )
 
 SMEM_BYTES = 232448   # opt-in shared memory per block on H100/H200 and B200 (227 KB)

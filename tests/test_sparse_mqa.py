@@ -475,7 +475,11 @@ def test_search_space_defaults_and_feasibility():
         assert S.feasible(w, budget_bytes=int(0.7 * 141e9)) is None, w
     assert S.feasible(M.Workload(128, 524288, 2, "dsv32"), budget_bytes=10**9)
     w = M.Workload(1, 524288, 1, "dsv32")
-    assert M.default_config(w)["NUM_SPLITS"] == 128
+    # ~4 scoring programs an SM: B = 1 splits 512 ways (one program an SM before), B = 32 as tuned
+    assert M.default_config(w)["NUM_SPLITS"] == 512
+    assert M.default_config(M.Workload(32, 524288, 1, "dsv32"))["NUM_SPLITS"] == 16
+    assert M.default_config(M.Workload(1, 8192, 1, "dsv32"))["NUM_SPLITS"] == 128  # one 64-key tile each
+    assert M.default_config(M.Workload(1, 8192, 1, "dsv41-flash"))["NUM_SPLITS"] == M.ROW_DEFAULT_MAX_SPLITS
     assert not S.constraints(dict(M.default_config(w), MX_FP8_DOT=True), w)
     # each top-k path admits many configs, and none that only varies the other path's knobs
     for algo, fixed in (("merge", S._RADIX_ONLY), ("radix", S._MERGE_ONLY)):
