@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Device call prepared in session 5 (no GPU time that session): checks its predictions
 # (benchmarks/NOTES.md, "Session 5"). In order of value per second:
-#  1. sparse_mqa B=1: the pack's 128 splits vs 256 / 512 (the new default) and stages 3;
+#  1. sparse_mqa B=1 / 32: the pack's configs vs num_stages 5 (two key tiles in flight) and,
+#     at B=1, 512 splits (the new defaults; the 8K points have no pack entry: defaults run);
 #  2. MoE floor ladder: what the unavoidable steps cost against the empty launch;
 #  3. engram: the benchmark with the layer sized to the lookup's time; the host gather probe;
 #  4. MoE T=16 dsv3 re-tune (re-times the earlier 6.9 us config first), export, MoE benchmark.
@@ -12,9 +13,9 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"; L=$OUT/logs
 T="python3 -m tuner.cli.main"
 P="--pack packs/nvidia-h200 --out $OUT"
 t0=$SECONDS
-timeout 150 python3 benchmarks/sparse_mqa.py $P --batch 1 --next-n 1 --no-baseline \
-    --variant s256:NUM_SPLITS=256 --variant s512:NUM_SPLITS=512 --variant s512st3:NUM_SPLITS=512,num_stages=3 \
-    > "$L/sparse_b1.log" 2>&1; echo "[$((SECONDS-t0)) s] sparse B=1 rc=$?"
+timeout 170 python3 benchmarks/sparse_mqa.py $P --batch 1,32 --next-n 1 --context 8192,131072,524288 --no-baseline \
+    --variant st5:num_stages=5 --variant s512:NUM_SPLITS=512 --variant s512st5:NUM_SPLITS=512,num_stages=5 \
+    > "$L/sparse_b1.log" 2>&1; echo "[$((SECONDS-t0)) s] sparse rc=$?"
 timeout 60 python3 benchmarks/moe_floor_ladder.py --pack packs/nvidia-h200 --out "$OUT" > "$L/moe_ladder.log" 2>&1
 echo "[$((SECONDS-t0)) s] moe ladder rc=$?"
 timeout 100 python3 benchmarks/engram.py $P --tokens 256,4096 --table-rows 8M > "$L/engram_bench.log" 2>&1

@@ -1137,6 +1137,15 @@ def row_config(workload: Workload) -> dict[str, Any]:
                 TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False)
 
 
+# Scoring stages of the radix / row paths. The key tile's address hangs on a block-table
+# load, and Triton 3.6's pipeliner spends stages on that chain: sm_90 compiles (JIT
+# specialisation) keep ONE 8 KB key buffer a program at num_stages 2, 3 and 4 and two at 5
+# (6 adds nothing), for 96 -> 107 registers (fp8, next_n 1; 147 -> 161 at next_n 2; mxfp4
+# 75-106 -> 92-110), no spills: twice the key bytes in flight a program. Unmeasured on the
+# GPU yet (session 5): predicted to lift B=32 scoring from 64% of the floor towards 85%.
+RADIX_SCORE_STAGES = 5
+
+
 def radix_config(workload: Workload) -> dict[str, Any]:
     """Heuristic: 64-key tiles (one page: one block-table load per tile, the wgmma M),
     splits for ~4 programs an SM (``default_splits``), mxfp4 keys through FP8 MMA on the scaled codes decoded a 32-bit
@@ -1165,7 +1174,7 @@ def radix_config(workload: Workload) -> dict[str, Any]:
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
             "TOPK_BLOCK": tb,
             "TOPK_SPLITS": default_radix_splits(w, tb), "RANK_BLOCK": 64 if place_sort else rank_block,
-            "PLACE_SORT": place_sort, "num_warps": 4, "num_stages": 2}
+            "PLACE_SORT": place_sort, "num_warps": 4, "num_stages": RADIX_SCORE_STAGES}
 
 
 def merge_config(workload: Workload) -> dict[str, Any]:
@@ -1175,7 +1184,7 @@ def merge_config(workload: Workload) -> dict[str, Any]:
     c = radix_config(w)
     S = default_splits(w, c["BLOCK_N"], per_sm=2, min_tiles=8, cap=128)  # every split one more list to merge
     return dict(c, NUM_SPLITS=S, TOPK_ALGO="merge", MERGE_GROUP=min(8, max(2, S)), TOPK_BLOCK=1024,
-                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False)
+                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, num_stages=2)
 
 
 def cost(workload: Workload) -> tuple[float, float]:

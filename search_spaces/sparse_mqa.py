@@ -27,7 +27,8 @@ SPACE = Space(
     RANK_BLOCK=Pow2(16, 128),     # radix: output positions per ranking program (256 spills)
     PLACE_SORT=Bool(),            # radix: one tl.sort per row instead of ranking by compares
     num_warps=Pow2(4, 8),
-    num_stages=Choice((1, 2, 3, 4)),  # key tiles in flight a program (async copies: stages - 1 ahead)
+    num_stages=Choice((1, 2, 3, 4, 5)),  # scoring pipeline depth: one key tile in flight a program up to 4,
+                                  # two at 5 (the block-table load takes stages; kernel_templates/sparse_mqa.py)
 )
 
 SMEM_BYTES = 232448   # opt-in shared memory per block on H100/H200 and B200 (227 KB)
