@@ -45,6 +45,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernel_templates._host import cdiv, next_power_of_2
 from kernel_templates.nvfp4 import dequantize_fp8_ue8m0, fp8_ue8m0_tile_to_f32, quantize_fp8_ue8m0
 from tuner import runtime
 from tuner.runtime.env import interpreting
@@ -486,7 +487,7 @@ def sm_count_hint() -> int:
 
 def grid_programs(n_rows: int, config: dict[str, Any], sms: int) -> int:
     """Programs of one launch over ``n_rows`` rows (the persistent grid, capped by the work)."""
-    blocks = triton.cdiv(max(1, n_rows), config["ROWS"])
+    blocks = cdiv(max(1, n_rows), config["ROWS"])
     return max(1, min(blocks, round(config["GRID_SM_FRAC"] * sms)))
 
 
@@ -550,7 +551,7 @@ def launch(*, config: dict[str, Any], table: EngramTable, rows: torch.Tensor) ->
 def hash_config(n_tokens: int) -> dict[str, Any]:
     """Launch config of the hash kernel: it writes 192 B per token, ~1/4 of a percent of
     the lookup's bytes, so it is a fixed heuristic rather than a tuned axis."""
-    bt = min(64, triton.next_power_of_2(max(1, n_tokens)))
+    bt = min(64, next_power_of_2(max(1, n_tokens)))
     return {"BLOCK_T": bt, "num_warps": 4 if bt >= 32 else 1, "num_stages": 1}
 
 
@@ -578,7 +579,7 @@ def engram_hash(tokens: torch.Tensor, comp: torch.Tensor, multipliers: torch.Ten
     if n == 0:
         return out
     cfg = config or hash_config(n)
-    _engram_hash_kernel[(triton.cdiv(n, cfg["BLOCK_T"]),)](
+    _engram_hash_kernel[(cdiv(n, cfg["BLOCK_T"]),)](
         tokens, comp, multipliers.contiguous(), primes.contiguous(), offsets.contiguous(), out,
         n, L, V, int(pad_id), tokens.stride(0), tokens.stride(1),
         BLOCK_T=cfg["BLOCK_T"], num_warps=cfg["num_warps"], num_stages=cfg.get("num_stages", 1))
@@ -588,7 +589,7 @@ def engram_hash(tokens: torch.Tensor, comp: torch.Tensor, multipliers: torch.Ten
 # ----------------------------------------------------------------------------- public API
 
 def _workload_of(table: EngramTable, rows: torch.Tensor) -> dict[str, Any]:
-    return {"tokens": triton.cdiv(rows.numel(), ROWS_PER_TOKEN), "placement": table.placement,
+    return {"tokens": cdiv(rows.numel(), ROWS_PER_TOKEN), "placement": table.placement,
             "table_rows": table.num_rows}
 
 
@@ -751,7 +752,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     once T is large enough for repeats."""
     n = max(1, workload.tokens) * ROWS_PER_TOKEN
     host = workload.placement != "hbm"
-    rows = min(64 if host else 32, max(2, triton.next_power_of_2(n)))
+    rows = min(64 if host else 32, max(2, next_power_of_2(n)))
     cfg = dict(ROWS=rows, VEC=8, DEDUP=host and workload.tokens >= 4096, GRID_SM_FRAC=0.25 if host else 16.0,
                CHUNK_ROWS=0, num_warps=max(1, min(16 if host else 8, rows // 4)), num_stages=3 if host else 1)
     if cfg["DEDUP"]:  # Triton 3.6 compiles DEDUP tiles of at most 16 rows (search_spaces/engram.py)

@@ -50,6 +50,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernel_templates._host import cdiv
 from tuner import lowering, runtime
 from tuner.runtime.env import interpreting, stream_counters
 from tuner.spec import KernelSpec
@@ -608,13 +609,13 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
     T, D = X.shape[0], X.shape[2]
     dev = X.device
     BT, BD = config["BLOCK_T"], config["BLOCK_D"]
-    n_tb = triton.cdiv(T, BT)
+    n_tb = cdiv(T, BT)
     if op == "post":
         Xn = torch.empty((T, 4, D), dtype=torch.bfloat16, device=dev)
         args = dict(x_ptr=X, y_ptr=y, pin_ptr=post, cin_ptr=comb, xn_ptr=Xn, T=T, D=D,
                     stride_xt=X.stride(0), stride_xs=X.stride(1), stride_yt=y.stride(0),
                     stride_nt=Xn.stride(0), stride_ns=Xn.stride(1), BLOCK_T=BT, BLOCK_D=BD)
-        return [(_mhc_post_kernel, (n_tb, triton.cdiv(D, BD)), args)], Xn
+        return [(_mhc_post_kernel, (n_tb, cdiv(D, BD)), args)], Xn
     SK = config["SPLIT_K"]
     sync = int(config.get("SYNC", 0)) if SK > 1 else 0  # one program per block: nothing to combine
     u = torch.empty((T, D), dtype=torch.bfloat16, device=dev)
@@ -785,7 +786,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     # two-launch defaults (the waiting siblings idle their SMs; SYNC 1's single combiner
     # per block is a long tail: 810 us at T = 4096).
     BT, BD = (16, 32) if T < 1024 else (64, 16)
-    n_tb = triton.cdiv(T, BT)
+    n_tb = cdiv(T, BT)
     sk = 1
     programs = 132 if BT == 16 else 2 * 132
     # Split D while the grid is short of that, keeping every chunk whole blocks.
@@ -796,7 +797,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
 
 def split_chunk(D: int, config: dict[str, Any]) -> int:
     """Columns of D per split program, as the kernels compute it (whole BLOCK_D blocks)."""
-    return triton.cdiv(triton.cdiv(D, config["SPLIT_K"]), config["BLOCK_D"]) * config["BLOCK_D"]
+    return cdiv(cdiv(D, config["SPLIT_K"]), config["BLOCK_D"]) * config["BLOCK_D"]
 
 
 def cost(workload: Workload) -> tuple[float, float]:

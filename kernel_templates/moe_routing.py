@@ -20,6 +20,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from kernel_templates._host import cdiv, next_power_of_2
 from tuner import runtime
 from tuner.runtime.env import interpreting, stream_counters
 from tuner.spec import KernelSpec
@@ -114,7 +115,7 @@ def reference_align(topk_ids: torch.Tensor, num_experts: int, block_m: int,
     length = n + num_experts * (block_m - 1)
     sorted_ids = torch.full((length,), n, dtype=torch.int32, device=dev)
     sorted_ids[pos] = order.to(torch.int32)
-    starts = torch.arange(triton.cdiv(length, block_m), device=dev) * block_m
+    starts = torch.arange(cdiv(length, block_m), device=dev) * block_m
     total = off_incl[-1:]
     eids = torch.searchsorted(off_incl, starts, right=True)  # experts whose padded end <= block start
     eids = torch.where(starts < total, eids, -1)
@@ -537,10 +538,11 @@ PREFIX_MIN_PROGRAMS = 256
 _PREFIX_TILE = 4096  # elements of the scan's [programs, experts] tile per program
 
 
+@functools.lru_cache(maxsize=256)  # pure in its ints; callers only read the dict
 def _prefix_meta(np_: int, E: int) -> dict[str, int]:
     """Constexprs of the scan over ``np_`` programs' counts of ``E`` experts."""
-    np_pad = triton.next_power_of_2(np_)
-    return dict(NP_PAD=np_pad, BLOCK_E=max(1, min(triton.next_power_of_2(E), _PREFIX_TILE // np_pad)))
+    np_pad = next_power_of_2(np_)
+    return dict(NP_PAD=np_pad, BLOCK_E=max(1, min(next_power_of_2(E), _PREFIX_TILE // np_pad)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -556,19 +558,21 @@ def _sync_scratch(device: torch.device) -> torch.Tensor:
     return stream_counters("moe_routing", device, 2)
 
 
+@functools.lru_cache(maxsize=256)  # pure in its ints; callers only read the dict
 def _meta(E: int, top_k: int, n_group: int, block_t: int) -> dict[str, int]:
-    e_pad = triton.next_power_of_2(E)
-    return dict(K_PAD=triton.next_power_of_2(top_k), E_PAD=e_pad,
-                N_PAD=triton.next_power_of_2(block_t * top_k), G_PAD=triton.next_power_of_2(n_group), GSIZE=E // n_group,
+    e_pad = next_power_of_2(E)
+    return dict(K_PAD=next_power_of_2(top_k), E_PAD=e_pad,
+                N_PAD=next_power_of_2(block_t * top_k), G_PAD=next_power_of_2(n_group), GSIZE=E // n_group,
                 CNT_ROWS=max(1, 4096 // e_pad), EID_BLOCK=256, FILL_BLOCK=FILL_BLOCK)
 
 
+@functools.lru_cache(maxsize=256)  # pure in its ints; callers only read the dict
 def _direct_meta(E: int, top_k: int, n_group: int, block_t: int) -> dict[str, int]:
     """Constexprs of ``_moe_direct_kernel``: most of ``_meta`` (no chunk loop, no counts) and
     the blocks program 0 covers, cdiv(U, block_m) <= T*k rounded up to 4."""
     m = _meta(E, top_k, n_group, 1)
     return dict({name: m[name] for name in ("K_PAD", "E_PAD", "G_PAD", "GSIZE", "EID_BLOCK", "FILL_BLOCK")},
-                BLK_PAD=max(4, triton.next_power_of_2(block_t * top_k)))
+                BLK_PAD=max(4, next_power_of_2(block_t * top_k)))
 
 
 def is_direct(tokens: int, config: dict[str, Any]) -> bool:
@@ -581,12 +585,12 @@ def grid_programs(tokens: int, config: dict[str, Any], sms: int | None = None) -
     """(programs, chunks per program) the launcher uses for ``tokens`` under ``config``."""
     if is_direct(tokens, config):
         return config["MAX_PROGRAMS"], 1
-    chunks = max(1, triton.cdiv(tokens, config["BLOCK_T"]))
+    chunks = max(1, cdiv(tokens, config["BLOCK_T"]))
     np_ = min(config["MAX_PROGRAMS"], chunks)
     if config["FUSED"] and sms is not None:
         np_ = min(np_, sms)  # the grid barrier needs every program resident at once
-    cpp = triton.cdiv(chunks, np_)
-    return triton.cdiv(chunks, cpp), cpp
+    cpp = cdiv(chunks, np_)
+    return cdiv(chunks, cpp), cpp
 
 
 def _check_args(logits: torch.Tensor, bias: torch.Tensor | None, top_k: int, n_group: int, topk_group: int,
@@ -632,12 +636,12 @@ def launch(*, config: dict[str, Any], logits: torch.Tensor, bias: torch.Tensor |
     dev = logits.device
     n = T * top_k
     n_sorted = n + E * (block_m - 1)
-    max_blocks = triton.cdiv(n_sorted, block_m)
+    max_blocks = cdiv(n_sorted, block_m)
     w = torch.empty(T, top_k, dtype=torch.float32, device=dev)
     ids = torch.empty(T, top_k, dtype=torch.int32, device=dev)
     # whole 4-word groups underneath, so the direct kernel's fills are 16-byte stores to the end
-    sorted_ids = torch.empty(triton.cdiv(n_sorted, 4) * 4, dtype=torch.int32, device=dev)[:n_sorted]
-    eids = torch.empty(triton.cdiv(max_blocks, 4) * 4, dtype=torch.int32, device=dev)[:max_blocks]
+    sorted_ids = torch.empty(cdiv(n_sorted, 4) * 4, dtype=torch.int32, device=dev)[:n_sorted]
+    eids = torch.empty(cdiv(max_blocks, 4) * 4, dtype=torch.int32, device=dev)[:max_blocks]
     npad = torch.empty(1, dtype=torch.int32, device=dev)
     np_, cpp = grid_programs(T, config, _sm_count(dev))
     if is_direct(T, config):
@@ -664,7 +668,7 @@ def launch(*, config: dict[str, Any], logits: torch.Tensor, bias: torch.Tensor |
     for phase in ((0,) if fused else (1, 2)):
         if phase == 2 and prefix:
             pm = _prefix_meta(np_, E)
-            _moe_prefix_kernel[(triton.cdiv(E, pm["BLOCK_E"]),)](cnt, cur, tot, np_, E, **pm, num_warps=4)
+            _moe_prefix_kernel[(cdiv(E, pm["BLOCK_E"]),)](cnt, cur, tot, np_, E, **pm, num_warps=4)
         _moe_routing_kernel[(np_,)](*args, PHASE=phase, FUSED=fused, GRID_SYNC=fused and np_ > 1,
                                     PREFIX=prefix and phase == 2, **meta)
     return MoeRouting(w, ids, sorted_ids, eids, npad)
@@ -737,21 +741,21 @@ def default_config(workload: Workload) -> dict[str, Any]:
     that <= 128 programs share the tokens, all resident for the single-launch grid barrier;
     from T = 2048 two launches of up to 1024 programs."""
     E = PROFILES.get(workload.profile, {}).get("num_experts", 512)
-    e_pad = triton.next_power_of_2(E)
+    e_pad = next_power_of_2(E)
     T = max(1, workload.tokens)
     if T <= DIRECT_MAX_TOKENS:
-        bt = triton.next_power_of_2(T)
+        bt = next_power_of_2(T)
         return dict(BLOCK_T=bt, MAX_PROGRAMS=8, FUSED=True, num_warps=min(8, bt), num_stages=1)
     cap = 16 if e_pad <= 256 else 8  # keeps the [BLOCK_T, E_PAD] tiles at <= 32 values a thread
-    bt = min(cap, triton.next_power_of_2(triton.cdiv(T, 128)))
-    cfg = dict(BLOCK_T=bt, MAX_PROGRAMS=min(128, triton.next_power_of_2(triton.cdiv(T, bt))), FUSED=True,
+    bt = min(cap, next_power_of_2(cdiv(T, 128)))
+    cfg = dict(BLOCK_T=bt, MAX_PROGRAMS=min(128, next_power_of_2(cdiv(T, bt))), FUSED=True,
                num_warps=4 if bt * e_pad >= 2048 else 2, num_stages=1)
     if T >= 2048:
         # Two launches around the prefix scan, up to 1024 programs of small chunks: the
         # H200 winners at T = 4096 / 8192 (run 14: dsv41-flash 72.4 -> 30.4 us and 126.5 ->
         # 51.2 us, dsv3 T=8192 109.6 -> 45.3 us against the 128-program fused default).
         bt = 2 if e_pad > 256 else 8
-        cfg.update(BLOCK_T=bt, MAX_PROGRAMS=min(1024, triton.next_power_of_2(triton.cdiv(T, bt))), FUSED=False,
+        cfg.update(BLOCK_T=bt, MAX_PROGRAMS=min(1024, next_power_of_2(cdiv(T, bt))), FUSED=False,
                    num_warps=4)
     if interpreting() and grid_programs(T, cfg)[0] > 1:
         cfg["FUSED"] = False  # the interpreter runs programs sequentially: no grid barrier
@@ -763,7 +767,7 @@ def cost(workload: Workload) -> tuple[float, float]:
     p = _profile(workload)
     T, E, k = workload.tokens, p["num_experts"], p["top_k"]
     n_sorted = T * k + E * 63
-    out = T * k * 8 + n_sorted * 4 + triton.cdiv(n_sorted, 64) * 4 + 4
+    out = T * k * 8 + n_sorted * 4 + cdiv(n_sorted, 64) * 4 + 4
     return float(T * E * 4 + E * 4 + out + T * k * 4), float(T * E * (12 + 3 * k))
 
 

@@ -41,6 +41,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernel_templates._host import cdiv
+
 __all__ = [
     "E2M1_VALUES", "NVFP4_BLOCK", "MX_BLOCK", "SCALE_MIN_NVFP4",
     "quantize_nvfp4", "dequantize_nvfp4", "quantize_mxfp4", "dequantize_mxfp4",
@@ -404,11 +406,11 @@ def dequantize_triton(fmt: str, codes: torch.Tensor, scales: torch.Tensor,
         if fmt != "nvfp4" or global_scale is not None:
             raise ValueError("f16_scaled is only for nvfp4 without a global scale")
         out = torch.empty(rows, D, dtype=torch.float16, device=codes.device)
-        _dequant_f16_rows_kernel[(triton.cdiv(rows, BLOCK_R),)](
+        _dequant_f16_rows_kernel[(cdiv(rows, BLOCK_R),)](
             c2, s2, out, rows, c2.stride(0), s2.stride(0), out.stride(0), D=D, BLOCK_R=BLOCK_R)
     else:
         out = torch.empty(rows, D, dtype=torch.float32, device=codes.device)
-        _dequant_rows_kernel[(triton.cdiv(rows, BLOCK_R),)](
+        _dequant_rows_kernel[(cdiv(rows, BLOCK_R),)](
             c2, s2, out, rows, float(global_scale or 1.0), c2.stride(0), s2.stride(0), out.stride(0),
             D=D, FMT=fmts[fmt], BLOCK_R=BLOCK_R, HAS_G=global_scale is not None)
     return out.reshape(*codes.shape[:-1], D)
@@ -424,6 +426,6 @@ def quantize_nvfp4_triton(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     codes = torch.empty(rows, D // 2, dtype=torch.uint8, device=x.device)
     scales = torch.empty(rows, D // 16, dtype=torch.uint8, device=x.device)
     BLOCK_R = 16
-    _quant_rows_kernel[(triton.cdiv(rows, BLOCK_R),)](x2, codes, scales, rows, x2.stride(0), codes.stride(0),
+    _quant_rows_kernel[(cdiv(rows, BLOCK_R),)](x2, codes, scales, rows, x2.stride(0), codes.stride(0),
                                                      scales.stride(0), D=D, BLOCK_R=BLOCK_R)
     return codes.reshape(*x.shape[:-1], D // 2), scales.reshape(*x.shape[:-1], D // 16)

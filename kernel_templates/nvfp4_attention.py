@@ -63,6 +63,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernel_templates._host import cdiv, next_power_of_2
 from kernel_templates.nvfp4 import (
     F16_SHIFT, dequantize_fp8_ue8m0, dequantize_nvfp4, e4m3_bits_to_f32, fp8_ue8m0_tile_to_f32,
     nvfp4_quantize_tile, nvfp4_tile_to_f32, quantize_fp8_ue8m0, quantize_nvfp4,
@@ -693,15 +694,15 @@ def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sin
         INTERPRET=interpreting(),
         num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]),
     )
-    bhr = min(16, triton.next_power_of_2(H))
+    bhr = min(16, next_power_of_2(H))
     reduce_args = dict(
         m_ptr=m_buf, l_ptr=l_buf, acc_ptr=acc_buf, sink_ptr=sink, out_ptr=out, H=H,
         stride_mb=m_buf.stride(0), stride_mh=m_buf.stride(1), stride_ab=acc_buf.stride(0),
         stride_ah=acc_buf.stride(1), stride_as=acc_buf.stride(2), stride_ob=out.stride(0), stride_oh=out.stride(1),
         D=D, NUM_SPLITS=S, BLOCK_HR=bhr, num_warps=4, num_stages=1,
     )
-    return [(_split_kernel, (B, triton.cdiv(H, BH), S + 1), split_args),
-            (_reduce_kernel, (B, triton.cdiv(H, bhr)), reduce_args)]
+    return [(_split_kernel, (B, cdiv(H, BH), S + 1), split_args),
+            (_reduce_kernel, (B, cdiv(H, bhr)), reduce_args)]
 
 
 def launch(*, config: dict[str, Any], q: torch.Tensor, kv_codes: torch.Tensor, kv_scales: torch.Tensor | None,
@@ -795,7 +796,7 @@ def make_inputs(workload: Workload, device: str, seed: int) -> dict[str, Any]:
     w = workload
     g = torch.Generator(device="cpu").manual_seed(seed)
     B, H, N, D, page = w.batch, w.heads, w.context, D_LATENT, w.page
-    pages_per_seq = triton.cdiv(N, page)
+    pages_per_seq = cdiv(N, page)
     n_pages = B * pages_per_seq
     n_rows = n_pages * page
     n_pool = min(n_rows, 65536)
@@ -829,8 +830,8 @@ def default_splits(w: Workload, block_h: int, block_n: int, sms: int = 132) -> i
     """Enough splits for ~2 waves of programs (one program per SM fits: ~255 registers x 256
     threads), none shorter than 2 tiles (sparse top-512 at B=16: 4 splits of 128 entries,
     80 programs), at most 128 (so B=1 still fills 132 SMs)."""
-    progs = w.batch * triton.cdiv(w.heads, block_h)
-    want = triton.next_power_of_2(max(1, triton.cdiv(2 * sms, progs)))
+    progs = w.batch * cdiv(w.heads, block_h)
+    want = next_power_of_2(max(1, cdiv(2 * sms, progs)))
     most = max(1, n_attended(w) // (2 * block_n))
     s = 1
     while s * 2 <= min(want, most, 128):
@@ -871,7 +872,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     477 vs 618 us). Those two are the nvfp4 defaults; the rest as above.
     """
     w = workload
-    bh = min(64, max(16, triton.next_power_of_2(w.heads)))
+    bh = min(64, max(16, next_power_of_2(w.heads)))
     bn = 64
     nvfp4 = w.kv_dtype == "nvfp4"
     swap = nvfp4 and bh == 16
@@ -892,11 +893,11 @@ def cost(workload: Workload) -> tuple[float, float]:
 def memory_bytes(workload: Workload, num_splits: int = 64) -> int:
     """Device memory the kernel's inputs, partials and output take (no baseline, no reference)."""
     w = workload
-    rows = w.batch * triton.cdiv(w.context, w.page) * w.page
+    rows = w.batch * cdiv(w.context, w.page) * w.page
     cache = rows * BYTES_PER_ENTRY[w.kv_dtype]
     swa = w.batch * SWA_WINDOW * SWA_BYTES_PER_ENTRY
     partials = w.batch * w.heads * (num_splits + 1) * (D_LATENT + 2) * 4
-    return cache + swa + partials + w.batch * w.heads * D_LATENT * 4 + w.batch * 4 * triton.cdiv(w.context, w.page)
+    return cache + swa + partials + w.batch * w.heads * D_LATENT * 4 + w.batch * 4 * cdiv(w.context, w.page)
 
 
 def feasible(workload: Workload, budget_bytes: int | None = None) -> str | None:
@@ -991,7 +992,7 @@ def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[A
     w = workload
     B, H, D, page = w.batch, w.heads, D_LATENT, w.page
     m = lambda *s, dt=torch.float32: torch.empty(*s, dtype=dt, device="meta")  # noqa: E731
-    pages = B * triton.cdiv(w.context, page)
+    pages = B * cdiv(w.context, page)
     codes = {"nvfp4": m(pages, page, D // 2, dt=torch.uint8), "fp8": m(pages, page, D, dt=torch.float8_e4m3fn),
              "bf16": m(pages, page, D, dt=torch.bfloat16)}[w.kv_dtype]
     scales = {"nvfp4": m(pages, page, D // 16, dt=torch.uint8), "fp8": m(pages, page, D // 32, dt=torch.uint8),

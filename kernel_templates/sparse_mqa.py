@@ -50,6 +50,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernel_templates._host import cdiv, next_power_of_2
 from kernel_templates.nvfp4 import dequantize_mxfp4, mxfp4_tile_to_f32, quantize_mxfp4, ue8m0_to_f32
 from tuner import lowering, runtime
 from tuner.runtime.env import interpreting
@@ -850,7 +851,7 @@ def _algo(config: dict[str, Any]) -> str:
 
 def radix_splits(config: dict[str, Any], max_len: int) -> int:
     """Programs per row of the radix passes: TOPK_SPLITS, at most one per TOPK_BLOCK keys."""
-    return max(1, min(int(config.get("TOPK_SPLITS", 1)), triton.cdiv(max_len, int(config.get("TOPK_BLOCK", 1024)))))
+    return max(1, min(int(config.get("TOPK_SPLITS", 1)), cdiv(max_len, int(config.get("TOPK_BLOCK", 1024)))))
 
 
 def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format, return_logits, config, bufs):
@@ -883,8 +884,8 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
     row = algo == "row" and top_k > 0
     logits, idx = bufs["logits"], bufs["idx"]
     kc = k_cache.view(torch.uint8)
-    tp = triton.next_power_of_2(T)
-    hp = max(triton.next_power_of_2(H), 16 // tp)  # >= 16 query rows: the MMA's N
+    tp = next_power_of_2(T)
+    hp = max(next_power_of_2(H), 16 // tp)  # >= 16 query rows: the MMA's N
     score_args = dict(
         q_ptr=q.view(torch.uint8), w_ptr=weights, k_ptr=kc,
         ks_ptr=k_scales, bt_ptr=block_table, seqlen_ptr=seq_lens, logits_ptr=logits, cand_ptr=bufs["cand"],
@@ -895,7 +896,7 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
         stride_ss=k_scales.stride(1), stride_btb=block_table.stride(0), stride_lb=logits.stride(0),
         stride_lt=logits.stride(1),
         D=D, PAGE=page, K_FORMAT=_FMT[k_format], NEXT_N=T, TP=tp, HP=hp,
-        LIST_UNIT=max(triton.next_power_of_2(max(top_k, 1)), BN), DO_TOPK=top_k > 0 and not (radix or row),
+        LIST_UNIT=max(next_power_of_2(max(top_k, 1)), BN), DO_TOPK=top_k > 0 and not (radix or row),
         WRITE_LOGITS=return_logits or radix or row,
         BLOCK_N=BN, NUM_SPLITS=S, CAND_MULT=int(config["CAND_MULT"]), SELECT_BLOCK=int(config["SELECT_BLOCK"]),
         SHARE_THRESHOLD=bool(config["SHARE_THRESHOLD"]), MX_FP8_DOT=bool(config["MX_FP8_DOT"]),
@@ -911,7 +912,7 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
         plan.append((_row_topk_kernel, (B * T,), dict(
             logits_ptr=logits, seqlen_ptr=seq_lens, hist_ptr=bufs["rs"], sel_ptr=sel, cand_ptr=bufs["cand_a"],
             idx_ptr=idx, top_k=top_k, max_len=logits.shape[-1], stride_sel=sel.stride(0), stride_idx=idx.stride(0),
-            NEXT_N=T, NUM_SPLITS=S, HIST_ROWS=min(triton.next_power_of_2(S), 16), TOPK_P2=sel.shape[-1],
+            NEXT_N=T, NUM_SPLITS=S, HIST_ROWS=min(next_power_of_2(S), 16), TOPK_P2=sel.shape[-1],
             TOPK_BLOCK=int(config["TOPK_BLOCK"]), num_warps=ROW_WARPS, num_stages=1)))
         return plan
     if radix:
@@ -934,14 +935,14 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
                  step(cb, C2, 2, ca, C3, 3),      # digit 2 (+ histogram of digit 3)
                  step(ca, C3, 3, cb, CT, -1)]     # digit 3: what is left ties at the k-th score
         RB, srt = int(config["RANK_BLOCK"]), bool(config["PLACE_SORT"])
-        plan.append((_radix_place_kernel, (B * T, 1 if srt else triton.cdiv(top_k, RB)), dict(
+        plan.append((_radix_place_kernel, (B * T, 1 if srt else cdiv(top_k, RB)), dict(
             sel_ptr=sel, tie_ptr=cb, rs_ptr=rs, idx_ptr=idx, top_k=top_k, stride_sel=sel.stride(0),
             stride_tie=cb.stride(0), stride_idx=idx.stride(0), RANK_BLOCK=RB, PLACE_SORT=srt,
-            TOPK_P2=triton.next_power_of_2(top_k), TIE_MAX=_TIE_MAX, TOPK_BLOCK=TB, num_warps=4, num_stages=1)))
+            TOPK_P2=next_power_of_2(top_k), TIE_MAX=_TIE_MAX, TOPK_BLOCK=TB, num_warps=4, num_stages=1)))
         return plan
     src, src_cnt, n_lists = bufs["cand"], bufs["cnt"], S
     for out, out_cnt in bufs["levels"]:
-        groups = triton.cdiv(n_lists, G)
+        groups = cdiv(n_lists, G)
         final = groups == 1
         plan.append((_merge_kernel, (B * T, groups), dict(
             in_ptr=src, in_cnt_ptr=src_cnt, out_ptr=out, out_cnt_ptr=out_cnt, idx_ptr=idx, n_lists=n_lists,
@@ -967,7 +968,7 @@ def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, conf
                 return torch.empty(shape, dtype=dtype, device=device)
             return torch.full(shape, fill, dtype=dtype, device=device)
     BN, S, G = int(config["BLOCK_N"]), int(config["NUM_SPLITS"]), int(config["MERGE_GROUP"])
-    p2 = triton.next_power_of_2(max(top_k, 1))
+    p2 = next_power_of_2(max(top_k, 1))
     cap = int(config["CAND_MULT"]) * max(p2, BN)
     radix = _algo(config) == "radix" and top_k > 0
     row = _algo(config) == "row" and top_k > 0
@@ -995,7 +996,7 @@ def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, conf
                 thr=alloc((B * T,), torch.int64, 0))
     n = S
     while True:
-        groups = triton.cdiv(n, G)
+        groups = cdiv(n, G)
         bufs["levels"].append((alloc((B * T, groups, p2), torch.int64), alloc((B * T * groups,), torch.int32)))
         if groups == 1:
             break
@@ -1055,7 +1056,7 @@ def make_inputs(workload: Workload, device: str, seed: int) -> dict[str, Any]:
     H, fmt = prof["heads"], prof["k_format"]
     g = torch.Generator(device="cpu").manual_seed(seed)
     B, N, T, D = w.batch, w.context, w.next_n, D_INDEX
-    pages_per_seq = triton.cdiv(N, PAGE)
+    pages_per_seq = cdiv(N, PAGE)
     n_pages = B * pages_per_seq
     n_rows = n_pages * PAGE
     n_pool = min(n_rows, 65536)
@@ -1105,8 +1106,8 @@ def default_splits(w: Workload, block_n: int, sms: int = SMS, per_sm: int = 4, m
 
 def default_radix_splits(w: Workload, block: int, sms: int = SMS) -> int:
     """Programs per row of the radix passes: ~4 per SM over all rows, each >= one block."""
-    want = triton.next_power_of_2(max(1, triton.cdiv(4 * sms, w.batch * w.next_n)))
-    return max(1, min(want, triton.next_power_of_2(triton.cdiv(w.context, block)), 256))
+    want = next_power_of_2(max(1, cdiv(4 * sms, w.batch * w.next_n)))
+    return max(1, min(want, next_power_of_2(cdiv(w.context, block)), 256))
 
 
 def default_config(workload: Workload) -> dict[str, Any]:
@@ -1169,7 +1170,7 @@ def radix_config(workload: Workload) -> dict[str, Any]:
     rows, k = w.batch * w.next_n, PROFILES[w.profile]["top_k"]
     # ranking costs rows * k^2 compares spread over the GPU; the sort one program's latency a row
     place_sort = rows * k * k >= 8 * 2048 * 2048
-    rank_block = max(16, min(256, triton.next_power_of_2(triton.cdiv(rows * k, 2 * SMS))))
+    rank_block = max(16, min(256, next_power_of_2(cdiv(rows * k, 2 * SMS))))
     return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024,
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
             "TOPK_BLOCK": tb,
@@ -1201,8 +1202,8 @@ def memory_bytes(workload: Workload, config: dict[str, Any] | None = None) -> in
     w = workload
     prof = PROFILES[w.profile]
     cfg = config or default_config(w)
-    rows = w.batch * triton.cdiv(w.context, PAGE) * PAGE
-    p2 = triton.next_power_of_2(prof["top_k"])
+    rows = w.batch * cdiv(w.context, PAGE) * PAGE
+    p2 = next_power_of_2(prof["top_k"])
     if _algo(cfg) == "radix":  # scores (4 B) + two candidate buffers (8 B each) per row and key
         scratch = w.batch * w.next_n * (rows // w.batch * 20 + p2 * 8 + 4 * int(_RS.value))
     elif _algo(cfg) == "row":  # scores (4 B) + one candidate buffer (8 B) per row and key
@@ -1369,7 +1370,7 @@ def _plan_for(workload: Workload, config: dict[str, Any]) -> list[tuple[Any, tup
     prof = PROFILES[w.profile]
     B, T, H, D, fmt = w.batch, w.next_n, prof["heads"], D_INDEX, prof["k_format"]
     m = lambda *s, dt=torch.float32: torch.empty(*s, dtype=dt, device="meta")  # noqa: E731
-    pages = B * triton.cdiv(w.context, PAGE)
+    pages = B * cdiv(w.context, PAGE)
     if fmt == "fp8":
         kc, ks = m(pages, PAGE, D, dt=torch.float8_e4m3fn), m(pages, PAGE)
     else:

@@ -181,3 +181,17 @@ def test_moe_routing_takes_its_config_from_the_active_pack(tmp_path, monkeypatch
     mr.moe_routing(inputs["logits"], inputs["bias"], **args)
     assert seen[-1] == mr.default_config(mr.Workload(5, "dsv41-flash"))
     assert torch.equal(out.topk_ids, mr.reference(**inputs).topk_ids)
+
+
+def test_host_integer_helpers_equal_tritons():
+    """The launchers' plain-Python cdiv / next_power_of_2 (kernel_templates._host) return what
+    Triton's ConstexprFunctions do, for every int that sizes a grid (and 0 / negatives)."""
+    import triton
+
+    from kernel_templates._host import cdiv, next_power_of_2
+
+    values = list(range(-70, 5000)) + [2**k + d for k in range(12, 40) for d in (-1, 0, 1)]
+    for n in values:
+        assert next_power_of_2(n) == triton.next_power_of_2(n), n
+        for d in (1, 2, 3, 7, 16, 64, 128, 1000):
+            assert cdiv(n, d) == triton.cdiv(n, d), (n, d)
