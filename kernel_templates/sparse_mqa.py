@@ -1090,11 +1090,12 @@ def default_splits(w: Workload, block_n: int, sms: int = SMS, per_sm: int = 4, m
     """Splits (a power of two, rounded down) for about ``per_sm`` scoring programs an SM
     over the batch, none shorter than ``min_tiles`` tiles, at most ``cap``.
 
-    Why 4 an SM: the radix / row scoring kernel keeps one key tile in flight a program
-    (sm_90, Triton 3.6: one 8 KB async-copy buffer at num_stages 2-4, 96 registers at 4
-    warps for fp8, 75-82 for mxfp4: five programs fit an SM), so bandwidth follows the
-    programs resident an SM. Measured (H200, run 20): dsv32 512K scoring at B=32 (16
-    splits, ~3.9 programs an SM) 64% of the floor, at B=1 (128 splits, one an SM) 18%.
+    Why 4 an SM: the radix / row scoring kernel keeps one or two key tiles in flight a
+    program (sm_90, Triton 3.6: one 8 KB async-copy buffer at num_stages 2-4, 96 registers
+    at 4 warps for fp8; two at ``RADIX_SCORE_STAGES`` = 5, 107 registers: four programs
+    fit an SM), so bandwidth follows the programs resident an SM. Measured (H200, run 20,
+    num_stages 2): dsv32 512K scoring at B=32 (16 splits, ~3.9 programs an SM) 64% of the
+    floor, at B=1 (128 splits, one an SM) 18%.
     B = 8, 32, 128 get the splits they had; B = 1 goes from 128 to 512 (and short rows to
     one tile a program instead of eight)."""
     limit = min(max(1, per_sm * sms // w.batch), max(1, w.context // (min_tiles * block_n)), cap)
