@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: GPU correctness tests of the templates, a short tuning, default-config benchmarks.
-# Usage (device tool): bash benchmarks/device_check.sh   (writes under $OUT)
+# Usage (device tool): bash benchmarks/device_runs/device_check.sh   (writes under $OUT)
 set -u
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
