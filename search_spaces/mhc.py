@@ -98,6 +98,15 @@ def reg_estimate(config: dict[str, Any], op: str) -> float:
     return vals / (32 * config["num_warps"])
 
 
+def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
+    """The config the study evaluates for a draw: ``SYNC`` 0 (the only value admitted), and
+    for ``post`` the keys it has no use for at ``_POST_FIXED``."""
+    c = dict(config, SYNC=0)
+    if workload.op == "post":
+        c.update(_POST_FIXED)
+    return c
+
+
 def constraints(config: dict[str, Any], workload: Workload) -> bool:
     """Cheap pruning before any compile: shapes an MMA accepts, no empty split programs,
     no token block wider than the tokens, register and shared-memory estimates."""

@@ -8,7 +8,7 @@ import triton
 from kernel_templates.sparse_mqa import D_INDEX, PAGE, PROFILES, Workload, feasible
 from tuner.space import Bool, Choice, Pow2, Space
 
-__all__ = ["SPACE", "constraints", "smem_estimate", "feasible", "WORKLOADS", "SMALL_WORKLOADS"]
+__all__ = ["SPACE", "canonical", "constraints", "smem_estimate", "feasible", "WORKLOADS", "SMALL_WORKLOADS"]
 
 SPACE = Space(
     BLOCK_N=Pow2(16, 128),        # keys per tile: the MMA's M (wgmma wants 64)
@@ -62,6 +62,33 @@ _MERGE_ONLY = {"CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024, "SHARE_TH
 _RADIX_ONLY = {"TOPK_BLOCK": 1024, "TOPK_SPLITS": 1, "RANK_BLOCK": 64, "PLACE_SORT": False}
 _ROW_IGNORES = {k: v for k, v in _RADIX_ONLY.items() if k != "TOPK_BLOCK"}  # the row path streams TOPK_BLOCK keys
 ROW_MAX_CONTEXT = 131072  # one program streams a whole row: past this the radix passes' parallelism wins
+
+
+def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
+    """The config the study evaluates for a draw: what the draw's own choices ignore at the
+    values ``constraints`` pins (the other top-k paths' knobs, the MXFP4 knobs for fp8 keys,
+    the word decode without the FP8 MMA, the merge group of a single list, the ranking
+    block when sorting), and the radix passes' programs capped where the launcher caps
+    them. Without it a uniform draw was admitted about one time in 50-100 (four merge-only
+    knobs alone pin 1 in 64 radix draws) and studies ended on their rejection streak."""
+    c = dict(config)
+    w = workload
+    if PROFILES[w.profile]["k_format"] != "mxfp4":
+        c["MX_FP8_DOT"] = False
+    if not c["MX_FP8_DOT"]:
+        c["MX_WORD_DECODE"] = False
+    if c["TOPK_ALGO"] == "radix":
+        c.update(_MERGE_ONLY)
+        if c["PLACE_SORT"]:
+            c["RANK_BLOCK"] = _RADIX_ONLY["RANK_BLOCK"]
+        c["TOPK_SPLITS"] = min(c["TOPK_SPLITS"], triton.next_power_of_2(triton.cdiv(w.context, c["TOPK_BLOCK"])))
+    elif c["TOPK_ALGO"] == "row":
+        c.update(_MERGE_ONLY, **_ROW_IGNORES)
+    else:
+        c.update(_RADIX_ONLY)
+        if c["NUM_SPLITS"] == 1:
+            c["MERGE_GROUP"] = _MERGE_ONLY["MERGE_GROUP"]
+    return c
 
 
 def constraints(config: dict[str, Any], workload: Workload) -> bool:

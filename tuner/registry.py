@@ -51,6 +51,15 @@ class Kernel:
     def cli_name(self) -> str:
         return self.spec.name.replace("_", "-")
 
+    def canonical(self, config: dict[str, Any], workload: Any) -> dict[str, Any]:
+        """``config`` with the knobs its own choices make irrelevant (another top-k path's,
+        say) at the values the search space pins them to: the space module's optional
+        ``canonical(config, workload)``. The study evaluates a draw in this form, so a draw
+        that differs from a measured config only there is a duplicate, not a rejection.
+        Configs the constraints admit come back unchanged."""
+        fn = getattr(self.space_module, "canonical", None)
+        return fn(dict(config), workload) if fn else dict(config)
+
     def feasible(self, workload: Any) -> str | None:
         """Why ``workload`` cannot run here (e.g. memory), or None when it can."""
         fn = getattr(self.template, "feasible", None)

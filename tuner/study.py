@@ -269,7 +269,7 @@ class Tuner:
         # entry in the pack (a short H200 run left 9 of 20 workloads without one).
         while evaluated < s.n_trials and since_best < s.patience and (time.monotonic() < deadline or evaluated == 0):
             trial = study.ask()
-            cfg = k.space.suggest(trial)
+            cfg = k.canonical(k.space.suggest(trial), workload)
             ck = config_key(cfg)
             if not k.constraints(cfg, workload):
                 study.tell(trial, state=TrialState.PRUNED)
