@@ -102,7 +102,7 @@ def revalidate_cmd(pack: PackOption = None, db: DbOption = None,
         console.print(f"[yellow]skipped:[/yellow] {s}")
     console.print(f"recorded as revalidation run{'s' if len(report.run_ids) != 1 else ''} "
                   f"{', '.join(map(str, report.run_ids))}"
-                  + (f"; retune the stale entries with `tune <kernel> --retune`" if report.stale else ""))
+                  + ("; retune the stale entries with `tune <kernel> --retune`" if report.stale else ""))
 
 
 @app.command("regressions")

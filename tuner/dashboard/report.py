@@ -284,7 +284,7 @@ def history_chart(series: Series, changes: list[Change], colors: dict[str, str])
     for v in (lo + (hi - lo) * f for f in (0.1, 0.5, 0.9)):
         out.append(f'<text x="{l - 4}" y="{Y(v) + 3:.1f}" class="tick" text-anchor="end">{esc(_fmt_us(v))}</text>'
                    f'<line x1="{l}" x2="{w - r}" y1="{Y(v):.1f}" y2="{Y(v):.1f}" stroke="#eee"/>')
-    out.append(f'<text x="4" y="14" class="tick">us</text>')
+    out.append('<text x="4" y="14" class="tick">us</text>')
     out.append(f'<text x="{l}" y="{h - 8}" class="tick">{esc(pts[0].when.date())}</text>'
                f'<text x="{w - r}" y="{h - 8}" class="tick" text-anchor="end">{esc(pts[-1].when.date())}</text>')
     for i in range(1, n):  # software or template changes between runs
