@@ -33,6 +33,21 @@ _MAX_PER_THREAD = 64  # fp32 values of the decoded tile a thread holds (plus byt
 _MAX_DEDUP_ROWS = 16
 
 
+def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
+    """The config the study evaluates for a draw: a chunk as large as the rows is no chunk
+    (CHUNK_ROWS 0), and the grid fraction is the smallest one giving the same grid (what
+    ``constraints`` keeps of configs that only duplicate each other)."""
+    c = dict(config)
+    n = max(1, workload.tokens) * ROWS_PER_TOKEN
+    if c["CHUNK_ROWS"] and c["CHUNK_ROWS"] >= n:
+        c["CHUNK_ROWS"] = 0
+    sms = sm_count_hint()
+    per_launch = min(c["CHUNK_ROWS"] or n, n)
+    progs = grid_programs(per_launch, c, sms)
+    c["GRID_SM_FRAC"] = min(f for f in GRID_SM_FRACS if grid_programs(per_launch, dict(c, GRID_SM_FRAC=f), sms) == progs)
+    return c
+
+
 def constraints(config: dict[str, Any], workload: Workload) -> bool:
     """Register estimate, whole vectors per thread, and no configs that duplicate a smaller one."""
     rows, vec, nw = config["ROWS"], config["VEC"], config["num_warps"]

@@ -66,6 +66,17 @@ def target_cc() -> int:
     return 10 * major + minor
 
 
+def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
+    """The config the study evaluates for a draw: the nvfp4-only knobs off for other KV
+    dtypes, and the native block-scaled MMA off where the target has none (below sm_100)."""
+    c = dict(config)
+    if workload.kv_dtype != "nvfp4":
+        c.update(DQ_FP16=False, USE_DOT_SCALED=False)
+    if target_cc() < 100:
+        c["USE_DOT_SCALED"] = False
+    return c
+
+
 def constraints(config: dict[str, Any], workload: Workload) -> bool:
     """Shared-memory and register estimates, page / tile divisibility, variants that only
     make sense for one KV dtype or GPU, and splits that only duplicate smaller ones."""
