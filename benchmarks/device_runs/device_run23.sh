@@ -12,14 +12,14 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"; L=$OUT/logs
 T="python3 -m tuner.cli.main"
 P="--pack packs/nvidia-h200 --out $OUT"
 t0=$SECONDS
-timeout 200 $T sparse-mqa --profile dsv32,dsv41-flash --batch 1,32 --context 131072,524288 --next-n 1 \
-    --budget 150s --retune > "$L/sparse_tune.log" 2>&1; echo "[$((SECONDS-t0)) s] sparse tune rc=$?"
-timeout 110 $T mhc --op seam --tokens 1024,4096 --dim 5120 --budget 80s --retune > "$L/mhc_tune.log" 2>&1
+timeout 270 $T sparse-mqa --profile dsv32,dsv41-flash --batch 1,32 --context 131072,524288 --next-n 1 \
+    --budget 230s --retune > "$L/sparse_tune.log" 2>&1; echo "[$((SECONDS-t0)) s] sparse tune rc=$?"
+timeout 90 $T mhc --op seam --tokens 1024,4096 --dim 5120 --budget 60s --retune > "$L/mhc_tune.log" 2>&1
 echo "[$((SECONDS-t0)) s] mhc tune rc=$?"
 cp results.db "$OUT/results.db"
 $T export --out packs/nvidia-h200 > "$L/export.log" 2>&1 && $T verify-pack packs/nvidia-h200 >> "$L/export.log" 2>&1
 echo "export rc=$?"; cp -r packs/nvidia-h200 "$OUT/pack"
-timeout 130 python3 benchmarks/sparse_mqa.py $P --quick > "$L/sparse_mqa_bench.log" 2>&1; echo "[$((SECONDS-t0)) s] sparse rc=$?"
+timeout 120 python3 benchmarks/sparse_mqa.py $P --quick > "$L/sparse_mqa_bench.log" 2>&1; echo "[$((SECONDS-t0)) s] sparse rc=$?"
 left=$((585 - SECONDS + t0)); [ $left -gt 20 ] && timeout $left python3 benchmarks/mhc.py $P --op seam \
     --tokens 1,64,256,1024,4096 --dim 5120 > "$L/mhc_bench.log" 2>&1; echo "[$((SECONDS-t0)) s] mhc rc=$?"
 cd "$OUT" && tar czf run23.tgz logs *.json 2>/dev/null; rm -rf logs *.json
