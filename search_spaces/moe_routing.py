@@ -27,6 +27,20 @@ _MAX_PER_THREAD_GROUPED = 32
 _MAX_DIRECT_PROGRAMS = 32
 
 
+def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
+    """The config the study evaluates for a draw: chunks no larger than the tokens need and
+    grid caps no larger than the chunks (or, fused, the 256 the SM count caps them at):
+    the smaller configs ``constraints`` keeps of those that only duplicate each other."""
+    c = dict(config)
+    T = max(1, workload.tokens)
+    c["BLOCK_T"] = min(c["BLOCK_T"], triton.next_power_of_2(T))
+    if not is_direct(T, c):
+        c["MAX_PROGRAMS"] = min(c["MAX_PROGRAMS"], triton.next_power_of_2(triton.cdiv(T, c["BLOCK_T"])))
+        if c["FUSED"]:
+            c["MAX_PROGRAMS"] = min(c["MAX_PROGRAMS"], 256)
+    return c
+
+
 def constraints(config: dict[str, Any], workload: Workload) -> bool:
     """Register-pressure estimates, no duplicate grids, no grid barrier in the interpreter."""
     prof = PROFILES.get(workload.profile)
