@@ -13,7 +13,9 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"; L=$OUT/logs
 T="python3 -m tuner.cli.main"
 P="--pack packs/nvidia-h200 --out $OUT"
 t0=$SECONDS
-timeout 170 python3 benchmarks/sparse_mqa.py $P --batch 1,32 --next-n 1 --context 8192,131072,524288 --no-baseline \
+timeout 60 python3 -m pytest -q -m gpu -x tests/test_sparse_mqa.py > "$L/gpu_tests.log" 2>&1
+echo "[$((SECONDS-t0)) s] sparse gpu tests (new defaults: 512 splits, stages 5) rc=$?"
+timeout 160 python3 benchmarks/sparse_mqa.py $P --batch 1,32 --next-n 1 --context 8192,131072,524288 --no-baseline \
     --variant st5:num_stages=5 --variant s512:NUM_SPLITS=512 --variant s512st5:NUM_SPLITS=512,num_stages=5 \
     > "$L/sparse_b1.log" 2>&1; echo "[$((SECONDS-t0)) s] sparse rc=$?"
 timeout 60 python3 benchmarks/moe_floor_ladder.py --pack packs/nvidia-h200 --out "$OUT" > "$L/moe_ladder.log" 2>&1
@@ -29,7 +31,7 @@ echo "export rc=$?"; cp -r packs/nvidia-h200 "$OUT/pack"
 left=$((580 - SECONDS + t0)); [ $left -gt 20 ] && timeout $left python3 benchmarks/moe_routing.py $P > "$L/moe_bench.log" 2>&1
 echo "[$((SECONDS-t0)) s] moe rc=$?"
 cd "$OUT" && tar czf run22.tgz logs *.json 2>/dev/null; rm -rf logs *.json
-for f in sparse_b1 moe_ladder engram_bench host_gather moe_bench; do
+for f in gpu_tests sparse_b1 moe_ladder engram_bench host_gather moe_bench; do
     echo "== $f"; tar xzf run22.tgz -O logs/$f.log | grep -v "^{\|Warning\|warn(" | tail -18 | cut -c1-170
 done
 tar xzf run22.tgz -O logs/moe_tune.log | grep "│ " | cut -c1-150
