@@ -650,8 +650,10 @@ def test_default_configs_fit_sm90():
 @pytest.mark.gpu
 @pytest.mark.parametrize("profile", ["dsv32", "dsv41-flash"])
 def test_gpu_default_configs(profile, device):
-    for n in (1, 2):
-        w = M.Workload(4, 16384, n, profile)
+    """The defaults on the GPU: 128 splits at B=4, 512 at B=1 (one 16-tile chunk each), the
+    row path's 32 at 8K (dsv41-flash), all at RADIX_SCORE_STAGES; next_n 1 and 2."""
+    for w in (M.Workload(4, 16384, 1, profile), M.Workload(4, 16384, 2, profile), M.Workload(1, 65536, 1, profile),
+              M.Workload(2, 8192, 2, profile)):
         inp = M.make_inputs(w, device, 0)
         M.verify(M.launch(config=M.default_config(w), **inp), M.reference(**inp), inp)
 
