@@ -15,8 +15,9 @@ registered) change nothing. This probe separates the candidate limits in one run
   a table could use instead).
 - **allocation**: ``cudaHostAlloc`` (torch ``pin_memory``), THP + ``cudaHostRegister`` (the
   ``host_thp`` placement), and, where the driver offers it, a CUDA VMM host allocation
-  (``cuMemCreate`` with ``CU_MEM_LOCATION_TYPE_HOST`` at its recommended granularity, which
-  the driver may map with large GPU pages); an HBM table for reference.
+  (``cuMemCreate`` with ``CU_MEM_LOCATION_TYPE_HOST``, or ``HOST_NUMA`` node 0 on CUDA 12
+  drivers, at its recommended granularity, which the driver may map with large GPU pages);
+  an HBM table for reference.
 
 Every gather is checked against ``index_select`` on the same rows before it is timed. A
 short table is printed last; raw numbers go to ``--out`` as JSON.
@@ -87,7 +88,7 @@ class _Access(ctypes.Structure):
     _fields_ = [("location", _Loc), ("flags", ctypes.c_int)]
 
 
-_PINNED, _LOC_DEVICE, _LOC_HOST, _RW, _RECOMMENDED = 1, 1, 2, 3, 1
+_PINNED, _LOC_DEVICE, _LOC_HOST, _LOC_HOST_NUMA, _RW, _RECOMMENDED = 1, 1, 2, 3, 3, 1
 
 
 class VmmHostBuffer:
@@ -100,28 +101,57 @@ class VmmHostBuffer:
 
         torch.cuda.init()
         self.cu = ctypes.CDLL("libcuda.so.1")
-        prop = _Prop()
-        prop.type, prop.location = _PINNED, _Loc(_LOC_HOST, 0)
-        gran = ctypes.c_size_t()
-        self._check("cuMemGetAllocationGranularity", ctypes.byref(gran), ctypes.byref(prop), _RECOMMENDED)
-        self.granularity = gran.value
-        self.size = -(-nbytes // gran.value) * gran.value
-        self.handle = ctypes.c_ulonglong()
-        self._check("cuMemCreate", ctypes.byref(self.handle), ctypes.c_size_t(self.size), ctypes.byref(prop),
-                    ctypes.c_ulonglong(0))
-        self.ptr = ctypes.c_ulonglong()
-        self._check("cuMemAddressReserve", ctypes.byref(self.ptr), ctypes.c_size_t(self.size),
-                    ctypes.c_size_t(gran.value), ctypes.c_ulonglong(0), ctypes.c_ulonglong(0))
-        self._check("cuMemMap", self.ptr, ctypes.c_size_t(self.size), ctypes.c_size_t(0), self.handle,
-                    ctypes.c_ulonglong(0))
-        acc = _Access(_Loc(_LOC_DEVICE, device), _RW)
-        self._check("cuMemSetAccess", self.ptr, ctypes.c_size_t(self.size), ctypes.byref(acc), ctypes.c_size_t(1))
+        self.handle, self.ptr, self.size = ctypes.c_ulonglong(0), ctypes.c_ulonglong(0), 0
+        self._created = self._reserved = self._mapped = False
+        try:
+            self._create(nbytes)
+            self._check("cuMemAddressReserve", ctypes.byref(self.ptr), ctypes.c_size_t(self.size),
+                        ctypes.c_size_t(self.granularity), ctypes.c_ulonglong(0), ctypes.c_ulonglong(0))
+            self._reserved = True
+            self._check("cuMemMap", self.ptr, ctypes.c_size_t(self.size), ctypes.c_size_t(0), self.handle,
+                        ctypes.c_ulonglong(0))
+            self._mapped = True
+            acc = _Access(_Loc(_LOC_DEVICE, device), _RW)
+            self._check("cuMemSetAccess", self.ptr, ctypes.c_size_t(self.size), ctypes.byref(acc),
+                        ctypes.c_size_t(1))
+        except Exception:
+            self._release()
+            raise
         ptr = self.ptr.value
 
         class _View:
             __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3}
 
         self.tensor = torch.as_tensor(_View(), device=f"cuda:{device}")
+
+    def _create(self, nbytes: int) -> None:
+        """cuMemCreate in host memory: location HOST (CUDA 13 drivers), else HOST_NUMA node 0
+        (CUDA 12 drivers refuse HOST there with CUDA_ERROR_INVALID_VALUE)."""
+        errors = []
+        for loc in (_LOC_HOST, _LOC_HOST_NUMA):
+            prop = _Prop()
+            prop.type, prop.location = _PINNED, _Loc(loc, 0)
+            gran = ctypes.c_size_t()
+            rc = self.cu.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(prop), _RECOMMENDED)
+            if rc == 0:
+                size = -(-nbytes // gran.value) * gran.value
+                rc = self.cu.cuMemCreate(ctypes.byref(self.handle), ctypes.c_size_t(size), ctypes.byref(prop),
+                                         ctypes.c_ulonglong(0))
+                if rc == 0:
+                    self.granularity, self.size, self.location = gran.value, size, loc
+                    self._created = True
+                    return
+            errors.append(f"location {loc}: CUresult {rc}")
+        raise RuntimeError("cuMemCreate in host memory failed: " + "; ".join(errors))
+
+    def _release(self) -> None:
+        if self._mapped:
+            self.cu.cuMemUnmap(self.ptr, ctypes.c_size_t(self.size))
+        if self._reserved:
+            self.cu.cuMemAddressFree(self.ptr, ctypes.c_size_t(self.size))
+        if self._created:
+            self.cu.cuMemRelease(self.handle)
+        self._created = self._reserved = self._mapped = False
 
     def _check(self, name: str, *args: Any) -> None:
         rc = getattr(self.cu, name)(*args)
@@ -133,9 +163,7 @@ class VmmHostBuffer:
 
         torch.cuda.synchronize()
         self.tensor = None
-        self.cu.cuMemUnmap(self.ptr, ctypes.c_size_t(self.size))
-        self.cu.cuMemAddressFree(self.ptr, ctypes.c_size_t(self.size))
-        self.cu.cuMemRelease(self.handle)
+        self._release()
 
 
 # -- the probe -----------------------------------------------------------------------------
@@ -161,7 +189,8 @@ def _tables(rows: int) -> list[tuple[str, Any, Any, Any]]:
         t.close()
     try:
         v = VmmHostBuffer(nbytes)
-        out.append((f"vmm host (gran {v.granularity >> 10} KiB)", v.tensor, v.tensor, v.close))
+        where = "HOST" if v.location == _LOC_HOST else "HOST_NUMA 0"
+        out.append((f"vmm {where} (gran {v.granularity >> 10} KiB)", v.tensor, v.tensor, v.close))
     except Exception as e:  # noqa: BLE001 - a probe: report any driver refusal and go on
         print(f"VMM host allocation unavailable: {type(e).__name__}: {e}")
     return out

@@ -151,8 +151,6 @@ def ladder(tokens: int, profile: str, device: str, config: dict[str, Any] | None
     s0 = torch.sqrt(torch.where(x > 20, x, torch.nn.functional.softplus(x))) if sp else torch.sigmoid(x)
     s = s0 + bias
     order = torch.sort(s, dim=1, descending=True, stable=True).indices[:, :k]
-    want_w = s0.gather(1, order)
-    want_w = (want_w / want_w.sum(1, keepdim=True) if renorm else want_w) * scaling
     out: dict[str, Any] = {"tokens": T, "profile": profile, "n_sorted": n_sorted}
     for name, fn in rungs.items():
         ids.fill_(-7)
@@ -163,8 +161,16 @@ def ladder(tokens: int, profile: str, device: str, config: dict[str, Any] | None
         if name == "touch":
             assert torch.allclose(one.cpu(), logits[0].float().max().cpu().reshape(1))
         if "topk" in name:
-            assert torch.equal(ids.long().cpu(), order.cpu()), f"{name}: ids differ"
-            assert torch.allclose(w.cpu(), want_w.cpu(), rtol=1e-5, atol=1e-6), f"{name}: weights differ"
+            # the same experts up to near-ties (the GPU's exp / division differ from torch's in
+            # the last bits, as moe_routing.verify allows): the chosen scores equal the
+            # reference's k largest, and the weights are those of the chosen experts
+            got = ids.long()
+            assert bool(((got >= 0) & (got < E)).all()), f"{name}: ids out of range"
+            assert torch.allclose(s.gather(1, got).cpu(), s.gather(1, order).cpu(), rtol=1e-6, atol=0), \
+                f"{name}: ids differ beyond near-ties"
+            own = s0.gather(1, got)
+            own = (own / own.sum(1, keepdim=True) if renorm else own) * scaling
+            assert torch.allclose(w.cpu(), own.cpu(), rtol=1e-5, atol=1e-6), f"{name}: weights differ"
         if "fill" in name:
             assert bool((sorted_ids == pad).all()) and bool((expert_ids == -1).all()), f"{name}: fill"
         if time_fn is not None:

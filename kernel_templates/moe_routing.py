@@ -892,7 +892,7 @@ def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[A
     out = []
     for phase in ((0,) if fused else (1, 2)):
         if phase == 2 and prefix:
-            pc = _prefix_meta(np_, E)
+            pc = dict(_prefix_meta(np_, E))  # a copy: the cached dict is shared
             psig = {"cnt_ptr": "*i32", "before_ptr": "*i32", "tot_ptr": "*i32", "NP": "i32", "E": "i32"}
             out.append((_moe_prefix_kernel, {**psig, **{name: "constexpr" for name in pc}}, pc))
         c = dict(cx, PHASE=phase, FUSED=fused, GRID_SYNC=fused and np_ > 1, PREFIX=prefix and phase == 2)

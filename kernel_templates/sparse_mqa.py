@@ -1086,9 +1086,10 @@ SMS = 132  # H200
 
 
 def default_splits(w: Workload, block_n: int, sms: int = SMS, per_sm: int = 4, min_tiles: int = 1,
-                   cap: int = 512) -> int:
-    """Splits (a power of two, rounded down) for about ``per_sm`` scoring programs an SM
-    over the batch, none shorter than ``min_tiles`` tiles, at most ``cap``.
+                   cap: int = 512, round_up: bool = False) -> int:
+    """Splits (a power of two) for about ``per_sm`` scoring programs an SM over the batch
+    (rounded down, or up with ``round_up``: the merge path's older rule), none shorter than
+    ``min_tiles`` tiles, at most ``cap``.
 
     Why 4 an SM: the radix / row scoring kernel keeps one or two key tiles in flight a
     program (sm_90, Triton 3.6: one 8 KB async-copy buffer at num_stages 2-4, 96 registers
@@ -1098,7 +1099,8 @@ def default_splits(w: Workload, block_n: int, sms: int = SMS, per_sm: int = 4, m
     floor, at B=1 (128 splits, one an SM) 18%.
     B = 8, 32, 128 get the splits they had; B = 1 goes from 128 to 512 (and short rows to
     one tile a program instead of eight)."""
-    limit = min(max(1, per_sm * sms // w.batch), max(1, w.context // (min_tiles * block_n)), cap)
+    want = next_power_of_2(max(1, cdiv(per_sm * sms, w.batch))) if round_up else per_sm * sms // w.batch
+    limit = min(max(1, want), max(1, w.context // (min_tiles * block_n)), cap)
     s = 1
     while s * 2 <= limit:
         s *= 2
@@ -1184,7 +1186,7 @@ def merge_config(workload: Workload) -> dict[str, Any]:
     prunes, then merge levels of up to 8 lists (for comparisons; the tuner can still pick it)."""
     w = workload
     c = radix_config(w)
-    S = default_splits(w, c["BLOCK_N"], per_sm=2, min_tiles=8, cap=128)  # every split one more list to merge
+    S = default_splits(w, c["BLOCK_N"], per_sm=2, min_tiles=8, cap=128, round_up=True)  # every split one more list
     return dict(c, NUM_SPLITS=S, TOPK_ALGO="merge", MERGE_GROUP=min(8, max(2, S)), TOPK_BLOCK=1024,
                 TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, num_stages=2)
 

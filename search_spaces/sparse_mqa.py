@@ -69,7 +69,7 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
     values ``constraints`` pins (the other top-k paths' knobs, the MXFP4 knobs for fp8 keys,
     the word decode without the FP8 MMA, the merge group of a single list, the ranking
     block when sorting), and the radix passes' programs capped where the launcher caps
-    them. Without it a uniform draw was admitted about one time in 50-100 (four merge-only
+    them. Without it a uniform draw was admitted about one time in 1000-2000 (four merge-only
     knobs alone pin 1 in 64 radix draws) and studies ended on their rejection streak."""
     c = dict(config)
     w = workload

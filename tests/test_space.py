@@ -73,4 +73,4 @@ def test_canonical_makes_sparse_draws_admissible():
         draws = [{p: rng.choice(v.values()) for p, v in k.space.items()} for _ in range(1000)]
         raw = sum(k.constraints(c, w) for c in draws)
         canon = sum(k.constraints(k.canonical(c, w), w) for c in draws)
-        assert raw < 10 and canon > 300, (w, raw, canon)
+        assert canon > 300 and canon > 20 * raw, (w, raw, canon)

@@ -650,8 +650,8 @@ def test_default_configs_fit_sm90():
 @pytest.mark.gpu
 @pytest.mark.parametrize("profile", ["dsv32", "dsv41-flash"])
 def test_gpu_default_configs(profile, device):
-    """The defaults on the GPU: 128 splits at B=4, 512 at B=1 (one 16-tile chunk each), the
-    row path's 32 at 8K (dsv41-flash), all at RADIX_SCORE_STAGES; next_n 1 and 2."""
+    """The defaults on the GPU: 128 splits at B=4 16K and 512 at B=1 64K (two 64-key tiles a
+    split), the row path's 32 at 8K (dsv41-flash), all at RADIX_SCORE_STAGES; next_n 1 and 2."""
     for w in (M.Workload(4, 16384, 1, profile), M.Workload(4, 16384, 2, profile), M.Workload(1, 65536, 1, profile),
               M.Workload(2, 8192, 2, profile)):
         inp = M.make_inputs(w, device, 0)
