@@ -7,12 +7,7 @@
 #  3. engram: the benchmark with the layer sized to the lookup's time; the host gather probe;
 #  4. MoE T=16 dsv3 re-tune (re-times the earlier 6.9 us config first), export, MoE benchmark.
 set -u
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COLUMNS=160
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"; L=$OUT/logs
-T="python3 -m tuner.cli.main"
-P="--pack packs/nvidia-h200 --out $OUT"
-t0=$SECONDS
+. benchmarks/device_runs/env.sh
 timeout 60 python3 -m pytest -q -m gpu -x tests/test_sparse_mqa.py > "$L/gpu_tests.log" 2>&1
 echo "[$((SECONDS-t0)) s] sparse gpu tests (new defaults: 512 splits, stages 5) rc=$?"
 timeout 160 python3 benchmarks/sparse_mqa.py $P --batch 1,32 --next-n 1 --context 8192,131072,524288 --no-baseline \

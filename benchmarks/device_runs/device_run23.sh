@@ -6,12 +6,7 @@
 #  - sparse_mqa B=1 and B=32 at 128K / 512K, next_n 1: NUM_SPLITS up to 512, num_stages 5;
 #  - mHC seam T=1024 / 4096 at D=5120: the latency-bound seam with more programs resident.
 set -u
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COLUMNS=160
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"; L=$OUT/logs
-T="python3 -m tuner.cli.main"
-P="--pack packs/nvidia-h200 --out $OUT"
-t0=$SECONDS
+. benchmarks/device_runs/env.sh
 timeout 270 $T sparse-mqa --profile dsv32,dsv41-flash --batch 1,32 --context 131072,524288 --next-n 1 \
     --budget 230s --retune > "$L/sparse_tune.log" 2>&1; echo "[$((SECONDS-t0)) s] sparse tune rc=$?"
 timeout 90 $T mhc --op seam --tokens 1024,4096 --dim 5120 --budget 60s --retune > "$L/mhc_tune.log" 2>&1
