@@ -2,11 +2,7 @@
 # Device call (session 4, call 1): the layer GEMM's resources under ncu, one-warp engram
 # prefetch overlap, sparse_mqa MX_WORD_DECODE, MoE prefix-scan tuning, nvfp4 SDPA ratio.
 set -u
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COLUMNS=160
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"; L=$OUT/logs
-T="python3 -m tuner.cli.main"
-t0=$SECONDS
+. benchmarks/device_runs/env.sh
 M=launch__grid_size,launch__block_size,launch__registers_per_thread,launch__shared_mem_per_block_dynamic,launch__shared_mem_per_block_static,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__occupancy_limit_blocks,launch__waves_per_multiprocessor,launch__occupancy_per_block_size
 timeout 60 ncu --clock-control none --metrics $M -c 3 python3 -c "
 import torch

@@ -2,11 +2,7 @@
 # Device call (session 4, call 2): co-resident engram prefetch (MAXNREG / CARVEOUT),
 # sparse_mqa dsv41-flash re-tuned with the word decode default, MoE and sparse_mqa benchmarks.
 set -u
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COLUMNS=160
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"; L=$OUT/logs
-T="python3 -m tuner.cli.main"
-t0=$SECONDS
+. benchmarks/device_runs/env.sh
 B='"num_warps":1,"GRID_SM_FRAC":1.0,"num_stages":1,"DEDUP":false'
 C="[{\"ROWS\":1,$B,\"MAXNREG\":32},{\"ROWS\":1,$B,\"MAXNREG\":32,\"CARVEOUT\":100},{\"ROWS\":2,$B,\"MAXNREG\":32},{\"ROWS\":2,$B,\"MAXNREG\":32,\"CARVEOUT\":100},{\"ROWS\":4,$B,\"MAXNREG\":32,\"CARVEOUT\":100},{\"ROWS\":64,\"num_warps\":16,\"GRID_SM_FRAC\":0.125,\"num_stages\":3,\"DEDUP\":false}]"
 timeout 170 python3 benchmarks/engram_sweep.py --points host:256,host:4096 --table-rows 1048576 --overlap-configs "$C" > "$L/engram_overlap.log" 2>&1; echo "[$((SECONDS-t0)) s] engram rc=$?"

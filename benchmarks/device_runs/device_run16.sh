@@ -2,10 +2,7 @@
 # Device call (session 4, call 3): engram prefetch as whole clusters of CTAs (NUM_CTAS),
 # so the lookup takes SM pairs and leaves the GEMM's 2-CTA clusters their 64 pairs.
 set -u
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COLUMNS=160
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"; L=$OUT/logs
-t0=$SECONDS
+. benchmarks/device_runs/env.sh
 B='"num_stages":3,"DEDUP":false'
 C="[{\"ROWS\":64,\"num_warps\":32,\"NUM_CTAS\":2,\"GRID_SM_FRAC\":0.01515,$B},{\"ROWS\":64,\"num_warps\":16,\"NUM_CTAS\":2,\"GRID_SM_FRAC\":0.01515,$B},{\"ROWS\":64,\"num_warps\":32,\"NUM_CTAS\":2,\"GRID_SM_FRAC\":0.0303,$B},{\"ROWS\":64,\"num_warps\":32,\"NUM_CTAS\":1,\"GRID_SM_FRAC\":0.0303,$B},{\"ROWS\":128,\"num_warps\":32,\"NUM_CTAS\":2,\"GRID_SM_FRAC\":0.01515,$B},{\"ROWS\":64,\"num_warps\":32,\"NUM_CTAS\":4,\"GRID_SM_FRAC\":0.00758,$B},{\"ROWS\":64,\"num_warps\":16,\"GRID_SM_FRAC\":0.125,$B}]"
 timeout 300 python3 benchmarks/engram_sweep.py --points host:256,host:4096 --table-rows 1048576 --overlap-configs "$C" > "$L/engram_overlap.log" 2>&1; echo "[$((SECONDS-t0)) s] engram rc=$?"

@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
 # Device call (session 4, call 4): larger tiles for the 2-cluster engram prefetch (run 16: 85-87% hidden).
 set -u
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COLUMNS=160
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"; L=$OUT/logs
-t0=$SECONDS
+. benchmarks/device_runs/env.sh
 B='"num_stages":3,"DEDUP":false'
 C="[{\"ROWS\":128,\"num_warps\":32,\"NUM_CTAS\":2,\"GRID_SM_FRAC\":0.01515,$B},{\"ROWS\":256,\"num_warps\":32,\"NUM_CTAS\":2,\"GRID_SM_FRAC\":0.01515,$B},{\"ROWS\":128,\"num_warps\":32,\"NUM_CTAS\":2,\"GRID_SM_FRAC\":0.01515,\"num_stages\":4,\"DEDUP\":false},{\"ROWS\":256,\"num_warps\":32,\"NUM_CTAS\":2,\"GRID_SM_FRAC\":0.01515,\"num_stages\":2,\"DEDUP\":false},{\"ROWS\":256,\"num_warps\":16,\"NUM_CTAS\":2,\"GRID_SM_FRAC\":0.01515,$B}]"
 timeout 300 python3 benchmarks/engram_sweep.py --points host:256,host:4096 --table-rows 1048576 --overlap-configs "$C" > "$L/engram_overlap.log" 2>&1; echo "[$((SECONDS-t0)) s] engram rc=$?"

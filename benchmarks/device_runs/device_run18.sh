@@ -2,15 +2,10 @@
 # Device call (session 4, call 5): sparse_mqa dsv32 re-tune at B=32, export, then every
 # family's benchmark with that pack (engram's prefetch now two 2-CTA clusters), GPU tests.
 set -u
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COLUMNS=160
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"; L=$OUT/logs
-T="python3 -m tuner.cli.main"
-t0=$SECONDS
+. benchmarks/device_runs/env.sh
 timeout 150 $T sparse-mqa --profile dsv32 --batch 32 --context 131072,524288 --next-n 1 --budget 100s --retune > "$L/sparse_tune.log" 2>&1; echo "[$((SECONDS-t0)) s] sparse tune rc=$?"
 cp results.db "$OUT/results.db"
 $T export --out packs/nvidia-h200 > "$L/export.log" 2>&1 && $T verify-pack packs/nvidia-h200 >> "$L/export.log" 2>&1; echo "export rc=$?"; cp -r packs/nvidia-h200 "$OUT/pack"
-P="--pack packs/nvidia-h200 --out $OUT"
 timeout 80 python3 benchmarks/sparse_mqa.py $P --quick > "$L/sparse_mqa_bench.log" 2>&1; echo "[$((SECONDS-t0)) s] sparse rc=$?"
 timeout 80 python3 benchmarks/engram.py $P --tokens 256,4096 --table-rows 8M > "$L/engram_bench.log" 2>&1; echo "[$((SECONDS-t0)) s] engram rc=$?"
 timeout 40 python3 benchmarks/moe_routing.py $P > "$L/moe_bench.log" 2>&1; echo "[$((SECONDS-t0)) s] moe rc=$?"

@@ -3,11 +3,8 @@
 # (SM clocks sampled per phase; uniform rows with little L2 reuse vs Zipfian), and the
 # sparse_mqa one-launch row top-k against the radix path, and MoE's direct kernel (T <= 4).
 set -u
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COLUMNS=160
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"; L=$OUT/logs
+. benchmarks/device_runs/env.sh
 cp .whl/moe_routing_head.py kernel_templates/moe_routing.py; cp .whl/moe_space_head.py search_spaces/moe_routing.py  # the committed MoE (a helper is editing the tree)
-t0=$SECONDS
 C='[{"ROWS":128,"num_warps":32,"NUM_CTAS":2,"GRID_SM_FRAC":0.01515,"num_stages":3,"DEDUP":false}]'
 nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw --format=csv,noheader -lms 10 > "$L/clocks.csv" 2>&1 &
 SMI=$!

@@ -2,11 +2,7 @@
 # Device call (session 4, call 8): MoE T=16 re-tuned with the direct kernel capped at T=8
 # (run 20: direct lost at T=16), export, the MoE benchmark with the final pack.
 set -u
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 COLUMNS=160
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT/logs"; L=$OUT/logs
-T="python3 -m tuner.cli.main"
-t0=$SECONDS
+. benchmarks/device_runs/env.sh
 timeout 100 $T moe-routing --tokens 16 --profile dsv3,dsv41-flash,dsv4-flash --budget 60s --retune > "$L/moe_tune.log" 2>&1; echo "[$((SECONDS-t0)) s] moe tune rc=$?"
 cp results.db "$OUT/results.db"
 $T export --out packs/nvidia-h200 > "$L/export.log" 2>&1 && $T verify-pack packs/nvidia-h200 >> "$L/export.log" 2>&1; echo "export rc=$?"; cp -r packs/nvidia-h200 "$OUT/pack"
