@@ -35,8 +35,8 @@ _MAX_DEDUP_ROWS = 16
 
 def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
     """The config the study evaluates for a draw: a chunk as large as the rows is no chunk
-    (CHUNK_ROWS 0), and the grid fraction is the smallest one giving the same grid (what
-    ``constraints`` keeps of configs that only duplicate each other)."""
+    (CHUNK_ROWS 0), and the grid fraction is the smallest one giving the same grid. The
+    others only duplicate these: ``constraints`` rejects every config this changes."""
     c = dict(config)
     n = max(1, workload.tokens) * ROWS_PER_TOKEN
     if c["CHUNK_ROWS"] and c["CHUNK_ROWS"] >= n:
@@ -60,17 +60,7 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     n = max(1, workload.tokens) * ROWS_PER_TOKEN
     if rows > max(2, triton.next_power_of_2(n)):
         return False  # lanes with no row
-    chunk = config["CHUNK_ROWS"]
-    if chunk and chunk >= n:
-        return False  # one launch: the same as CHUNK_ROWS = 0
-    # A larger grid fraction that yields the same grid as a smaller one only duplicates it.
-    sms = sm_count_hint()
-    per_launch = min(chunk or n, n)
-    progs = grid_programs(per_launch, config, sms)
-    smaller = [f for f in GRID_SM_FRACS if f < config["GRID_SM_FRAC"]]
-    if smaller and grid_programs(per_launch, dict(config, GRID_SM_FRAC=max(smaller)), sms) == progs:
-        return False
-    return True
+    return canonical(config, workload) == config  # else a duplicate (see canonical)
 
 
 _TOKENS = (1, 16, 64, 256, 4096, 16384)

@@ -99,8 +99,13 @@ def reg_estimate(config: dict[str, Any], op: str) -> float:
 
 
 def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
-    """The config the study evaluates for a draw: ``SYNC`` 0 (the only value admitted), and
-    for ``post`` the keys it has no use for at ``_POST_FIXED``."""
+    """The config the study evaluates for a draw: ``SYNC`` 0, and for ``post`` the keys it has
+    no use for at ``_POST_FIXED``; ``constraints`` rejects every config this changes.
+
+    SYNC 1 / 2 (the one-launch split) measured 1.06-1.41x slower than SYNC 0 on the H200
+    (benchmarks/NOTES.md, run 11), SYNC 2 needs SPLIT_K programs resident at once, and both
+    share per-stream counters that a concurrent launch on the same stream would corrupt:
+    not admitted for tuning; the kernels stay, tested, for later experiments."""
     c = dict(config, SYNC=0)
     if workload.op == "post":
         c.update(_POST_FIXED)
@@ -115,9 +120,9 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     T, D = workload.tokens, workload.dim
     if bt > max(16 if prec != "fma" else 1, _pow2_ceil(T)):
         return False  # lanes with no token
+    if canonical(config, workload) != config:
+        return False  # SYNC != 0, or a post key off _POST_FIXED (see canonical)
     if workload.op == "post":
-        if any(config[k] != v for k, v in _POST_FIXED.items()):
-            return False
         return 6 * bt * bd <= _REGS_PER_THREAD * threads  # 4 streams + y + the new stream
     if prec != "fma" and bt < 16:
         return False  # an MMA needs M >= 16
@@ -125,12 +130,6 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         return False  # some split program would own no columns
     if sk > 1 and (T + bt - 1) // bt * sk > 4096:
         return False  # far past filling the GPU; partials traffic grows as SPLIT_K^2
-    if config["SYNC"] != 0:
-        # The one-launch split (SYNC 1 / 2) measured 1.06-1.41x slower than SYNC 0 on the H200
-        # (benchmarks/NOTES.md, run 11), SYNC 2 needs SPLIT_K programs resident at once, and
-        # both share per-stream counters that a concurrent launch on the same stream would
-        # corrupt: not admitted for tuning; the kernels stay, tested, for later experiments.
-        return False
     if reg_estimate(config, workload.op) > (_REGS_PER_THREAD_TC if prec in TENSOR_CORE_PRECISIONS
                                             else _REGS_PER_THREAD):
         return False

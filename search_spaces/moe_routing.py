@@ -29,8 +29,8 @@ _MAX_DIRECT_PROGRAMS = 32
 
 def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
     """The config the study evaluates for a draw: chunks no larger than the tokens need and
-    grid caps no larger than the chunks (or, fused, the 256 the SM count caps them at):
-    the smaller configs ``constraints`` keeps of those that only duplicate each other."""
+    grid caps no larger than the chunks (or, fused, the 256 the SM count caps them at).
+    Larger ones only duplicate these: ``constraints`` rejects every config this changes."""
     c = dict(config)
     T = max(1, workload.tokens)
     c["BLOCK_T"] = min(c["BLOCK_T"], triton.next_power_of_2(T))
@@ -54,10 +54,8 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     if prof and prof["n_group"] > 1 and tile > _MAX_PER_THREAD_GROUPED * threads:
         return False  # grouped top-k keeps [BLOCK_T, N_GROUP, GSIZE] key tiles live too
     T = max(1, workload.tokens)
-    chunks = triton.cdiv(T, bt)
-    # Larger chunks or caps than the work needs only duplicate smaller configs.
-    if bt > triton.next_power_of_2(T):
-        return False
+    if canonical(config, workload) != config:
+        return False  # larger chunks or caps than the work needs: a duplicate (see canonical)
     if is_direct(T, config):
         # one program routes, a warp per token or more tokens (more warps would split a token's
         # experts over warps: bar.sync in every top-k round); the rest only share the padding
@@ -67,10 +65,6 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     n_pad = triton.next_power_of_2(bt * top_k)
     if n_pad * n_pad > 2 * _MAX_PER_THREAD * threads:  # the [N, N] same-expert tile (int1)
         return False
-    if config["MAX_PROGRAMS"] > triton.next_power_of_2(chunks):
-        return False
-    if config["FUSED"] and config["MAX_PROGRAMS"] > 256:
-        return False  # capped at the SM count anyway: duplicates of 256
     if config["FUSED"] and interpreting() and grid_programs(T, config)[0] > 1:
         return False  # the interpreter runs programs one after another: the barrier would deadlock
     return True

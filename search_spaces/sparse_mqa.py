@@ -57,7 +57,7 @@ def smem_estimate(config: dict[str, Any], workload: Workload) -> int:
     return 1024 + qr * D_INDEX * (2 if bn < 64 else 1) + ns * bn * key_bytes
 
 
-# canonical values of the parameters a top-k path ignores (other values would only duplicate trials)
+# pinned values of the parameters a top-k path ignores (other values would only duplicate trials)
 _MERGE_ONLY = {"CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024, "SHARE_THRESHOLD": False}
 _RADIX_ONLY = {"TOPK_BLOCK": 1024, "TOPK_SPLITS": 1, "RANK_BLOCK": 64, "PLACE_SORT": False}
 _ROW_IGNORES = {k: v for k, v in _RADIX_ONLY.items() if k != "TOPK_BLOCK"}  # the row path streams TOPK_BLOCK keys
@@ -65,12 +65,14 @@ ROW_MAX_CONTEXT = 131072  # one program streams a whole row: past this the radix
 
 
 def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
-    """The config the study evaluates for a draw: what the draw's own choices ignore at the
-    values ``constraints`` pins (the other top-k paths' knobs, the MXFP4 knobs for fp8 keys,
-    the word decode without the FP8 MMA, the merge group of a single list, the ranking
-    block when sorting), and the radix passes' programs capped where the launcher caps
-    them. Without it a uniform draw was admitted about one time in 1000-2000 (four merge-only
-    knobs alone pin 1 in 64 radix draws) and studies ended on their rejection streak."""
+    """The config the study evaluates for a draw: what the draw's own choices ignore at its
+    pinned value (the other top-k paths' knobs, the MXFP4 knobs for fp8 keys, the word
+    decode without the FP8 MMA, the merge group of a single list, the ranking block when
+    sorting), and the radix passes' programs capped where the launcher caps them (one a
+    block). ``constraints`` rejects every config this changes: it would only duplicate
+    another. Before the study evaluated canonical forms, a uniform draw was admitted about
+    one time in 1000-2000 (four merge-only knobs alone pin 1 in 64 radix draws) and
+    studies ended on their rejection streak."""
     c = dict(config)
     w = workload
     if PROFILES[w.profile]["k_format"] != "mxfp4":
@@ -97,29 +99,15 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     w = workload
     prof = PROFILES[w.profile]
     bn, S, nw = config["BLOCK_N"], config["NUM_SPLITS"], config["num_warps"]
-    mx = prof["k_format"] == "mxfp4"
-    if config["MX_FP8_DOT"] and not mx:
-        return False  # no effect on fp8 keys: would only duplicate trials
-    if config["MX_WORD_DECODE"] and not config["MX_FP8_DOT"]:
-        return False  # only the FP8-MMA decode has a word-wise variant
+    if canonical(config, w) != config:
+        return False  # an ignored knob off its pinned value: a duplicate (see canonical)
     if config["TOPK_ALGO"] == "radix":
-        if any(config[k] != v for k, v in _MERGE_ONLY.items()):
-            return False
         P, rows = config["TOPK_SPLITS"], w.batch * w.next_n
-        if P > 1 and P > triton.next_power_of_2(triton.cdiv(w.context, config["TOPK_BLOCK"])):
-            return False  # the launcher caps it at one program per block: a duplicate
         if P > 1 and rows * P // 2 >= 8 * SMS:
             return False
-        if config["PLACE_SORT"] and config["RANK_BLOCK"] != 64:
-            return False  # (sorting: RANK_BLOCK only chunks the ties)
         if not config["PLACE_SORT"] and config["RANK_BLOCK"] > triton.next_power_of_2(prof["top_k"]):
             return False
-    elif config["TOPK_ALGO"] == "row":
-        if any(config[k] != v for k, v in {**_MERGE_ONLY, **_ROW_IGNORES}.items()):
-            return False
-        if w.context > ROW_MAX_CONTEXT:
-            return False
-    elif any(config[k] != v for k, v in _RADIX_ONLY.items()):
+    elif config["TOPK_ALGO"] == "row" and w.context > ROW_MAX_CONTEXT:
         return False
     if PAGE % bn and bn % PAGE:
         return False
@@ -127,8 +115,6 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         return False
     if S > 1 and w.batch * S // 2 >= 4 * SMS:
         return False
-    if S == 1 and config["MERGE_GROUP"] != 2:
-        return False  # one list: the group size does nothing
     # registers: the fp32 score tile per thread (calibrated, see _MAX_ACC_WORDS)
     qr = triton.next_power_of_2(w.next_n) * triton.next_power_of_2(prof["heads"])
     if bn * qr // (32 * nw) > _MAX_ACC_WORDS[prof["k_format"]]:

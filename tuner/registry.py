@@ -58,7 +58,7 @@ class Kernel:
         that differs from a measured config only there is a duplicate, not a rejection.
         Configs the constraints admit come back unchanged."""
         fn = getattr(self.space_module, "canonical", None)
-        return fn(dict(config), workload) if fn else dict(config)
+        return fn(config, workload) if fn else dict(config)
 
     def feasible(self, workload: Any) -> str | None:
         """Why ``workload`` cannot run here (e.g. memory), or None when it can."""
