@@ -168,6 +168,14 @@ def _order_key(s, idx):
 
 
 @triton.jit
+def _n_visible(seq_len, t, NEXT_N: tl.constexpr, max_len):
+    """Keys query ``t`` of a sequence sees, as ``reference`` counts them: ``seq_len - next_n +
+    t + 1``, at least 0 and at most the block table's ``max_len`` (clamped after the causal
+    offset). The scoring kernel, the radix passes and the row kernel all take it from here."""
+    return tl.minimum(tl.maximum(seq_len - NEXT_N + t + 1, 0), max_len)
+
+
+@triton.jit
 def _select_digit(hist, want):
     """Radix-select step over a 256-bin digit histogram (of the keys matching the prefix so
     far): the digit of the ``want``-th largest key (-1: fewer keys than ``want``, all
@@ -450,7 +458,7 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
     # is the scored range, so a seq_len beyond it never writes past the row of scores
     seq_raw = tl.load(seqlen_ptr + b)
     seq_len = tl.minimum(seq_raw, max_len)
-    n_vis = tl.minimum(tl.maximum(seq_raw - NEXT_N + tok + 1, 0), max_len)  # [TP] keys each token sees
+    n_vis = _n_visible(seq_raw, tok, NEXT_N, max_len)  # [TP] keys each token sees
     n_vis = tl.where(tok < NEXT_N, n_vis, 0)
     chunk = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
     start = split * chunk
@@ -597,8 +605,7 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
     rs = rs_ptr + row * _RS
     if FROM_LOGITS:
         t = row % NEXT_N
-        n = tl.load(seqlen_ptr + row // NEXT_N) - NEXT_N + t + 1
-        n = tl.minimum(tl.maximum(n, 0), max_len)
+        n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
         src = logits_ptr + row.to(tl.int64) * max_len
     else:
         n = tl.load(rs + SRC_CNT)
@@ -731,8 +738,7 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
        first), the indices written, -1 past the keys there are."""
     row = tl.program_id(0)
     t = row % NEXT_N
-    # the scoring kernel's (and the reference's) visibility: clamped to the block table
-    n = tl.minimum(tl.maximum(tl.load(seqlen_ptr + row // NEXT_N) - NEXT_N + t + 1, 0), max_len)
+    n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
     bins = tl.arange(0, 256)
     hs = tl.arange(0, HIST_ROWS)
     hist = tl.zeros([256], tl.int32)
