@@ -4,15 +4,14 @@
 
 The engram benchmark measures a random 264-B row gather from a pinned host table at
 ~13.7 GB/s against 48 GB/s for the same rows read in order, and huge pages (THP,
-registered) change nothing. This probe separates the candidate limits in one run:
+registered) change nothing; the row layout does not matter either (run 10, engram_sweep.py:
+264-, 256-, 288-B rows 12.6-13.1 GB/s). This probe separates the other candidate limits in
+one run, with the engram benchmark's gather kernel (``engram._gather_kernel``):
 
 - **span**: random rows drawn from the first 1/1, 1/2, 1/4, 1/8 of the table (every span
   larger than the L2, so repeats stay rare). A rate that climbs as the span shrinks points
   at address translation (the GPU's TLB reach over 4 KiB-mapped host pages, or the host
   IOMMU); a flat rate points at the PCIe request rate itself.
-- **layout**: the 264-B packed row (8-B aligned, 3-4 128-B lines), a 256-B aligned code row
-  alone (2 lines), and 256-B codes plus 8-B scales from a separate plane (the split layout
-  a table could use instead).
 - **allocation**: ``cudaHostAlloc`` (torch ``pin_memory``), THP + ``cudaHostRegister`` (the
   ``host_thp`` placement), and, where the driver offers it, a CUDA VMM host allocation
   (``cuMemCreate`` with ``CU_MEM_LOCATION_TYPE_HOST``, or ``HOST_NUMA`` node 0 on CUDA 12
@@ -26,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import functools
 import json
 import sys
 import time
@@ -37,36 +35,6 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-
-
-@functools.lru_cache(maxsize=1)
-def _kernel():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def gather(src_ptr, idx_ptr, dst_ptr, n, stride, scale_base, scale_stride,
-               CODE: tl.constexpr, SCALE: tl.constexpr, SPLIT: tl.constexpr, ROWS: tl.constexpr):
-        """Rows ``idx`` of ``CODE`` bytes at ``idx * stride``, plus ``SCALE`` bytes right after
-        the codes (SPLIT=False) or at ``scale_base + idx * scale_stride`` (SPLIT=True)."""
-        col = tl.arange(0, CODE)
-        scol = tl.arange(0, 8)
-        for blk in range(tl.program_id(0), tl.cdiv(n, ROWS), tl.num_programs(0)):
-            j = blk * ROWS + tl.arange(0, ROWS)
-            m = j < n
-            r = tl.load(idx_ptr + j, mask=m, other=0)
-            base = tl.multiple_of(r * stride, 8)
-            v = tl.load(src_ptr + base[:, None] + col[None, :], mask=m[:, None])
-            tl.store(dst_ptr + j.to(tl.int64)[:, None] * (CODE + 8) + col[None, :], v, mask=m[:, None])
-            if SCALE:
-                if SPLIT:
-                    sb = tl.multiple_of(scale_base + r * scale_stride, 8)
-                else:
-                    sb = base + CODE
-                s = tl.load(src_ptr + sb[:, None] + scol[None, :], mask=m[:, None])
-                tl.store(dst_ptr + j.to(tl.int64)[:, None] * (CODE + 8) + CODE + scol[None, :], s, mask=m[:, None])
-
-    return gather
 
 
 # -- CUDA VMM host allocation through the driver API (ctypes) --------------------------------
@@ -168,21 +136,20 @@ class VmmHostBuffer:
 
 # -- the probe -----------------------------------------------------------------------------
 def _tables(rows: int) -> list[tuple[str, Any, Any, Any]]:
-    """(name, uint8 table of rows * 264 B + a scale plane, kernel pointer arg, closer)."""
+    """(name, uint8 table of rows x 264 B, kernel pointer arg, closer)."""
     import torch
 
-    from kernel_templates.engram import EngramTable
+    from kernel_templates.engram import ROW_BYTES, EngramTable
 
-    nbytes = rows * 264 + rows * 8  # packed rows (or a 256-B code plane) + a separate 8-B scale plane
+    nbytes = rows * ROW_BYTES
     out: list[tuple[str, Any, Any, Any]] = []
     hbm = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
     out.append(("hbm", hbm, hbm, lambda: None))
     pinned = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
     out.append(("cudaHostAlloc", pinned, _uva(pinned), lambda: None))
-    thp_rows = -(-nbytes // 264)
-    t = EngramTable(thp_rows, "host_thp")
+    t = EngramTable(rows, "host_thp")
     if t.placement == "host_thp":
-        flat = t.data.view(-1)[:nbytes]
+        flat = t.data.view(-1)
         out.append((f"thp+register ({t.huge_page_bytes >> 20} MiB huge)", flat, _uva(flat), t.close))
     else:
         print(f"host_thp unavailable: {t.reason}")
@@ -217,74 +184,56 @@ def _fill(buf: Any) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
+    from engram import _gather_kernel  # benchmarks/engram.py: the ceiling's 264-B row gather
+    from kernel_templates.engram import ROW_BYTES
     from tuner.timing import bench
 
-    kern = _kernel()
+    kern = _gather_kernel()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows, n = args.rows, args.gathers
-    dst = torch.empty(n, 264, dtype=torch.uint8, device="cuda")
-    layouts = {"packed264": dict(stride=264, CODE=256, SCALE=True, SPLIT=False),
-               "codes256": dict(stride=256, CODE=256, SCALE=False, SPLIT=False),
-               "codes256+plane8": dict(stride=256, CODE=256, SCALE=True, SPLIT=True)}
+    dst = torch.empty(n, ROW_BYTES, dtype=torch.uint8, device="cuda")
+    cols = torch.arange(ROW_BYTES)
     result: dict[str, Any] = {"rows": rows, "gathers": n, "device": torch.cuda.get_device_name(0), "points": []}
     for name, buf, arg, close in _tables(rows):
         t0 = time.time()
         _fill(buf)
-        scale_base = rows * 264  # the scale plane after the rows
         for span_div in args.spans:
             span = rows // span_div
             idx = torch.randint(0, span, (n,), device="cuda", generator=torch.Generator(device="cuda").manual_seed(span_div))
-            for lname, lay in layouts.items():
-                stride = lay["stride"]
-                kw = dict(CODE=lay["CODE"], SCALE=lay["SCALE"], SPLIT=lay["SPLIT"])
-                # correctness first: the gathered bytes equal plain indexing of the same rows
-                dev = buf.device
-                b = idx.long().to(dev) * stride
-                want = [buf[b[:, None] + torch.arange(256, device=dev)[None, :]]]
-                if lay["SCALE"]:
-                    sb = scale_base + idx.long().to(dev) * 8 if lay["SPLIT"] else b + 256
-                    want.append(buf[sb[:, None] + torch.arange(8, device=dev)[None, :]])
-                checked = False
-                best = (0.0, None)
-                for rows_per, progs in ((16, sms), (32, 2 * sms), (64, 4 * sms), (16, 8 * sms)):
-                    grid = (min(progs, -(-n // rows_per)),)
+            # correctness first: the gathered rows equal plain indexing of the same rows
+            want = buf[idx.long().to(buf.device)[:, None] * ROW_BYTES + cols.to(buf.device)[None, :]].cpu()
+            best = (0.0, None)
+            for rows_per, progs in ((16, sms), (32, 2 * sms), (64, 4 * sms), (16, 8 * sms)):
+                grid = (min(progs, -(-n // rows_per)),)
 
-                    def call() -> None:
-                        kern[grid](arg, idx, dst, n, stride, scale_base, 8, ROWS=rows_per, num_warps=4, **kw)
+                def call() -> None:
+                    kern[grid](arg, idx, dst, n, ROW_BYTES, ROWS=rows_per, num_warps=4)
 
-                    if not checked:
-                        dst.zero_()
-                        call()
-                        got = dst.cpu()
-                        if not (torch.equal(got[:, :256], want[0].cpu())
-                                and (len(want) == 1 or torch.equal(got[:, 256:], want[1].cpu()))):
-                            raise AssertionError(f"{name} {lname}: gathered bytes differ from plain indexing")
-                        checked = True
-                    t = bench(call, reps=args.reps, flush_l2=True)
-                    moved = n * (256 + (8 if lay["SCALE"] else 0))
-                    rate = moved / (t.median_us * 1e-6)
-                    if rate > best[0]:
-                        best = (rate, {"rows_per_program": rows_per, "programs": grid[0], "median_us": t.median_us})
-                result["points"].append({"alloc": name, "span_rows": span, "span_bytes": span * stride,
-                                         "layout": lname, "bytes_per_s": best[0], "rows_per_s": best[0] / moved * n,
-                                         **best[1]})
-                print(f"{name:32s} span {span * stride / 2**30:6.2f} GiB {lname:16s} "
-                      f"{best[0] / 1e9:7.1f} GB/s {best[0] / moved * n / 1e6:7.1f} Mrows/s", flush=True)
+                if best[1] is None:
+                    dst.zero_()
+                    call()
+                    if not torch.equal(dst.cpu(), want):
+                        raise AssertionError(f"{name}: gathered bytes differ from plain indexing")
+                t = bench(call, reps=args.reps, flush_l2=True)
+                rate = n * ROW_BYTES / (t.median_us * 1e-6)
+                if rate > best[0]:
+                    best = (rate, {"rows_per_program": rows_per, "programs": grid[0], "median_us": t.median_us})
+            result["points"].append({"alloc": name, "span_rows": span, "span_bytes": span * ROW_BYTES,
+                                     "bytes_per_s": best[0], "rows_per_s": best[0] / ROW_BYTES, **best[1]})
+            print(f"{name:32s} span {span * ROW_BYTES / 2**30:6.2f} GiB {best[0] / 1e9:7.1f} GB/s "
+                  f"{best[0] / ROW_BYTES / 1e6:7.1f} Mrows/s", flush=True)
         print(f"({name}: {time.time() - t0:.1f} s)", flush=True)
         close()
     return result
 
 
 def _table(result: dict[str, Any]) -> str:
-    lines = [f"random row gather, {result['gathers']} rows a call, {result['device']}",
-             f"{'allocation':32s} {'span GiB':>8s} " + " ".join(f"{k:>16s}" for k in
-                                                            ("packed264", "codes256", "codes256+plane8"))]
-    keys = dict.fromkeys((p["alloc"], p["span_rows"]) for p in result["points"])  # measured order
-    for a, s in keys:
-        row = {p["layout"]: p for p in result["points"] if p["alloc"] == a and p["span_rows"] == s}
-        lines.append(f"{a:32s} {s * 264 / 2**30:8.2f} " + " ".join(
-            f"{row[k]['bytes_per_s'] / 1e9:11.1f} GB/s" if k in row else f"{'-':>16s}"
-            for k in ("packed264", "codes256", "codes256+plane8")))
+    spans = sorted({p["span_bytes"] for p in result["points"]}, reverse=True)
+    lines = [f"random 264-B row gather, {result['gathers']} rows a call, {result['device']}; GB/s by span",
+             f"{'allocation':32s} " + " ".join(f"{s / 2**30:8.2f} GiB" for s in spans)]
+    for a in dict.fromkeys(p["alloc"] for p in result["points"]):  # measured order
+        by = {p["span_bytes"]: p["bytes_per_s"] for p in result["points"] if p["alloc"] == a}
+        lines.append(f"{a:32s} " + " ".join(f"{by[s] / 1e9:12.1f}" if s in by else f"{'-':>12s}" for s in spans))
     return "\n".join(lines)
 
 

@@ -498,24 +498,19 @@ def test_benchmark_help_on_cpu():
     assert r.returncode == 0 and "--spans" in r.stdout, r.stderr[-2000:]
 
 
-@pytest.mark.parametrize("stride, scale, split", [(264, True, False), (256, False, False), (256, True, True)])
-def test_host_gather_probe_kernel_gathers_the_layouts(stride, scale, split):
-    """The probe's gather (packed 264-B rows, 256-B code rows, codes + a separate scale plane)
-    equals plain indexing, through the interpreter."""
+def test_benchmark_gather_kernel_gathers_rows():
+    """The raw 264-B row gather the engram benchmark measures its ceiling with (and the host
+    gather probe reuses) equals plain indexing, through the interpreter."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import host_gather_probe as P
+    import engram as B
 
     rows, n = 50, 37
-    g = torch.Generator().manual_seed(stride + scale + split)
-    buf = torch.randint(0, 256, (rows * 272,), dtype=torch.uint8, generator=g)
+    g = torch.Generator().manual_seed(3)
+    buf = torch.randint(0, 256, (rows * E.ROW_BYTES,), dtype=torch.uint8, generator=g)
     idx = torch.randint(0, rows, (n,), generator=g)
-    dst = torch.zeros(n, 264, dtype=torch.uint8)
-    P._kernel()[(3,)](buf, idx, dst, n, stride, rows * 264, 8, CODE=256, SCALE=scale, SPLIT=split, ROWS=16)
-    b = idx * stride
-    assert torch.equal(dst[:, :256], buf[b[:, None] + torch.arange(256)[None, :]])
-    sb = rows * 264 + idx * 8 if split else b + 256
-    want = buf[sb[:, None] + torch.arange(8)[None, :]] if scale else torch.zeros(n, 8, dtype=torch.uint8)
-    assert torch.equal(dst[:, 256:], want)
+    dst = torch.zeros(n, E.ROW_BYTES, dtype=torch.uint8)
+    B._gather_kernel()[(3,)](buf, idx, dst, n, E.ROW_BYTES, ROWS=16)
+    assert torch.equal(dst, buf[idx[:, None] * E.ROW_BYTES + torch.arange(E.ROW_BYTES)[None, :]])
 
 
 # ----------------------------------------------------------------------------- what the GPU tests launch
