@@ -8,8 +8,9 @@ the rate of a raw random 264-B row gather over PCIe (and a sequential one) are m
 first; the floor of a workload is its bytes over the matching ceiling. Every config is
 verified against the reference before it is timed. Overlap: a lookup submitted through
 ``EngramPrefetcher`` before a simulated layer (bf16 GEMMs sized until the measured layer
-lasts as long as the lookup, within 0.5% or the closest of three sizings) on the main stream; hidden = (lookup + layer - both) / lookup. Raw numbers go to
-``--out`` as JSON; a short table is printed last, with the issue's targets.
+lasts as long as the lookup, within 0.5% or the closest of three sizings) on the main
+stream; hidden = (lookup + layer - both) / lookup. Raw numbers go to ``--out`` as JSON; a
+short table is printed last, with the issue's targets.
 """
 from __future__ import annotations
 
@@ -202,17 +203,17 @@ def _equal_layer(target_us: float, reps: int, rounds: int = 3) -> tuple[tuple[in
         return (k, max(eighths, 1 if k == 0 else 0) * 128)
 
     units = target_us / bench(make(1, 0), graph=True, flush_l2=False, reps=reps).median_us
-    best: tuple[float, tuple[int, int], float, Any] | None = None
+    best: tuple[float, tuple[int, int], Any] | None = None  # (miss in us, shape, layer)
     for _ in range(rounds):
         shape = split(units)
         layer = make(*shape)
         t = bench(layer, graph=True, flush_l2=False, reps=reps).median_us
         if best is None or abs(t - target_us) < best[0]:
-            best = (abs(t - target_us), shape, t, layer)
+            best = (abs(t - target_us), shape, layer)
         if best[0] <= 0.005 * target_us:
             break
         units *= target_us / t
-    return best[1], best[3]
+    return best[1], best[2]
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
