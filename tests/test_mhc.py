@@ -104,6 +104,28 @@ def test_one_launch_split(op, sync, device):
         assert torch.equal(a, b)
 
 
+def test_finish_launch_tiles(device, monkeypatch):
+    """The split-K finish launch tiles D on its own (``finish_tiles``): chunks of whole
+    U_BLOCK_D tiles covering D once, never narrower than the first launch's BLOCK_D (or D); with
+    two chunks, the last one and its last tile short, u equals the reference and the
+    one-launch SYNC 1 path's (whose u pass steps by BLOCK_D) bit for bit."""
+    for T in (1, 37, 1024, 4096):
+        for D in (48, 336, 4096, 5120):
+            for bt, nw, bd in ((16, 4, 32), (64, 4, 16), (4, 1, 256), (16, 1, 16)):
+                ubd, chunk = mhc.finish_tiles(T, D, bt, nw, bd)
+                n = -(-D // chunk)
+                assert chunk % ubd == 0 and min(bd, 1 << (D - 1).bit_length()) <= ubd <= 256 and (n - 1) * chunk < D <= n * chunk, (T, D, bt, nw, bd)
+    assert mhc.finish_tiles(37, 336, 16, 1, 16, sms=2) == (64, 192)
+    monkeypatch.setattr(mhc, "_sm_count", lambda dev: 2)  # 2 chunks of 3 tiles, the second 2.25
+    wl = mhc.Workload("seam", 37, 336)
+    inputs = mhc.make_inputs(wl, device, 5)
+    base = dict(BLOCK_T=16, BLOCK_D=16, SPLIT_K=4, DOT_PRECISION="fma", SYNC=0, num_warps=1, num_stages=1)
+    out = mhc.launch(config=base, **inputs)
+    mhc.verify(out, mhc.reference(**inputs), inputs)
+    for a, b in zip(out, mhc.launch(config=dict(base, SYNC=1), **inputs)):
+        assert torch.equal(a, b)
+
+
 def test_sync_scratch_never_regrows():
     """One counter buffer per (device, stream) at its largest size: a larger grid never
     replaces it (graphs captured earlier keep a valid pointer); past the cap, a clear error."""
@@ -193,8 +215,9 @@ def test_space_matches_kernels():
     names = set()
     for kern in (mhc._mhc_pre_kernel, mhc._mhc_seam_kernel, mhc._mhc_finish_kernel, mhc._mhc_post_kernel):
         names |= lowering.constexpr_names(kern)
-    # PHASE is the launcher's (the interpreter's two-launch form of SYNC 2), not a config key
-    assert (names - {"PHASE"}) | {"num_warps", "num_stages"} == set(SPACE)
+    # PHASE is the launcher's (the interpreter's two-launch form of SYNC 2) and U_BLOCK_D
+    # the finish launch's own tiling (finish_tiles), not config keys
+    assert (names - {"PHASE", "U_BLOCK_D"}) | {"num_warps", "num_stages"} == set(SPACE)
     for wl in WORKLOADS + SMALL_WORKLOADS:
         cfg = mhc.default_config(wl)
         assert SPACE.contains(cfg) and constraints(cfg, wl), (wl, cfg)

@@ -1,0 +1,152 @@
+"""Where one call's time goes (GPU): each launched kernel's device time against the call's
+time under CUDA-graph replay. What the kernels do not account for is launch gaps and
+dependencies between launches: the part no kernel tuning can take back.
+
+    python3 benchmarks/kernel_breakdown.py sparse_mqa \\
+        --workload batch=1,context=8192,next_n=1,profile=dsv32 [--workload ...] \\
+        [--pack packs/nvidia-h200] [--config K=V,...] [--calls 20] [--out DIR]
+
+Kernel times come from the CUDA profiler (torch.profiler, CUPTI) over ``--calls`` calls,
+each after the L2 flush the tuner times with (the flush's own kernels are left out); the
+call time is ``tuner.timing.bench_kernel``'s, as the tuner and the benchmarks measure it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def parse_kv(text: str) -> dict[str, Any]:
+    """``a=1,b=x,c=true`` -> ``{"a": 1, "b": "x", "c": True}`` (ints, floats, booleans, strings)."""
+    out: dict[str, Any] = {}
+    for part in filter(None, text.split(",")):
+        key, sep, val = part.partition("=")
+        if not sep or not key:
+            raise ValueError(f"expected KEY=VALUE, got {part!r}")
+        low = val.lower()
+        if low in ("true", "false"):
+            out[key] = low == "true"
+            continue
+        for conv in (int, float):
+            try:
+                out[key] = conv(val)
+                break
+            except ValueError:
+                pass
+        else:
+            out[key] = val
+    return out
+
+
+def kernel_times(events: Iterable[tuple[str, float]], calls: int, skip: set[str]) -> list[tuple[str, float, float]]:
+    """``(name, device us)`` events of ``calls`` calls -> ``(name, launches a call, us a call)``
+    per kernel name, slowest first; names in ``skip`` (the flush's kernels) left out."""
+    n: dict[str, int] = defaultdict(int)
+    us: dict[str, float] = defaultdict(float)
+    for name, t in events:
+        if name in skip:
+            continue
+        n[name] += 1
+        us[name] += t
+    return sorted(((k, n[k] / calls, us[k] / calls) for k in n), key=lambda r: -r[2])
+
+
+def _profile(fn: Callable[[], Any], calls: int, flush: Callable[[], None] | None) -> list[tuple[str, float]]:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            if flush is not None:
+                flush()
+            fn()
+        torch.cuda.synchronize()
+    out = []
+    for e in prof.events():
+        dev = getattr(e, "device_type", None)
+        if dev is not None and "CUDA" not in str(dev):
+            continue
+        t = getattr(e, "device_time", None) or getattr(e, "cuda_time", 0.0)
+        if t:
+            out.append((e.name, float(t)))
+    return out
+
+
+def _short(name: str, width: int = 60) -> str:
+    return name if len(name) <= width else name[: width - 3] + "..."
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("kernel", help="registry name, e.g. sparse_mqa")
+    ap.add_argument("--workload", action="append", required=True, metavar="K=V,...",
+                    help="one workload (repeatable), its axes as in `tune show`")
+    ap.add_argument("--pack", type=Path, default=None, help="pack whose selected config is used (default config if absent)")
+    ap.add_argument("--config", default="", metavar="K=V,...", help="overrides applied on top of the config")
+    ap.add_argument("--calls", type=int, default=20, help="profiled calls per workload")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from tuner import runtime, timing
+    from tuner.registry import get
+
+    if not torch.cuda.is_available():
+        print("kernel_breakdown needs a GPU", file=sys.stderr)
+        return 2
+    k = get(args.kernel)
+    spec = k.spec
+    pack = runtime.load_pack(args.pack) if args.pack else None
+    over = parse_kv(args.config)
+    flush = timing._flush_l2 if spec.cold_l2 else None
+    flush_names = {n for n, _ in _profile(lambda: None, 3, timing._flush_l2)}
+    results = []
+    for text in args.workload:
+        wd = parse_kv(text)
+        w = spec.workload(**wd)
+        how = "default"
+        cfg = spec.default_config(w)
+        if pack is not None:
+            sel = pack.select(spec.name, wd)
+            if sel.how != "default":
+                cfg, how = dict(sel.config), sel.how
+        cfg = dict(cfg, **over)
+        inputs = spec.make_inputs(w, "cuda", 0)
+
+        def fn(cfg=cfg, inputs=inputs):
+            return spec.launch(config=cfg, **inputs)
+
+        fn()
+        torch.cuda.synchronize()
+        call = timing.bench_kernel(spec, fn)
+        rows = kernel_times(_profile(fn, args.calls, flush), args.calls, flush_names)
+        busy = sum(r[2] for r in rows)
+        results.append({"workload": wd, "how": how, "config": cfg, "call_us": call.median_us,
+                        "graph": spec.launch_bound, "kernels_us": busy,
+                        "kernels": [{"name": n, "per_call": c, "us": u} for n, c, u in rows]})
+        print(f"\n{spec.name} {text} ({how}): call {call.median_us:.1f} us "
+              f"({'graph replay' if spec.launch_bound else 'events'}), kernels {busy:.1f} us, "
+              f"not in kernels {call.median_us - busy:.1f} us", flush=True)
+        for n, c, u in rows:
+            print(f"  {u:9.2f} us  x{c:4.1f}  {_short(n)}")
+        del inputs
+        torch.cuda.empty_cache()
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"kernel_breakdown-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps({"kernel": spec.name, "gpu": torch.cuda.get_device_name(), "results": results},
+                               indent=1, default=str))
+    print(f"raw results: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
