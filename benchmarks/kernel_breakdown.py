@@ -59,6 +59,20 @@ def kernel_times(events: Iterable[tuple[str, float]], calls: int, skip: set[str]
     return sorted(((k, n[k] / calls, us[k] / calls) for k in n), key=lambda r: -r[2])
 
 
+def launch_sequence(events: Iterable[tuple[str, float]], calls: int, skip: set[str]) -> list[tuple[str, float]]:
+    """The launches of one call in order, ``(name, us)`` averaged by position over ``calls``
+    calls (kernels of one name, e.g. the passes of a loop, told apart); empty when the
+    calls did not launch the same sequence."""
+    ev = [(n, t) for n, t in events if n not in skip]
+    if not ev or len(ev) % calls:
+        return []
+    per = len(ev) // calls
+    runs = [ev[i * per:(i + 1) * per] for i in range(calls)]
+    if any([n for n, _ in r] != [n for n, _ in runs[0]] for r in runs):
+        return []
+    return [(runs[0][j][0], sum(r[j][1] for r in runs) / calls) for j in range(per)]
+
+
 def _profile(fn: Callable[[], Any], calls: int, flush: Callable[[], None] | None) -> list[tuple[str, float]]:
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -128,16 +142,21 @@ def main(argv: list[str] | None = None) -> int:
         fn()
         torch.cuda.synchronize()
         call = timing.bench_kernel(spec, fn)
-        rows = kernel_times(_profile(fn, args.calls, flush), args.calls, flush_names)
+        events = _profile(fn, args.calls, flush)
+        rows = kernel_times(events, args.calls, flush_names)
+        seq = launch_sequence(events, args.calls, flush_names)
         busy = sum(r[2] for r in rows)
         results.append({"workload": wd, "how": how, "config": cfg, "call_us": call.median_us,
                         "graph": spec.launch_bound, "kernels_us": busy,
-                        "kernels": [{"name": n, "per_call": c, "us": u} for n, c, u in rows]})
+                        "kernels": [{"name": n, "per_call": c, "us": u} for n, c, u in rows],
+                        "sequence": [{"name": n, "us": u} for n, u in seq]})
         print(f"\n{spec.name} {text} ({how}): call {call.median_us:.1f} us "
               f"({'graph replay' if spec.launch_bound else 'events'}), kernels {busy:.1f} us, "
               f"not in kernels {call.median_us - busy:.1f} us", flush=True)
         for n, c, u in rows:
             print(f"  {u:9.2f} us  x{c:4.1f}  {_short(n)}")
+        if len(seq) > len(rows):
+            print("  in order: " + ", ".join(f"{_short(n, 24)} {u:.1f}" for n, u in seq))
         del inputs
         torch.cuda.empty_cache()
     args.out.mkdir(parents=True, exist_ok=True)
