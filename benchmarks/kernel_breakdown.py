@@ -4,7 +4,7 @@ dependencies between launches: the part no kernel tuning can take back.
 
     python3 benchmarks/kernel_breakdown.py sparse_mqa \\
         --workload batch=1,context=8192,next_n=1,profile=dsv32 [--workload ...] \\
-        [--pack packs/nvidia-h200] [--config K=V,...] [--calls 20] [--out DIR]
+        [--pack packs/nvidia-h200] [--config K=V,...] [--inputs K=V,...] [--calls 20] [--out DIR]
 
 Kernel times come from the CUDA profiler (torch.profiler, CUPTI) over ``--calls`` calls,
 each after the L2 flush the tuner times with (the flush's own kernels are left out); the
@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="one workload (repeatable), its axes as in `tune show`")
     ap.add_argument("--pack", type=Path, default=None, help="pack whose selected config is used (default config if absent)")
     ap.add_argument("--config", default="", metavar="K=V,...", help="overrides applied on top of the config")
+    ap.add_argument("--inputs", default="", metavar="K=V,...",
+                    help="overrides of make_inputs' scalar arguments, e.g. top_k=0,return_logits=true")
     ap.add_argument("--calls", type=int, default=20, help="profiled calls per workload")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = ap.parse_args(argv)
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             if sel.how != "default":
                 cfg, how = dict(sel.config), sel.how
         cfg = dict(cfg, **over)
-        inputs = spec.make_inputs(w, "cuda", 0)
+        inputs = dict(spec.make_inputs(w, "cuda", 0), **parse_kv(args.inputs))
 
         def fn(cfg=cfg, inputs=inputs):
             return spec.launch(config=cfg, **inputs)
