@@ -469,7 +469,14 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
         # this split's histogram of the top-k's first digit, per token (bins t*256 + digit):
         # the row kernel's _row_digit, or the radix passes' digit 0 (the key's top byte)
         row_hist = tl.zeros([TP * 256], tl.int32)
-    for g0 in range(start, end, GROUP_KEYS):
+    if DO_TOPK:
+        group = GROUP_KEYS
+    else:
+        # No lists to prune: one group, so the tile loop (the one the pipeliner prefetches
+        # across) runs over the whole chunk. With GROUP_KEYS it restarted every
+        # LIST_UNIT keys: every tile at top_k = 0 (64-key groups), every 32 at top-2048.
+        group = tl.maximum(end - start, 1)
+    for g0 in range(start, end, group):
         if DO_TOPK and SHARE_THRESHOLD:
             # The other splits' bound, read by a scalar atomic: one thread reads, every thread
             # gets that value. A plain (volatile) load is one read per thread; with other
@@ -479,7 +486,7 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
             for t in tl.static_range(NEXT_N):
                 shared = tl.atomic_max(thr_ptr + b * NEXT_N + t, tl.full([], 0, tl.int64))
                 thr = tl.where(tok == t, tl.maximum(thr, shared), thr)
-        g1 = tl.minimum(g0 + GROUP_KEYS, end)
+        g1 = tl.minimum(g0 + group, end)
         for n0 in range(g0, g1, BLOCK_N):
             idx = n0 + offs_n
             valid = idx < g1
