@@ -11,6 +11,14 @@ Design:
   contiguous chunk of the sequence's global entries (dense) or of its top-k list
   (sparse); program ``NUM_SPLITS`` scans the SWA window. Each writes a partial
   (max, sum, unnormalised acc) in fp32; ``_reduce_kernel`` merges them with the sink.
+- The reduce is latency-bound, not bandwidth-bound: its bytes are small (B=8, H=16:
+  8.6 MB of partials at 33 splits, 17 MB at 65), but the first version ran one program
+  per (sequence, 16 heads), 8 at B=8, each a serial chain over the splits (online max,
+  one [16, 512] load per split, no pipelining): 76 us on the H200 next to the split
+  kernel's 406 (fp8 87 / 496, H=64 110 / 788). Now the latent columns are split over
+  programs too (~256 at B=8), the global max comes first from the (m, l) of all splits,
+  and the partials are then a plain weighted sum loaded many splits per load, two loads
+  in flight (``_reduce_kernel``).
 - MQA is what makes it MMA-friendly: ``BLOCK_H`` heads share every KV tile, so a tile is
   dequantized once and used by two ``tl.dot`` (``q @ K^T`` and ``P @ V``, BF16 or FP16
   MMA, fp32 accumulation). Dense tiles with ``BLOCK_N <= PAGE`` never straddle a page:
@@ -110,6 +118,9 @@ def reference(q: torch.Tensor, kv_codes: torch.Tensor, kv_scales: torch.Tensor |
     out = torch.empty(B, H, D, dtype=torch.float32, device=q.device)
     for b in range(B):
         n = int(seq_lens[b])
+        if n == 0:  # nothing but the sink, whose value is zero
+            out[b] = 0.0
+            continue
         if topk_idx is not None:
             idx = topk_idx[b].long()
             idx = idx[(idx >= 0) & (idx < n)]
@@ -582,29 +593,66 @@ def _split_whole(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr, 
 @triton.jit
 def _reduce_kernel(m_ptr, l_ptr, acc_ptr, sink_ptr, out_ptr, H,
                    stride_mb, stride_mh, stride_ab, stride_ah, stride_as, stride_ob, stride_oh,
-                   D: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK_HR: tl.constexpr):
+                   D: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK_HR: tl.constexpr, BLOCK_DR: tl.constexpr,
+                   BLOCK_S: tl.constexpr, SPLITS_P2: tl.constexpr):
+    """Merge the ``NUM_SPLITS + 1`` partials of ``BLOCK_HR`` heads x ``BLOCK_DR`` latent
+    columns (program ``(b, head block, column block)``) with the sink into bf16 ``out``.
+
+    Why it looks like this: it was one program per (b, 16 heads) over all 512 columns,
+    looping over the splits with an online max. At B=8 that is 8 programs, and each
+    iteration waited for its [16, 512] fp32 load (num_stages 1, and the running max made
+    each step depend on the last): one memory round trip per split, 76 us on the H200 at
+    128K (nvfp4, H=16; 8.6 MB of partials at 33 splits: a few us of bandwidth). Now:
+    - the columns are split over programs too (``_reduce_blocks``: ~256 programs at B=8;
+      every column block re-reads the few bytes of (m, l), which is cheap);
+    - the (m, l) of all splits are one ``[BLOCK_HR, SPLITS_P2]`` load, so the global max
+      ``M`` and the denominator come first, in one vectorised pass;
+    - then the output is a plain weighted sum ``sum_s exp2(m_s - M) * acc_s``, no
+      rescaling chain: the partials are loaded ``BLOCK_S`` splits at a time (one
+      ``[BLOCK_HR, BLOCK_S, BLOCK_DR]`` load), the next chunk issued before this one is
+      summed (the first chunk and the SWA partial even before ``M`` is known), and
+      summed elementwise; the split axis is reduced once, at the end. (Triton's
+      pipeliner does not pipeline these loads, num_stages 3 gives no cp.async: hence the
+      prefetch by hand.)
+
+    The sink joins the softmax as one more logit with a zero value: in ``M`` and in the
+    denominator, not in the sum. It also keeps ``M`` finite, so empty splits (m = -inf,
+    l = 0, acc = 0) weigh exp2(-inf) = 0 and merge without NaN.
+    """
     b = tl.program_id(0)
     heads = tl.program_id(1) * BLOCK_HR + tl.arange(0, BLOCK_HR)
     hmask = heads < H
-    d = tl.arange(0, D)
-    # the sink joins the softmax as one more logit with a zero value; it also keeps the
-    # running max finite, so empty splits (m = -inf, l = 0) merge without NaN
-    m_run = tl.load(sink_ptr + heads, mask=hmask, other=0.0) * 1.4426950408889634
-    l_run = tl.full([BLOCK_HR], 1.0, tl.float32)
-    acc = tl.zeros([BLOCK_HR, D], tl.float32)
-    mo = b.to(tl.int64) * stride_mb + heads * stride_mh
-    ao = b.to(tl.int64) * stride_ab + heads[:, None] * stride_ah + d[None, :]
-    for s in range(0, NUM_SPLITS + 1):
-        m_s = tl.load(m_ptr + mo + s, mask=hmask, other=float("-inf"))
-        l_s = tl.load(l_ptr + mo + s, mask=hmask, other=0.0)
-        a_s = tl.load(acc_ptr + ao + s * stride_as, mask=hmask[:, None], other=0.0)
-        m_new = tl.maximum(m_run, m_s)
-        alpha = tl.exp2(m_run - m_new)
-        beta = tl.exp2(m_s - m_new)
-        l_run = l_run * alpha + l_s * beta
-        acc = acc * alpha[:, None] + a_s * beta[:, None]
-        m_run = m_new
-    out = acc / l_run[:, None]
+    d = tl.program_id(2) * BLOCK_DR + tl.arange(0, BLOCK_DR)
+    mo = b.to(tl.int64) * stride_mb + heads * stride_mh  # [BLOCK_HR]
+    ao = b.to(tl.int64) * stride_ab + heads * stride_ah
+    # every load that does not need M first: (m, l) of all splits, the first chunk of the
+    # global splits' partials (with their m), the SWA partial (split NUM_SPLITS), the sink
+    sp = tl.arange(0, SPLITS_P2)
+    ml_mask = hmask[:, None] & (sp[None, :] <= NUM_SPLITS)
+    m_all = tl.load(m_ptr + mo[:, None] + sp[None, :], mask=ml_mask, other=float("-inf"))
+    l_all = tl.load(l_ptr + mo[:, None] + sp[None, :], mask=ml_mask, other=0.0)
+    so = tl.arange(0, BLOCK_S)
+    a_rows = acc_ptr + ao[:, None, None] + so[None, :, None] * stride_as + d[None, None, :]
+    c_mask = hmask[:, None] & (so[None, :] < NUM_SPLITS)
+    a_next = tl.load(a_rows, mask=c_mask[:, :, None], other=0.0)
+    m_next = tl.load(m_ptr + mo[:, None] + so[None, :], mask=c_mask, other=float("-inf"))
+    a_w = tl.load(acc_ptr + ao[:, None] + NUM_SPLITS * stride_as + d[None, :], mask=hmask[:, None], other=0.0)
+    m_w = tl.load(m_ptr + mo + NUM_SPLITS, mask=hmask, other=float("-inf"))
+    sink = tl.load(sink_ptr + heads, mask=hmask, other=0.0) * 1.4426950408889634
+    m_max = tl.maximum(sink, tl.max(m_all, 1))
+    l_tot = tl.exp2(sink - m_max) + tl.sum(tl.exp2(m_all - m_max[:, None]) * l_all, 1)
+    acc3 = tl.zeros([BLOCK_HR, BLOCK_S, BLOCK_DR], tl.float32)
+    for s0 in range(0, NUM_SPLITS, BLOCK_S):
+        a = a_next
+        m_s = m_next
+        # the next chunk (fully masked after the last: no memory traffic)
+        nxt = s0 + BLOCK_S + so
+        c_mask = hmask[:, None] & (nxt[None, :] < NUM_SPLITS)
+        a_next = tl.load(a_rows + (s0 + BLOCK_S) * stride_as, mask=c_mask[:, :, None], other=0.0)
+        m_next = tl.load(m_ptr + mo[:, None] + nxt[None, :], mask=c_mask, other=float("-inf"))
+        acc3 += tl.exp2(m_s - m_max[:, None])[:, :, None] * a
+    acc = tl.sum(acc3, 1) + tl.exp2(m_w - m_max)[:, None] * a_w
+    out = acc / l_tot[:, None]
     tl.store(out_ptr + b.to(tl.int64) * stride_ob + heads[:, None] * stride_oh + d[None, :],
              out.to(tl.bfloat16), mask=hmask[:, None])
 
@@ -655,6 +703,33 @@ def _validate(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales,
         _check("topk_idx", topk_idx, (B, None), (torch.int32,))
 
 
+REDUCE_PROGRAMS = 256     # the reduce's target grid: ~2 programs per SM of 132
+REDUCE_TILE = 4096        # fp32 elements of one partial chunk load of the reduce (32 per thread)
+
+
+def _reduce_blocks(B: int, H: int, D: int, S: int) -> tuple[int, int, int, int]:
+    """Host heuristic for ``_reduce_kernel`` (not tuned; configs do not name it):
+    (BLOCK_HR, BLOCK_DR, BLOCK_S, num_warps).
+
+    Columns 128 wide, 64 while the grid is short of ``REDUCE_PROGRAMS`` (never narrower:
+    a row of a partial stays 256 contiguous bytes); then fewer heads per program (8 down
+    to 2) until the grid reaches ``REDUCE_PROGRAMS``. B=8 H=16: 4 heads x 64 columns,
+    grid (8, 4, 8) = 256; B=8 H=64: 8 x 128, grid (8, 8, 4) = 256. At most 8 heads: the
+    (m, l) of all splits are one ``[BLOCK_HR, SPLITS_P2]`` tile, and 16 heads x 128
+    splits took 225 registers (sm_90, Triton 3.6) where 8 take <= 168. ``BLOCK_S``:
+    splits per partial load, ``REDUCE_TILE`` fp32 elements (B=8 H=16: 16 splits x 4 x 64;
+    two chunks are in flight at a time)."""
+    bdr = min(D, 128)
+    bhr = min(8, next_power_of_2(H))
+    progs = lambda: B * cdiv(H, bhr) * (D // bdr)  # noqa: E731
+    if progs() < REDUCE_PROGRAMS:
+        bdr = min(D, 64)
+    while progs() < REDUCE_PROGRAMS and bhr > 2:
+        bhr //= 2
+    bs = max(1, min(next_power_of_2(S), REDUCE_TILE // (bhr * bdr)))
+    return bhr, bdr, bs, 4
+
+
 def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink, topk_idx, kv_dtype,
           sm_scale, config, out, partials):
     """The two launches as (kernel, grid, args dict); shared by ``launch`` and ``lower_signatures``."""
@@ -694,15 +769,23 @@ def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sin
         INTERPRET=interpreting(),
         num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]),
     )
-    bhr = min(16, next_power_of_2(H))
-    reduce_args = dict(
+    return [(_split_kernel, (B, cdiv(H, BH), S + 1), split_args), _reduce_launch(m_buf, l_buf, acc_buf, sink, out)]
+
+
+def _reduce_launch(m_buf: torch.Tensor, l_buf: torch.Tensor, acc_buf: torch.Tensor, sink: torch.Tensor,
+                   out: torch.Tensor) -> tuple[Any, tuple[int, int, int], dict[str, Any]]:
+    """The reduce launch (kernel, grid, args) for partials ``m, l [B, H, S + 1]``,
+    ``acc [B, H, S + 1, D]`` into ``out [B, H, D]``; blocks from ``_reduce_blocks``."""
+    B, H, S1, D = acc_buf.shape
+    bhr, bdr, bs, nw = _reduce_blocks(B, H, D, S1 - 1)
+    args = dict(
         m_ptr=m_buf, l_ptr=l_buf, acc_ptr=acc_buf, sink_ptr=sink, out_ptr=out, H=H,
         stride_mb=m_buf.stride(0), stride_mh=m_buf.stride(1), stride_ab=acc_buf.stride(0),
         stride_ah=acc_buf.stride(1), stride_as=acc_buf.stride(2), stride_ob=out.stride(0), stride_oh=out.stride(1),
-        D=D, NUM_SPLITS=S, BLOCK_HR=bhr, num_warps=4, num_stages=1,
+        D=D, NUM_SPLITS=S1 - 1, BLOCK_HR=bhr, BLOCK_DR=bdr, BLOCK_S=bs, SPLITS_P2=next_power_of_2(S1),
+        num_warps=nw, num_stages=1,
     )
-    return [(_split_kernel, (B, cdiv(H, BH), S + 1), split_args),
-            (_reduce_kernel, (B, cdiv(H, bhr)), reduce_args)]
+    return _reduce_kernel, (B, cdiv(H, bhr), D // bdr), args
 
 
 def launch(*, config: dict[str, Any], q: torch.Tensor, kv_codes: torch.Tensor, kv_scales: torch.Tensor | None,

@@ -94,6 +94,63 @@ def test_empty_splits_and_tiny_sequence(device):
     assert torch.isfinite(out.float()).all()
 
 
+def test_empty_sequence_and_many_splits(device):
+    # seq_len 0: every partial is empty (the SWA one too), only the sink is left, so the
+    # output is exactly 0; 64 splits: two chunks of 32 in the reduce, each column block
+    # merged by its own program
+    inp = ragged_inputs("nvfp4", "dense", device=device)
+    inp["seq_lens"] = torch.tensor([0, 3, 300], dtype=torch.int32, device=device)
+    cfg = dict(A.default_config(A.Workload(3, 300, 5, "nvfp4", "dense")), BLOCK_N=16, NUM_SPLITS=64)
+    assert A._reduce_blocks(3, 5, 512, 64) == (2, 64, 32, 4)
+    out, ref = run_and_check(inp, cfg)
+    assert (out[0] == 0).all() and (ref[0] == 0).all()
+    assert out[1:].float().abs().amax() > 0.1
+
+
+def _merge_reference(m, l, acc, sink):
+    """The split-KV merge in float64: partials (log2-domain max, sum, unnormalised acc) and
+    the sink as one more logit with a zero value."""
+    m, l, acc = m.double(), l.double(), acc.double()
+    s2 = sink.double()[None, :] * A.LOG2E  # [1, H]
+    top = torch.maximum(m.amax(-1), s2)  # [B, H]
+    w = torch.exp2(m - top[..., None])
+    den = torch.exp2(s2 - top) + (w * l).sum(-1)
+    return (w[..., None] * acc).sum(-2) / den[..., None]
+
+
+@pytest.mark.parametrize("blocks, S, D", [
+    ((2, 64, 4, 4), 13, 512),   # 13 splits in chunks of 4 (the last one short), 8 column blocks, 3 head blocks of 5
+    ((4, 32, 16, 4), 40, 64),   # a 64-wide latent, 40 splits in 3 chunks, one head block with 3 heads masked
+    (None, 64, 128),            # the host heuristic: 2 heads x 64 columns, 2 chunks of 32 splits
+])
+def test_reduce_merges_partials(blocks, S, D, monkeypatch, device):
+    if blocks is not None:
+        monkeypatch.setattr(A, "_reduce_blocks", lambda *a: blocks)
+    g = torch.Generator().manual_seed(S)
+    B, H = 3, 5
+    m = 8.0 * torch.randn(B, H, S + 1, generator=g)
+    m[0, 0, 1] = 90.0                                   # one split far above the sink and the rest
+    l = 1.0 + 4.0 * torch.rand(B, H, S + 1, generator=g)
+    acc = torch.randn(B, H, S + 1, D, generator=g) * l[..., None]
+    empty = torch.rand(B, H, S + 1, generator=g) < 0.4  # empty splits, as the split kernel writes them
+    empty[0, 1] = True                                   # (0, 1): nothing but the sink -> 0
+    empty[:, 3, S] = False                               # head 3 has no sink: never all empty
+    m[empty], l[empty], acc[empty] = float("-inf"), 0.0, 0.0
+    sink = torch.randn(H, generator=g)
+    sink[3] = float("-inf")
+    want = _merge_reference(m, l, acc, sink)
+    m, l, acc, sink = (t.to(device) for t in (m, l, acc, sink))
+    out = torch.full((B, H, D), float("nan"), dtype=torch.bfloat16, device=device)
+    kern, grid, args = A._reduce_launch(m, l, acc, sink, out)
+    if blocks is not None:
+        assert grid == (B, -(-H // blocks[0]), D // blocks[1])
+    kern[grid](**args)
+    out = out.cpu().double()
+    assert torch.isfinite(out).all()
+    assert (out[0, 1] == 0).all()
+    torch.testing.assert_close(out, want, rtol=2**-7, atol=2**-7 * want.abs().amax().item())
+
+
 @pytest.mark.parametrize("kv_dtype, mode", [("nvfp4", "dense"), ("fp8", "sparse"), ("bf16", "dense")])
 def test_sdpa_baseline_matches_reference(kv_dtype, mode, device):
     inp = ragged_inputs(kv_dtype, mode, device=device)
