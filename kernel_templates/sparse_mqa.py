@@ -31,12 +31,13 @@ Design:
   level, programs over (row, group)) with the same streaming radix select, and the last
   level sorts the at most ``top_k`` survivors (``tl.sort`` on the 63-bit keys) and
   writes the indices. Only ``return_logits=True`` writes the ``[B, next_n, max_len]`` scores.
-- ``TOPK_ALGO="radix"``: the scoring kernel writes the visible scores and adds their
-  digit-0 histogram into the row's state (zeroed by a fill before it), five row-parallel
+- ``TOPK_ALGO="radix"``: the scoring kernel writes the visible scores, six row-parallel
   launches radix-select over them and one ranks the selected keys (``_radix_pass_kernel``,
-  ``_radix_place_kernel``): the GPU-wide passes win on long rows, but each launch costs
-  ~3-4 us. The histogram was a pass of its own over the logits until session 6 (run 25,
-  dsv32 B=32 512K: 89.7 us of the call's 952, B=1 8K: 2.4 us).
+  ``_radix_place_kernel``): the GPU-wide passes win on long rows, but each launch costs ~3-4 us.
+  Tried and dropped (session 6, H200 run 26): the digit-0 histogram in the scoring kernel
+  (atomics into a zero-filled state) instead of its own pass. It saved the 89.7 us pass
+  at dsv32 B=32 512K but slowed the scoring kernel by 209 us (612 -> 821); slower at
+  B=1 too (8K 40.5 -> 43.5 us).
 - ``TOPK_ALGO="row"``: one launch after the scoring kernel, one program per (sequence,
   token) doing the row's whole exact selection (``_row_topk_kernel``). The scoring programs
   also histogram a first 8-bit digit of their scores (``_row_digit``: quarter binades), so
@@ -421,6 +422,12 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
                   TOPK_ALGO: tl.constexpr, INTERPRET: tl.constexpr, MX_WORD_DECODE: tl.constexpr = False):
     b = tl.program_id(0)
     split = tl.program_id(1)
+    if TOPK_ALGO == "radix":
+        # the radix top-k's per-row histograms and counters start at zero (the passes run after this launch)
+        if split == 0:
+            zo = tl.arange(0, 2048)
+            for t in tl.static_range(NEXT_N):
+                tl.store(rs_ptr + (b * NEXT_N + t) * _RS + zo, tl.zeros([2048], tl.int32), mask=zo < _RS)
     QR: tl.constexpr = TP * HP
     CAP: tl.constexpr = CAND_MULT * LIST_UNIT
     GROUP_KEYS: tl.constexpr = ((CAP - LIST_UNIT) // BLOCK_N) * BLOCK_N  # appended at most between prunes
@@ -465,9 +472,8 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
     list_base = ((b * NEXT_N + tok).to(tl.int64) * NUM_SPLITS + split) * CAP
     cnt = tl.zeros([TP], tl.int32)
     thr = tl.zeros([TP], tl.int64)
-    if TOPK_ALGO == "row" or TOPK_ALGO == "radix":
-        # this split's histogram of the top-k's first digit, per token (bins t*256 + digit):
-        # the row kernel's _row_digit, or the radix passes' digit 0 (the key's top byte)
+    if TOPK_ALGO == "row":
+        # this split's histogram of the row kernel's first digit, per token (bins t*256 + digit)
         row_hist = tl.zeros([TP * 256], tl.int32)
     if DO_TOPK:
         group = GROUP_KEYS
@@ -521,11 +527,8 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
             if WRITE_LOGITS:
                 lp = logits_ptr + b.to(tl.int64) * stride_lb + tok[None, :] * stride_lt + idx[:, None]
                 tl.store(lp, sc, mask=vis)
-            if TOPK_ALGO == "row" or TOPK_ALGO == "radix":
-                if TOPK_ALGO == "row":
-                    dig = _row_digit(_order_bits(sc)) + tok[None, :] * 256
-                else:
-                    dig = (_order_bits(sc) >> 24).to(tl.int32) + tok[None, :] * 256  # _order_key's bits 62-55
+            if TOPK_ALGO == "row":
+                dig = _row_digit(_order_bits(sc)) + tok[None, :] * 256
                 row_hist += tl.histogram(tl.reshape(dig, (BLOCK_N * TP,)), TP * 256,
                                          mask=tl.reshape(vis, (BLOCK_N * TP,)))
             if DO_TOPK:
@@ -543,11 +546,6 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
         cnt, thr = _prune_lists(cand_ptr, cnt_ptr, thr_ptr, list_base, cnt, thr, tok, b, top_k, top_k,
                                 NEXT_N, CAP, SELECT_BLOCK, SHARE_THRESHOLD)
         tl.store(cnt_ptr + list_base // CAP, cnt, mask=tok < NEXT_N)
-    if TOPK_ALGO == "radix":
-        # into the row's digit-0 histogram (zeroed with the rest of its state before this launch)
-        hb = tl.arange(0, TP * 256)
-        tl.atomic_add(rs_ptr + (b * NEXT_N + hb // 256) * _RS + hb % 256, row_hist,
-                      mask=(hb // 256 < NEXT_N) & (row_hist > 0), sem="relaxed")
     if TOPK_ALGO == "row":
         # written whole by every split, empty ones too: no zeroing launch, nothing to reset for a graph replay
         hb = tl.arange(0, TP * 256)
@@ -947,8 +945,8 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
                 dst_ptr=ca if dst is None else dst, DST_CNT=dst_cnt, HIST=hist, stride_src=ca.stride(0),
                 stride_dst=ca.stride(0)))
         C1, C2, C3, CT = (int(c.value) for c in (_CNT_C1, _CNT_C2, _CNT_C3, _CNT_TIE))
-        plan += [step(None, 0, 0, ca, C1, -1),    # digit 0 (histogram: the scoring kernel's): select above,
-                                                  # candidates in its bin
+        plan += [step(None, 0, -1, None, 0, 0),   # histogram of digit 0 over the logits
+                 step(None, 0, 0, ca, C1, -1),    # digit 0: select above, candidates in its bin
                  step(ca, C1, -1, None, 0, 1),    # histogram of digit 1 over the candidates
                  step(ca, C1, 1, cb, C2, 2),      # digit 1 (+ histogram of digit 2)
                  step(cb, C2, 2, ca, C3, 3),      # digit 2 (+ histogram of digit 3)
@@ -1004,7 +1002,7 @@ def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, conf
     if top_k == 0:
         return bufs
     if radix:
-        bufs.update(rs=alloc((B * T, int(_RS.value)), torch.int32, 0), sel=alloc((B * T, top_k), torch.int64),
+        bufs.update(rs=alloc((B * T, int(_RS.value)), torch.int32), sel=alloc((B * T, top_k), torch.int64),
                     cand_a=alloc((B * T, max_len), torch.int64), cand_b=alloc((B * T, max_len), torch.int64))
         return bufs
     if row:
@@ -1165,8 +1163,7 @@ def row_config(workload: Workload) -> dict[str, Any]:
 # specialisation) keep ONE 8 KB key buffer a program at num_stages 2, 3 and 4 and two at 5
 # (6 adds nothing), for 96 -> 107 registers (fp8, next_n 1; 147 -> 161 at next_n 2; mxfp4
 # 75-106 -> 92-110), no spills: twice the key bytes in flight a program. Unmeasured on the
-# GPU in session 5; run 22 (session 6): the scoring kernel alone (top_k=0) slower at B=32
-# (837.8 -> 896.6 us), the radix call faster (1051 -> 909 us): kept.
+# GPU yet (session 5): predicted to lift B=32 scoring from 64% of the floor towards 85%.
 RADIX_SCORE_STAGES = 5
 
 
@@ -1175,9 +1172,9 @@ def radix_config(workload: Workload) -> dict[str, Any]:
     splits for ~4 programs an SM (``default_splits``), mxfp4 keys through FP8 MMA on the scaled codes decoded a 32-bit
     word at a time (H200 run 14, dsv41-flash B=32: scoring 1453 -> 910 us at 512K, 369 -> 241
     us at 128K; bytewise decode before), and the radix
-    top-k (``TOPK_ALGO="radix"``): a fill zeroes the rows' state, the scoring kernel writes
-    the visible scores and their first-digit histograms, then five row-parallel radix
-    passes over 1024-key blocks and a ranking step (8 launches in all, none serial over a row). The merge path's parameters (CAND_MULT, MERGE_GROUP,
+    top-k (``TOPK_ALGO="radix"``): the scoring kernel writes the visible scores, then six
+    row-parallel radix passes over 1024-key blocks and a ranking step (8 launches in all,
+    none serial over a row). The merge path's parameters (CAND_MULT, MERGE_GROUP,
     SELECT_BLOCK, SHARE_THRESHOLD) keep their canonical values, which the radix path ignores.
 
     Checked for sm_90 with Triton 3.6 (ptxas -v / cuobjdump, divisibility-16
