@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from tuner import runtime, timing
     from tuner.registry import get
+    from tuner.spec import workload_dict
 
     if not torch.cuda.is_available():
         print("kernel_breakdown needs a GPU", file=sys.stderr)
@@ -124,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     pack = runtime.load_pack(args.pack) if args.pack else None
     over = parse_kv(args.config)
     flush = timing._flush_l2 if spec.cold_l2 else None
-    flush_names = {n for n, _ in _profile(lambda: None, 3, timing._flush_l2)}
+    # the flush's own kernels, told apart by name; none to leave out where no flush runs
+    flush_names = {n for n, _ in _profile(lambda: None, 3, timing._flush_l2)} if flush else set()
     results = []
     for text in args.workload:
         wd = parse_kv(text)
@@ -132,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         how = "default"
         cfg = spec.default_config(w)
         if pack is not None:
-            sel = pack.select(spec.name, wd)
+            sel = pack.select(spec.name, workload_dict(w))  # every axis, defaults included (nvfp4's page)
             if sel.how != "default":
                 cfg, how = dict(sel.config), sel.how
         cfg = dict(cfg, **over)

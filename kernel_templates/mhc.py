@@ -684,7 +684,7 @@ def finish_tiles(T: int, D: int, block_t: int, num_warps: int, block_d: int, sms
     ``FINISH_PROGRAMS_PER_SM`` programs an SM over the token blocks."""
     d_p2 = 1 << max(0, (D - 1).bit_length())
     ubd = max(16, min(256, d_p2, max(block_d, 1024 * num_warps // block_t)))
-    want = max(1, (FINISH_PROGRAMS_PER_SM * sms) // cdiv(T, block_t))
+    want = max(1, (FINISH_PROGRAMS_PER_SM * sms) // max(1, cdiv(T, block_t)))  # T = 0 plans too (launch skips it)
     splits = min(1 << (want.bit_length() - 1), cdiv(D, ubd))
     return ubd, cdiv(cdiv(D, splits), ubd) * ubd
 

@@ -126,6 +126,16 @@ def test_finish_launch_tiles(device, monkeypatch):
         assert torch.equal(a, b)
 
 
+def test_zero_tokens_split_k(device):
+    """T = 0 with a split-K config (the pack's choice at tokens=0): empty outputs, no
+    error from planning the finish launch (finish_tiles divided by the token blocks)."""
+    inp = mhc.make_inputs(mhc.Workload("seam", 0, 64), device, 0)
+    cfg = dict(BLOCK_T=16, BLOCK_D=16, SPLIT_K=4, DOT_PRECISION="fma", SYNC=0, num_warps=1, num_stages=1)
+    outs = mhc.launch(config=cfg, **inp)
+    assert [tuple(o.shape) for o in outs] == [(0, 4, 64), (0, 64), (0, 4), (0, 4, 4)]
+    assert mhc.finish_tiles(0, 64, 16, 1, 16) == (64, 64)
+
+
 def test_sync_scratch_never_regrows():
     """One counter buffer per (device, stream) at its largest size: a larger grid never
     replaces it (graphs captured earlier keep a valid pointer); past the cap, a clear error."""
