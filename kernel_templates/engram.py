@@ -45,7 +45,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_templates._host import cdiv, next_power_of_2
+from kernel_templates._host import cdiv, next_power_of_2, sm_count
 from kernel_templates.nvfp4 import dequantize_fp8_ue8m0, fp8_ue8m0_tile_to_f32, quantize_fp8_ue8m0
 from tuner import runtime
 from tuner.runtime.env import interpreting
@@ -465,9 +465,7 @@ PREFETCH_TILE = dict(ROWS=128, VEC=8, DEDUP=False, CHUNK_ROWS=0, num_warps=32, n
 
 @functools.lru_cache(maxsize=None)
 def _sm_count(device: torch.device) -> int:
-    if device.type == "cuda" and not interpreting():
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return _INTERPRETER_SMS
+    return _INTERPRETER_SMS if interpreting() else sm_count(device, _INTERPRETER_SMS)
 
 
 @functools.lru_cache(maxsize=None)

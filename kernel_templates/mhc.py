@@ -43,7 +43,6 @@ Design:
 """
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +51,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_templates._host import cdiv
+from kernel_templates._host import cdiv, next_power_of_2, sm_count
 from tuner import lowering, runtime
 from tuner.runtime.env import interpreting, stream_counters
 from tuner.spec import KernelSpec
@@ -670,11 +669,9 @@ of D-chunks per token block, rounded down): with ~110 registers at 4 warps they 
 resident, each with a [BLOCK_T, U_BLOCK_D] x 4-stream tile (32 KB at 64 x 64) in flight."""
 
 
-@functools.lru_cache(maxsize=None)
 def _sm_count(dev: Any) -> int:
     """SMs of a CUDA device; the H200's 132 elsewhere (interpreter, meta tensors)."""
-    d = torch.device(dev)
-    return torch.cuda.get_device_properties(d).multi_processor_count if d.type == "cuda" else 132
+    return sm_count(dev, 132)
 
 
 def finish_tiles(T: int, D: int, block_t: int, num_warps: int, block_d: int, sms: int = 132) -> tuple[int, int]:
@@ -682,8 +679,7 @@ def finish_tiles(T: int, D: int, block_t: int, num_warps: int, block_d: int, sms
     values a thread (``1024 * num_warps / BLOCK_T`` columns, 16..256, never narrower than
     the first launch's ``BLOCK_D``), D-chunks of whole tiles, about
     ``FINISH_PROGRAMS_PER_SM`` programs an SM over the token blocks."""
-    d_p2 = 1 << max(0, (D - 1).bit_length())
-    ubd = max(16, min(256, d_p2, max(block_d, 1024 * num_warps // block_t)))
+    ubd = max(16, min(256, next_power_of_2(max(1, D)), max(block_d, 1024 * num_warps // block_t)))
     want = max(1, (FINISH_PROGRAMS_PER_SM * sms) // max(1, cdiv(T, block_t)))  # T = 0 plans too (launch skips it)
     splits = min(1 << (want.bit_length() - 1), cdiv(D, ubd))
     return ubd, cdiv(cdiv(D, splits), ubd) * ubd
@@ -788,17 +784,13 @@ def make_inputs(workload: Workload, device: str, seed: int) -> dict[str, Any]:
     return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in out.items()}
 
 
-def _pow2_ceil(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 def default_config(workload: Workload) -> dict[str, Any]:
     """Heuristic: token blocks x D-splits to fill 132 SMs (two 4-warp programs per SM at
     large T); one fused launch (SPLIT_K 1) once token blocks alone do; tf32 (its error,
     ~3e-4 on post, is well inside the bound)."""
     T, D = workload.tokens, workload.dim
     if workload.op == "post":
-        return dict(BLOCK_T=min(4, _pow2_ceil(T)), BLOCK_D=256, SPLIT_K=1, DOT_PRECISION="fma", SYNC=0,
+        return dict(BLOCK_T=min(4, next_power_of_2(max(1, T))), BLOCK_D=256, SPLIT_K=1, DOT_PRECISION="fma", SYNC=0,
                     num_warps=4, num_stages=1)
     # Calibrated by compiling for sm_90 (Triton 3.6, cuobjdump; transposed tf32 GEMM).
     # Large T takes 64-token blocks: 4x fewer re-reads of fn from L2 (2 MB per token

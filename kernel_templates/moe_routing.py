@@ -20,7 +20,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernel_templates._host import cdiv, next_power_of_2
+from kernel_templates._host import cdiv, next_power_of_2, sm_count
 from tuner import runtime
 from tuner.runtime.env import interpreting, stream_counters
 from tuner.spec import KernelSpec
@@ -547,9 +547,7 @@ def _prefix_meta(np_: int, E: int) -> dict[str, int]:
 
 @functools.lru_cache(maxsize=None)
 def _sm_count(device: torch.device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 1 << 30
+    return sm_count(device, 1 << 30)  # no residency cap off a GPU
 
 
 def _sync_scratch(device: torch.device) -> torch.Tensor:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernel_templates._host import next_power_of_2
 from kernel_templates.mhc import DOT_PRECISIONS, TENSOR_CORE_PRECISIONS, Workload, split_chunk
 from tuner.space import Choice, Pow2, Space
 
@@ -44,10 +45,6 @@ the 64-row padded fn tiles: up to 210 no stack (seam 16 x 64 at 4 warps, 214 reg
 16 x 128 at 8 warps, 249), from 228 on 8-352 B (64 x 64 at 8 warps, 64 x 32 at 4)."""
 _SMEM_BYTES = 220 * 1024
 """Estimate cap; the hardware limit per block on an H100 / H200 SM is 232448 B (227 KB)."""
-
-
-def _pow2_ceil(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
 
 
 def smem_estimate(config: dict[str, Any], op: str) -> int:
@@ -118,7 +115,7 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     bt, bd, sk, prec = config["BLOCK_T"], config["BLOCK_D"], config["SPLIT_K"], config["DOT_PRECISION"]
     threads = 32 * config["num_warps"]
     T, D = workload.tokens, workload.dim
-    if bt > max(16 if prec != "fma" else 1, _pow2_ceil(T)):
+    if bt > max(16 if prec != "fma" else 1, next_power_of_2(max(1, T))):
         return False  # lanes with no token
     if canonical(config, workload) != config:
         return False  # SYNC != 0, or a post key off _POST_FIXED (see canonical)
