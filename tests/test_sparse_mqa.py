@@ -705,3 +705,16 @@ def test_scratch_never_read_before_written(path, case, device, monkeypatch):
     inp["seq_lens"] = torch.tensor([max_len + 37, 90], dtype=torch.int32, device=device)
     c = {"merge": cfg, "radix": rcfg, "row": rowcfg}[path]("dsv32", 2)
     check(inp)
+
+
+@pytest.mark.parametrize("profile", ["dsv32", "dsv41-flash"])
+def test_topk_ladder_rungs(profile, device):
+    """benchmarks/sparse_topk_ladder.py's minimal launches (touch: read the row, write k
+    indices; sort: rank k scores as the template keys them) pass their own checks against
+    the scoring kernel's logits and the reference's order (rows of a few pages and a part:
+    the touch loop's masked tail)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import sparse_topk_ladder
+
+    out = sparse_topk_ladder.ladder(1, 600 if profile == "dsv41-flash" else 2100, profile, device)
+    assert out["top_k"] == M.PROFILES[profile]["top_k"] and "score" not in out
