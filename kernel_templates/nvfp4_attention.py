@@ -73,7 +73,7 @@ import triton.language as tl
 
 from kernel_templates._host import cdiv, next_power_of_2
 from kernel_templates.nvfp4 import (
-    F16_SHIFT, dequantize_fp8_ue8m0, dequantize_nvfp4, fp8_ue8m0_tile_to_f32,
+    F16_SHIFT, dequantize_fp8_ue8m0, dequantize_nvfp4, e4m3_bits_to_f32, fp8_ue8m0_tile_to_f32,
     nvfp4_quantize_tile, nvfp4_tile_to_f32, quantize_fp8_ue8m0, quantize_nvfp4,
 )
 from tuner import lowering, runtime
@@ -164,45 +164,34 @@ def _load_kv_raw(kv_ptr, kvs_ptr, row_c, row_s, valid, D: tl.constexpr, KV_DTYPE
 
 
 @triton.jit
-def _nvfp4_tile_to_f16_words(packed, scales, INTERPRET: tl.constexpr):
+def _nvfp4_tile_to_f16_words(packed, scales):
     """``nvfp4.nvfp4_tile_to_f16_scaled`` (same bits: value * 2^-14, exact) with the bit
     placement done on 32-bit words that hold both nibbles of a byte: ``t = x * 0x1001``
     puts the low nibble at bits 0-3 and the high one at bits 16-19, then two shifted masks
     make an fp16 pair per word (one multiply, two shifts, two logic ops per two elements,
     instead of a chain per 16-bit element plus the packing of the pairs).
 
-    The block scales go E4M3 -> fp16 by the hardware conversion (``cvt.rn.f16x2.e4m3x2``
-    on sm_89+; every E4M3 value is an exact fp16), not by the bit decode of
-    ``nvfp4.e4m3_bits_to_f32`` (~15 instructions a scale), and on the GPU each pair word is
-    scaled as one ``mul.rn.f16x2`` before it is split into its two halves: multiplied
-    after the split, the halves were re-paired across words by byte permutes. sm_90
-    SASS (Triton 3.6, H16 pack config): 2068 -> 1529 instructions per thread per 64-entry
-    tile (PRMT 440 -> 104). The products are exact either way (<= 6 significant bits,
-    multiples of 2^-24), so the interpreter's plain fp16 multiply gives the same bits.
-    """
+    Tried and dropped (session 7, H200 run 29, A/B in one call): the block scales by the
+    hardware E4M3 -> fp16 conversion and each pair word scaled by one ``mul.rn.f16x2``
+    before the split. 26% fewer SASS instructions per tile at H16 (2068 -> 1529) but no
+    faster (split kernel 809-813 vs 799 us at B=16 128K), and 42% slower at H64 (584 vs
+    411 us: more spills in the loop). This kernel is not issue-bound: 2 warps a scheduler,
+    L1/shared pipe 69% busy, 0.49 eligible warps (ncu)."""
     t = (packed.to(tl.uint32) & 0xFF) * 0x1001
     w = ((t << 9) & 0x0E000E00) | ((t << 12) & 0x80008000)
     R: tl.constexpr = packed.shape[0]
     C: tl.constexpr = packed.shape[1]
-    s = scales.to(tl.float8e4nv, bitcast=True).to(tl.float16)
-    if INTERPRET:
-        v = tl.reshape(tl.join(w.to(tl.uint16), (w >> 16).to(tl.uint16)), (R, 2 * C)).to(tl.float16, bitcast=True)
-        return tl.reshape(tl.reshape(v, (R, C // 8, 16)) * s[:, :, None], (R, 2 * C))
-    else:
-        sb = s.to(tl.uint16, bitcast=True).to(tl.uint32)
-        s2 = tl.broadcast_to((sb | (sb << 16))[:, :, None], (R, C // 8, 8))
-        w = tl.inline_asm_elementwise("mul.rn.f16x2 $0, $1, $2;", "=r,r,r", [tl.reshape(w, (R, C // 8, 8)), s2],
-                                      dtype=tl.uint32, is_pure=True, pack=1)
-        w = tl.reshape(w, (R, C))
-        return tl.reshape(tl.join(w.to(tl.uint16), (w >> 16).to(tl.uint16)), (R, 2 * C)).to(tl.float16, bitcast=True)
+    v = tl.reshape(tl.join(w.to(tl.uint16), (w >> 16).to(tl.uint16)), (R, 2 * C)).to(tl.float16, bitcast=True)
+    s = e4m3_bits_to_f32(scales).to(tl.float16)  # every E4M3 value is an exact fp16
+    return tl.reshape(tl.reshape(v, (R, C // 8, 16)) * s[:, :, None], (R, 2 * C))
 
 
 @triton.jit
-def _decode_kv(codes, scales, KV_DTYPE: tl.constexpr, DQ_FP16: tl.constexpr, INTERPRET: tl.constexpr):
+def _decode_kv(codes, scales, KV_DTYPE: tl.constexpr, DQ_FP16: tl.constexpr):
     """Raw tile -> ``[BLOCK_N, D]`` in the MMA dtype (fp16 value * 2^-14 under DQ_FP16, else bf16)."""
     if KV_DTYPE == 0:
         if DQ_FP16:
-            kv = _nvfp4_tile_to_f16_words(codes, scales, INTERPRET)
+            kv = _nvfp4_tile_to_f16_words(codes, scales)
         else:
             kv = nvfp4_tile_to_f32(codes, scales).to(tl.bfloat16)
     elif KV_DTYPE == 1:
@@ -290,7 +279,7 @@ def _attend_chunks(qs, raw, valid, m_i, l_i, accs, sc, KV_DTYPE: tl.constexpr, D
     ``P @ V_chunk``. ``qs`` / ``raw`` / ``accs``: tuples of the chunks."""
     kvs = ()
     for c in tl.static_range(len(raw)):
-        kv = _decode_kv(raw[c][0], raw[c][1], KV_DTYPE, DQ_FP16, INTERPRET)
+        kv = _decode_kv(raw[c][0], raw[c][1], KV_DTYPE, DQ_FP16)
         kvs = kvs + (kv,)
         if c == 0:
             if SWAP_AB:
@@ -560,7 +549,7 @@ def _split_whole(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr, 
         row_c, row_s, valid_next = _tile_rows(start, end, seq_len, offs_n, bt_row, tk_row, stride_kp, stride_ks,
                                               stride_sp, stride_ss, PAGE, BLOCK_N, SPARSE)
         raw_c, raw_s = _load_kv_raw(kv_ptr, kvs_ptr, row_c, row_s, valid_next, D, KV_DTYPE)
-        kv_next = _decode_kv(raw_c, raw_s, KV_DTYPE, DQ_FP16, INTERPRET)
+        kv_next = _decode_kv(raw_c, raw_s, KV_DTYPE, DQ_FP16)
         for n0 in range(start, end, BLOCK_N):
             kv = kv_next
             valid = valid_next
@@ -576,7 +565,7 @@ def _split_whole(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr, 
             else:
                 s = _scores(qd, kv, sc, SWAP_AB, INTERPRET)
             m_i, l_i, acc = _attend(s, kv, valid, m_i, l_i, acc, SWAP_AB, INTERPRET)
-            kv_next = _decode_kv(raw_c, raw_s, KV_DTYPE, DQ_FP16, INTERPRET)
+            kv_next = _decode_kv(raw_c, raw_s, KV_DTYPE, DQ_FP16)
         if DQ_FP16 and KV_DTYPE == 0:
             acc = acc * _F16_SHIFT
     else:
@@ -588,7 +577,7 @@ def _split_whole(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr, 
         w_s = swas_ptr + b.to(tl.int64) * stride_wsb
         valid_next = offs_n < n_w
         wraw_c, wraw_s = _load_kv_raw(w_c, w_s, offs_n * stride_ww, offs_n * stride_wsw, valid_next, D, 1)
-        wkv_next = _decode_kv(wraw_c, wraw_s, 1, False, INTERPRET)
+        wkv_next = _decode_kv(wraw_c, wraw_s, 1, False)
         for n0 in range(0, n_w, BLOCK_N):
             wkv = wkv_next
             valid = valid_next
@@ -597,7 +586,7 @@ def _split_whole(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr, 
             wraw_c, wraw_s = _load_kv_raw(w_c, w_s, w * stride_ww, w * stride_wsw, valid_next, D, 1)
             s = _scores(q, wkv, qk_scale, SWAP_AB, INTERPRET)
             m_i, l_i, acc = _attend(s, wkv, valid, m_i, l_i, acc, SWAP_AB, INTERPRET)
-            wkv_next = _decode_kv(wraw_c, wraw_s, 1, False, INTERPRET)
+            wkv_next = _decode_kv(wraw_c, wraw_s, 1, False)
     mo = b.to(tl.int64) * stride_mb + heads * stride_mh + split
     tl.store(m_ptr + mo, m_i, mask=hmask)
     tl.store(l_ptr + mo, l_i, mask=hmask)
