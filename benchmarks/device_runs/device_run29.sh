@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 7, second call: A/B of the nvfp4 words decode (this tree) against the previous
-# decode (benchmarks/device_runs/_nvfp4_attention_old.py, untracked: the file before commit
-# "fp16 words decode"), alternated twice in one call; Nsight Compute stall reasons of both
+# decode (benchmarks/device_runs/_nvfp4_attention_old.py, not committed: made by
+# `git show ee788db:kernel_templates/nvfp4_attention.py > ...` before the call; "this tree" was
+# commit 340f3eb), alternated twice in one call; Nsight Compute stall reasons of both
 # H16 split kernels and of the mHC seam kernel at T=1024 (pack config).
 set -u
 . benchmarks/device_runs/env.sh
