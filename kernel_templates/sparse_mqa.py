@@ -1125,9 +1125,17 @@ def default_splits(w: Workload, block_n: int, sms: int = SMS, per_sm: int = 4, m
 
 
 def default_radix_splits(w: Workload, block: int, sms: int = SMS) -> int:
-    """Programs per row of the radix passes: ~4 per SM over all rows, each >= one block."""
-    want = next_power_of_2(max(1, cdiv(4 * sms, w.batch * w.next_n)))
+    """Programs per row of the radix passes: ~16 per SM over all rows, each >= one block.
+
+    H200 runs 30-31 (B=32, dsv32 / dsv41-flash, call us at 512K): 32 programs a row (the
+    old ~4 an SM) 947.6 / 866.5, 64: 910.2 / 841.2, 128: 903.4 / 840.6, 16: 988.4 / 905.8;
+    the two full passes over the logits (digit-0 histogram and pick, ~200 us of the top-k)
+    run their histogram ALU work on more SMs at once."""
+    want = next_power_of_2(max(1, cdiv(16 * sms, w.batch * w.next_n)))
     return max(1, min(want, next_power_of_2(cdiv(w.context, block)), 256))
+
+
+RADIX_SMALL_BLOCK_ROWS = 32  # rows (batch x next_n) from which the radix passes step 512 keys, not 1024
 
 
 def default_config(workload: Workload) -> dict[str, Any]:
@@ -1173,7 +1181,7 @@ def radix_config(workload: Workload) -> dict[str, Any]:
     word at a time (H200 run 14, dsv41-flash B=32: scoring 1453 -> 910 us at 512K, 369 -> 241
     us at 128K; bytewise decode before), and the radix
     top-k (``TOPK_ALGO="radix"``): the scoring kernel writes the visible scores, then six
-    row-parallel radix passes over 1024-key blocks and a ranking step (8 launches in all,
+    row-parallel radix passes over 1024-key blocks (512 from 32 rows) and a ranking step (8 launches in all,
     none serial over a row). The merge path's parameters (CAND_MULT, MERGE_GROUP,
     SELECT_BLOCK, SHARE_THRESHOLD) keep their canonical values, which the radix path ignores.
 
@@ -1186,8 +1194,11 @@ def radix_config(workload: Workload) -> dict[str, Any]:
     mx = PROFILES[w.profile]["k_format"] == "mxfp4"
     bn = 64
     S = default_splits(w, bn)
-    tb = 1024
     rows, k = w.batch * w.next_n, PROFILES[w.profile]["top_k"]
+    # H200 run 31, B=32 with 128 programs a row: 512-key steps beat 1024 at 128K and 512K for
+    # both profiles (dsv32 300.3 -> 292.4, 903.4 -> 890.4 us; dsv41-flash 262.5 -> 257.1,
+    # 840.6 -> 831.6); fewer rows are unmeasured and keep 1024
+    tb = 512 if rows >= RADIX_SMALL_BLOCK_ROWS else 1024
     # ranking costs rows * k^2 compares spread over the GPU; the sort one program's latency a row
     place_sort = rows * k * k >= 8 * 2048 * 2048
     rank_block = max(16, min(256, next_power_of_2(cdiv(rows * k, 2 * SMS))))
