@@ -82,13 +82,14 @@ ROW_DEFAULT_MAX_SPLITS = 32  # the row kernel first sums every split's histogram
 ROW_WARPS = 8  # row top-k program: sm_90 107-128 registers, no stack; at 4 warps 255 (Triton 3.6)
 _FMT = {"fp8": 0, "mxfp4": 1}
 TOPK_ALGOS = ("merge", "radix", "row")
-# Radix top-k state, one int32 row per (sequence, token): the 256-bin histograms of the four
-# 8-bit digits of the score's order bits, then counters: keys in the selected list, in each
-# candidate list and in the tie list, and the keys still wanted after each digit.
-_RS = tl.constexpr(1040)
-_CNT_SEL = tl.constexpr(1024)
-_CNT_C1, _CNT_C2, _CNT_C3, _CNT_TIE = (tl.constexpr(1025 + i) for i in range(4))
-_REM = tl.constexpr(1032)  # _REM + j: keys still wanted after digit j - 1 (j = 1..4)
+# Radix top-k state, one int32 row per (sequence, token): the 256-bin histograms of the
+# digits (the four bytes of the score's order bits; with RADIX_FINE0 a quarter-binade digit
+# first, then the four bytes), then counters: keys in the selected list, in each candidate
+# list and in the tie list, and the keys still wanted after each digit.
+_RS = tl.constexpr(1296)
+_CNT_SEL = tl.constexpr(1280)
+_CNT_C1, _CNT_C2, _CNT_C3, _CNT_TIE, _CNT_C4 = (tl.constexpr(1281 + i) for i in range(5))
+_REM = tl.constexpr(1288)  # _REM + j: keys still wanted after digit j - 1 (j = 1..5)
 _TIE_MAX = 4096  # more keys tied at the k-th score than this: one program selects them (slow, exact)
 _ROW_EXP_LO = tl.constexpr(87)  # biased exponent of the lowest binade with bins of its own (2^-40)
 
@@ -200,6 +201,22 @@ def _row_digit(o):
     row kernel then refines over all 32 bits."""
     v = (o >> 21).to(tl.int32)
     return tl.minimum(tl.maximum(v - (1024 + 4 * _ROW_EXP_LO - 1), 0), 255)
+
+
+@triton.jit
+def _radix_digit(key, J: tl.constexpr, FINE0: tl.constexpr):
+    """Digit ``J`` of a 63-bit ``_order_key`` for the radix passes. Plain: the score order's
+    bytes, most significant first (``J`` 0..3). ``FINE0``: digit 0 is ``_row_digit``
+    (quarter binades: the k-th score's bin holds a few % of a row, where the top byte's
+    held ~15%, so the first pick appends ~5x fewer candidates and every later pass reads
+    that many fewer), then the four bytes (``J`` 1..4). Every digit is non-decreasing in
+    the key and the bytes cover all 32 order bits, so the selection is exact even when the
+    k-th score falls in one of ``_row_digit``'s catch-all end bins."""
+    if FINE0 and J == 0:
+        return _row_digit((key >> 31).to(tl.uint32))
+    else:
+        B: tl.constexpr = J - 1 if FINE0 else J
+        return ((key >> (55 - 8 * B)) & 255).to(tl.int32)
 
 
 @triton.jit
@@ -599,11 +616,12 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
                        stride_src, stride_sel, stride_dst,
                        NEXT_N: tl.constexpr, FROM_LOGITS: tl.constexpr, SRC_CNT: tl.constexpr, PICK: tl.constexpr,
                        DST_CNT: tl.constexpr, HIST: tl.constexpr, TOPK_BLOCK: tl.constexpr,
-                       TOPK_SPLITS: tl.constexpr):
+                       TOPK_SPLITS: tl.constexpr, FINE0: tl.constexpr = False):
     """One step of the row-parallel radix select; programs over (row, TOPK_SPLITS chunks).
 
-    Keys are the 63-bit ``_order_key``s; digit j (0..3) is bits ``62-8j .. 55-8j``: the four
-    bytes of the score's order bits, most significant first. The source is the row's
+    Keys are the 63-bit ``_order_key``s; digit j is ``_radix_digit(key, j, FINE0)``: the four
+    bytes of the score's order bits, most significant first (j 0..3), or with ``FINE0`` a
+    quarter-binade digit and then the four bytes (j 0..4). The source is the row's
     logits (the visible ones) or a candidate list: every key of a candidate list shares the
     digits already picked. ``PICK = j``: every program derives digit j's bin from the row's
     histogram (the bin holding the ``rem``-th key from the top) and ``rem`` for the next
@@ -643,12 +661,12 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
         else:
             key = tl.load(src + i, mask=live, other=0)
         if PICK >= 0:
-            dig = ((key >> (55 - 8 * PICK)) & 255).to(tl.int32)
+            dig = _radix_digit(key, PICK, FINE0)
             _append(sel_ptr + row.to(tl.int64) * stride_sel, rs + _CNT_SEL, key, live & (dig > d))
             live = live & (dig == d)
             _append(dst_ptr + row.to(tl.int64) * stride_dst, rs + DST_CNT, key, live)
         if HIST >= 0:
-            acc += tl.histogram(((key >> (55 - 8 * HIST)) & 255).to(tl.int32), 256, mask=live)
+            acc += tl.histogram(_radix_digit(key, HIST, FINE0), 256, mask=live)
     if HIST >= 0:
         tl.atomic_add(rs + HIST * 256 + bins, acc, mask=acc > 0, sem="relaxed")
 
@@ -667,7 +685,7 @@ def _rank_in(base, n, keys, CMP_BLOCK: tl.constexpr):
 @triton.jit
 def _radix_place_kernel(sel_ptr, tie_ptr, rs_ptr, idx_ptr, top_k, stride_sel, stride_tie, stride_idx,
                         RANK_BLOCK: tl.constexpr, PLACE_SORT: tl.constexpr, TOPK_P2: tl.constexpr,
-                        TIE_MAX: tl.constexpr, TOPK_BLOCK: tl.constexpr):
+                        TIE_MAX: tl.constexpr, TOPK_BLOCK: tl.constexpr, N_DIGITS: tl.constexpr = 4):
     """Write the row's indices in descending key order. The selected keys (all above the
     k-th score) come first, then the keys tied at the k-th score, the ``rem`` largest
     (lowest index) of them; -1 pads.
@@ -685,7 +703,7 @@ def _radix_place_kernel(sel_ptr, tie_ptr, rs_ptr, idx_ptr, top_k, stride_sel, st
     rs = rs_ptr + row * _RS
     n_sel = tl.load(rs + _CNT_SEL)
     nt = tl.load(rs + _CNT_TIE)
-    rem = tl.load(rs + _REM + 4)
+    rem = tl.load(rs + _REM + N_DIGITS)
     take = tl.minimum(rem, nt)
     out = idx_ptr + row.to(tl.int64) * stride_idx
     sel = sel_ptr + row.to(tl.int64) * stride_sel
@@ -939,23 +957,32 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
         base = dict(logits_ptr=logits, seqlen_ptr=seq_lens, rs_ptr=rs, sel_ptr=sel, top_k=top_k, max_len=max_len,
                     stride_sel=sel.stride(0), NEXT_N=T, TOPK_BLOCK=TB, TOPK_SPLITS=P, num_warps=4, num_stages=1)
 
+        fine0 = bool(config.get("RADIX_FINE0", False))
+
         def step(src, src_cnt, pick, dst, dst_cnt, hist):
             return (_radix_pass_kernel, (B * T, P), dict(
                 base, src_ptr=ca if src is None else src, FROM_LOGITS=src is None, SRC_CNT=src_cnt, PICK=pick,
                 dst_ptr=ca if dst is None else dst, DST_CNT=dst_cnt, HIST=hist, stride_src=ca.stride(0),
-                stride_dst=ca.stride(0)))
-        C1, C2, C3, CT = (int(c.value) for c in (_CNT_C1, _CNT_C2, _CNT_C3, _CNT_TIE))
+                stride_dst=ca.stride(0), FINE0=fine0))
+        C1, C2, C3, C4, CT = (int(c.value) for c in (_CNT_C1, _CNT_C2, _CNT_C3, _CNT_C4, _CNT_TIE))
         plan += [step(None, 0, -1, None, 0, 0),   # histogram of digit 0 over the logits
                  step(None, 0, 0, ca, C1, -1),    # digit 0: select above, candidates in its bin
                  step(ca, C1, -1, None, 0, 1),    # histogram of digit 1 over the candidates
                  step(ca, C1, 1, cb, C2, 2),      # digit 1 (+ histogram of digit 2)
-                 step(cb, C2, 2, ca, C3, 3),      # digit 2 (+ histogram of digit 3)
-                 step(ca, C3, 3, cb, CT, -1)]     # digit 3: what is left ties at the k-th score
+                 step(cb, C2, 2, ca, C3, 3)]      # digit 2 (+ histogram of digit 3)
+        if fine0:
+            plan += [step(ca, C3, 3, cb, C4, 4),  # digit 3 (+ histogram of digit 4)
+                     step(cb, C4, 4, ca, CT, -1)]  # digit 4: what is left ties at the k-th score
+            tie = ca
+        else:
+            plan += [step(ca, C3, 3, cb, CT, -1)]  # digit 3: what is left ties at the k-th score
+            tie = cb
         RB, srt = int(config["RANK_BLOCK"]), bool(config["PLACE_SORT"])
         plan.append((_radix_place_kernel, (B * T, 1 if srt else cdiv(top_k, RB)), dict(
-            sel_ptr=sel, tie_ptr=cb, rs_ptr=rs, idx_ptr=idx, top_k=top_k, stride_sel=sel.stride(0),
-            stride_tie=cb.stride(0), stride_idx=idx.stride(0), RANK_BLOCK=RB, PLACE_SORT=srt,
-            TOPK_P2=next_power_of_2(top_k), TIE_MAX=_TIE_MAX, TOPK_BLOCK=TB, num_warps=4, num_stages=1)))
+            sel_ptr=sel, tie_ptr=tie, rs_ptr=rs, idx_ptr=idx, top_k=top_k, stride_sel=sel.stride(0),
+            stride_tie=tie.stride(0), stride_idx=idx.stride(0), RANK_BLOCK=RB, PLACE_SORT=srt,
+            TOPK_P2=next_power_of_2(top_k), TIE_MAX=_TIE_MAX, TOPK_BLOCK=TB, N_DIGITS=5 if fine0 else 4,
+            num_warps=4, num_stages=1)))
         return plan
     src, src_cnt, n_lists = bufs["cand"], bufs["cnt"], S
     for out, out_cnt in bufs["levels"]:
@@ -1163,7 +1190,7 @@ def row_config(workload: Workload) -> dict[str, Any]:
     whatever the block, sm_90 SASS), the radix-only knobs at their canonical values."""
     c = radix_config(workload)
     return dict(c, NUM_SPLITS=min(c["NUM_SPLITS"], ROW_DEFAULT_MAX_SPLITS), TOPK_ALGO="row", TOPK_BLOCK=2048,
-                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False)
+                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, RADIX_FINE0=False)
 
 
 # Scoring stages of the radix / row paths. The key tile's address hangs on a block-table
@@ -1206,7 +1233,7 @@ def radix_config(workload: Workload) -> dict[str, Any]:
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
             "TOPK_BLOCK": tb,
             "TOPK_SPLITS": default_radix_splits(w, tb), "RANK_BLOCK": 64 if place_sort else rank_block,
-            "PLACE_SORT": place_sort, "num_warps": 4, "num_stages": RADIX_SCORE_STAGES}
+            "PLACE_SORT": place_sort, "RADIX_FINE0": False, "num_warps": 4, "num_stages": RADIX_SCORE_STAGES}
 
 
 def merge_config(workload: Workload) -> dict[str, Any]:
@@ -1216,7 +1243,7 @@ def merge_config(workload: Workload) -> dict[str, Any]:
     c = radix_config(w)
     S = default_splits(w, c["BLOCK_N"], per_sm=2, min_tiles=8, cap=128, round_up=True)  # every split one more list
     return dict(c, NUM_SPLITS=S, TOPK_ALGO="merge", MERGE_GROUP=min(8, max(2, S)), TOPK_BLOCK=1024,
-                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, num_stages=2)
+                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, RADIX_FINE0=False, num_stages=2)
 
 
 def cost(workload: Workload) -> tuple[float, float]:
