@@ -83,13 +83,16 @@ ROW_WARPS = 8  # row top-k program: sm_90 107-128 registers, no stack; at 4 warp
 _FMT = {"fp8": 0, "mxfp4": 1}
 TOPK_ALGOS = ("merge", "radix", "row")
 # Radix top-k state, one int32 row per (sequence, token): the 256-bin histograms of the
-# digits (the four bytes of the score's order bits; with RADIX_FINE0 a quarter-binade digit
-# first, then the four bytes), then counters: keys in the selected list, in each candidate
-# list and in the tie list, and the keys still wanted after each digit.
-_RS = tl.constexpr(1296)
-_CNT_SEL = tl.constexpr(1280)
-_CNT_C1, _CNT_C2, _CNT_C3, _CNT_TIE, _CNT_C4 = (tl.constexpr(1281 + i) for i in range(5))
-_REM = tl.constexpr(1288)  # _REM + j: keys still wanted after digit j - 1 (j = 1..5)
+# digits (the four bytes of the score's order bits, after 0-2 quarter-binade digits, see
+# _radix_digit), then counters: keys in the selected list, in each candidate list and in the
+# tie list, and the keys still wanted after each digit.
+_RS = tl.constexpr(1552)
+_CNT_SEL = tl.constexpr(1536)
+_CNT_C1, _CNT_C2, _CNT_C3, _CNT_TIE, _CNT_C4, _CNT_C5, _CNT_C1X = (tl.constexpr(1537 + i) for i in range(7))
+_REM = tl.constexpr(1544)  # _REM + j: keys still wanted after digit j - 1 (j = 1..6)
+RADIX_FIRST = ("byte", "quarter", "sampled")  # the radix passes' first digit (RADIX_FIRST config)
+_LEAD = {"byte": 0, "quarter": 1, "sampled": 2}  # quarter-binade digits before the four order bytes
+RADIX_SAMPLE = tl.constexpr(16)  # "sampled": every 16th key of a row in the first histogram
 _TIE_MAX = 4096  # more keys tied at the k-th score than this: one program selects them (slow, exact)
 _ROW_EXP_LO = tl.constexpr(87)  # biased exponent of the lowest binade with bins of its own (2^-40)
 
@@ -204,19 +207,22 @@ def _row_digit(o):
 
 
 @triton.jit
-def _radix_digit(key, J: tl.constexpr, FINE0: tl.constexpr):
-    """Digit ``J`` of a 63-bit ``_order_key`` for the radix passes. Plain: the score order's
-    bytes, most significant first (``J`` 0..3). ``FINE0``: digit 0 is ``_row_digit``
-    (quarter binades: the k-th score's bin holds a few % of a row, where the top byte's
-    held ~15%, so the first pick appends ~5x fewer candidates and every later pass reads
-    that many fewer), then the four bytes (``J`` 1..4). Every digit is non-decreasing in
-    the key and the bytes cover all 32 order bits, so the selection is exact even when the
-    k-th score falls in one of ``_row_digit``'s catch-all end bins."""
-    if FINE0 and J == 0:
+def _radix_digit(key, J: tl.constexpr, RADIX_FIRST: tl.constexpr):
+    """Digit ``J`` of a 63-bit ``_order_key`` for the radix passes: 0-2 quarter-binade
+    digits (``_row_digit``), then the four bytes of the score's order bits, most
+    significant first. ``RADIX_FIRST`` "byte" (no quarter digit): the bytes alone; the top one
+    is sign + 7 exponent bits, one binade a bin, and the k-th score's bin holds ~15% of a
+    row. "quarter" (one): the k-th score's bin holds a few %, so the first pick appends ~5x
+    fewer candidates for the later passes. "sampled" (two): digit 0 is the same quarter
+    binades histogrammed over a sample of the row (a safe threshold, see
+    ``_radix_pass_kernel``), digit 1 the same again, exactly, over the keys above it.
+    Every digit is non-decreasing in the key and the bytes cover all 32 order bits, so the
+    selection is exact even when the k-th score falls in a catch-all end bin."""
+    LEAD: tl.constexpr = 2 if RADIX_FIRST == "sampled" else (1 if RADIX_FIRST == "quarter" else 0)
+    if J < LEAD:
         return _row_digit((key >> 31).to(tl.uint32))
     else:
-        B: tl.constexpr = J - 1 if FINE0 else J
-        return ((key >> (55 - 8 * B)) & 255).to(tl.int32)
+        return ((key >> (55 - 8 * (J - LEAD))) & 255).to(tl.int32)
 
 
 @triton.jit
@@ -616,19 +622,28 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
                        stride_src, stride_sel, stride_dst,
                        NEXT_N: tl.constexpr, FROM_LOGITS: tl.constexpr, SRC_CNT: tl.constexpr, PICK: tl.constexpr,
                        DST_CNT: tl.constexpr, HIST: tl.constexpr, TOPK_BLOCK: tl.constexpr,
-                       TOPK_SPLITS: tl.constexpr, FINE0: tl.constexpr = False):
+                       TOPK_SPLITS: tl.constexpr, RADIX_FIRST: tl.constexpr = "byte", MODE: tl.constexpr = 0,
+                       SRC_CNT2: tl.constexpr = 0):
     """One step of the row-parallel radix select; programs over (row, TOPK_SPLITS chunks).
 
-    Keys are the 63-bit ``_order_key``s; digit j is ``_radix_digit(key, j, FINE0)``: the four
-    bytes of the score's order bits, most significant first (j 0..3), or with ``FINE0`` a
-    quarter-binade digit and then the four bytes (j 0..4). The source is the row's
+    Keys are the 63-bit ``_order_key``s; digit j is ``_radix_digit(key, j, RADIX_FIRST)``. The source is the row's
     logits (the visible ones) or a candidate list: every key of a candidate list shares the
     digits already picked. ``PICK = j``: every program derives digit j's bin from the row's
     histogram (the bin holding the ``rem``-th key from the top) and ``rem`` for the next
     digit (program 0 stores it); keys above the bin are selected (appended to the row's
     selected list), keys in it go to the next candidate list (``dst``), the rest drop.
     ``HIST = j``: the surviving keys' digit j goes into the row's histogram (atomic adds of
-    a per-program histogram)."""
+    a per-program histogram).
+
+    ``MODE`` (``RADIX_FIRST="sampled"``): 1, the histogram of digit 0 over every
+    ``RADIX_SAMPLE``-th key of the row only; 2, pick digit 0 at a safe threshold from that
+    sample: the bin with at least ``2 * ceil(k / RADIX_SAMPLE) + 16`` sampled keys at or
+    above it (all keys when the sample has fewer), every key at or above it to the candidate
+    list, none selected yet; 3, the fallback: a row whose candidate list came out shorter
+    than k appends the rest of its keys too (exact whatever the sample; a no-op otherwise).
+    The fallback's programs decide on the list's count from the launch before and append
+    behind it under a counter of their own (``_CNT_C1X``; ``SRC_CNT2``: the next passes read
+    the list's length as the sum), so no program's decision sees another's appends."""
     row = tl.program_id(0)
     pid = tl.program_id(1)
     rs = rs_ptr + row * _RS
@@ -638,12 +653,28 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
         src = logits_ptr + row.to(tl.int64) * max_len
     else:
         n = tl.load(rs + SRC_CNT)
+        if SRC_CNT2 > 0:
+            n += tl.load(rs + SRC_CNT2)
         src = src_ptr + row.to(tl.int64) * stride_src
-    chunk = tl.cdiv(tl.cdiv(n, TOPK_SPLITS), TOPK_BLOCK) * TOPK_BLOCK
+    step = 1
+    if MODE == 1:
+        step = RADIX_SAMPLE
+    n_it = tl.cdiv(n, step)
+    chunk = tl.cdiv(tl.cdiv(n_it, TOPK_SPLITS), TOPK_BLOCK) * TOPK_BLOCK
     start = pid * chunk
-    end = tl.minimum(start + chunk, n)
+    end = tl.minimum(start + chunk, n_it)
     bins = tl.arange(0, 256)
-    if PICK >= 0:
+    n_kept = 0
+    if MODE >= 2:
+        d, _ = _select_digit(tl.load(rs + bins), 2 * tl.cdiv(top_k, RADIX_SAMPLE) + 16)
+        if MODE == 2:
+            if pid == 0:
+                tl.store(rs + _REM + 1, top_k)
+        else:
+            n_kept = tl.load(rs + DST_CNT)  # final: this launch appends under _CNT_C1X
+            if n_kept >= top_k:
+                end = start  # the sampled threshold kept enough keys
+    elif PICK >= 0:
         if PICK == 0:
             rem = top_k
         else:
@@ -654,19 +685,24 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
     offs = tl.arange(0, TOPK_BLOCK)
     acc = tl.zeros([256], tl.int32)
     for o in range(start, end, TOPK_BLOCK):
-        i = o + offs
-        live = i < end
+        i = (o + offs) * step
+        live = o + offs < end
         if FROM_LOGITS:
             key = _order_key(tl.load(src + i, mask=live, other=0.0), i)
         else:
             key = tl.load(src + i, mask=live, other=0)
-        if PICK >= 0:
-            dig = _radix_digit(key, PICK, FINE0)
+        if MODE == 2:
+            _append(dst_ptr + row.to(tl.int64) * stride_dst, rs + DST_CNT, key, live & (_radix_digit(key, 0, RADIX_FIRST) >= d))
+        elif MODE == 3:
+            _append(dst_ptr + row.to(tl.int64) * stride_dst + n_kept, rs + _CNT_C1X, key,
+                    live & (_radix_digit(key, 0, RADIX_FIRST) < d))
+        elif PICK >= 0:
+            dig = _radix_digit(key, PICK, RADIX_FIRST)
             _append(sel_ptr + row.to(tl.int64) * stride_sel, rs + _CNT_SEL, key, live & (dig > d))
             live = live & (dig == d)
             _append(dst_ptr + row.to(tl.int64) * stride_dst, rs + DST_CNT, key, live)
         if HIST >= 0:
-            acc += tl.histogram(_radix_digit(key, HIST, FINE0), 256, mask=live)
+            acc += tl.histogram(_radix_digit(key, HIST, RADIX_FIRST), 256, mask=live)
     if HIST >= 0:
         tl.atomic_add(rs + HIST * 256 + bins, acc, mask=acc > 0, sem="relaxed")
 
@@ -957,31 +993,36 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
         base = dict(logits_ptr=logits, seqlen_ptr=seq_lens, rs_ptr=rs, sel_ptr=sel, top_k=top_k, max_len=max_len,
                     stride_sel=sel.stride(0), NEXT_N=T, TOPK_BLOCK=TB, TOPK_SPLITS=P, num_warps=4, num_stages=1)
 
-        fine0 = bool(config.get("RADIX_FINE0", False))
+        first = config.get("RADIX_FIRST", "byte")
+        lead = _LEAD[first]
+        C1, C2, C3, C4, C5, CT = (int(c.value) for c in (_CNT_C1, _CNT_C2, _CNT_C3, _CNT_C4, _CNT_C5, _CNT_TIE))
 
-        def step(src, src_cnt, pick, dst, dst_cnt, hist):
+        def step(src, src_cnt, pick, dst, dst_cnt, hist, mode=0):
+            c1x = int(_CNT_C1X.value) if lead == 2 and src_cnt == C1 else 0  # C1: the sampled pick + its fallback
             return (_radix_pass_kernel, (B * T, P), dict(
                 base, src_ptr=ca if src is None else src, FROM_LOGITS=src is None, SRC_CNT=src_cnt, PICK=pick,
                 dst_ptr=ca if dst is None else dst, DST_CNT=dst_cnt, HIST=hist, stride_src=ca.stride(0),
-                stride_dst=ca.stride(0), FINE0=fine0))
-        C1, C2, C3, C4, CT = (int(c.value) for c in (_CNT_C1, _CNT_C2, _CNT_C3, _CNT_C4, _CNT_TIE))
-        plan += [step(None, 0, -1, None, 0, 0),   # histogram of digit 0 over the logits
-                 step(None, 0, 0, ca, C1, -1),    # digit 0: select above, candidates in its bin
-                 step(ca, C1, -1, None, 0, 1),    # histogram of digit 1 over the candidates
-                 step(ca, C1, 1, cb, C2, 2),      # digit 1 (+ histogram of digit 2)
-                 step(cb, C2, 2, ca, C3, 3)]      # digit 2 (+ histogram of digit 3)
-        if fine0:
-            plan += [step(ca, C3, 3, cb, C4, 4),  # digit 3 (+ histogram of digit 4)
-                     step(cb, C4, 4, ca, CT, -1)]  # digit 4: what is left ties at the k-th score
-            tie = ca
+                stride_dst=ca.stride(0), RADIX_FIRST=first, MODE=mode, SRC_CNT2=c1x))
+        if lead == 2:
+            plan += [step(None, 0, -1, None, 0, 0, mode=1),  # histogram of digit 0 over a sample of the logits
+                     step(None, 0, 0, ca, C1, -1, mode=2),   # every key at or above a safe digit-0 bin
+                     step(None, 0, 0, ca, C1, -1, mode=3),   # too few (a bad sample): the rest of the row
+                     step(ca, C1, -1, None, 0, 1)]           # histogram of digit 1 (digit 0 again, exact)
         else:
-            plan += [step(ca, C3, 3, cb, CT, -1)]  # digit 3: what is left ties at the k-th score
-            tie = cb
+            plan += [step(None, 0, -1, None, 0, 0),   # histogram of digit 0 over the logits
+                     step(None, 0, 0, ca, C1, -1),    # digit 0: select above, candidates in its bin
+                     step(ca, C1, -1, None, 0, 1)]    # histogram of digit 1 over the candidates
+        bufs_, cnts = (ca, cb), (C1, C2, C3, C4, C5)
+        last = 3 + lead  # digits 0 .. last
+        for j in range(1, last):  # digit j (+ histogram of digit j + 1), candidates ping-pong
+            plan.append(step(bufs_[(j - 1) % 2], cnts[j - 1], j, bufs_[j % 2], cnts[j], j + 1))
+        plan.append(step(bufs_[(last - 1) % 2], cnts[last - 1], last, bufs_[last % 2], CT, -1))  # ties at the k-th
+        tie = bufs_[last % 2]
         RB, srt = int(config["RANK_BLOCK"]), bool(config["PLACE_SORT"])
         plan.append((_radix_place_kernel, (B * T, 1 if srt else cdiv(top_k, RB)), dict(
             sel_ptr=sel, tie_ptr=tie, rs_ptr=rs, idx_ptr=idx, top_k=top_k, stride_sel=sel.stride(0),
             stride_tie=tie.stride(0), stride_idx=idx.stride(0), RANK_BLOCK=RB, PLACE_SORT=srt,
-            TOPK_P2=next_power_of_2(top_k), TIE_MAX=_TIE_MAX, TOPK_BLOCK=TB, N_DIGITS=5 if fine0 else 4,
+            TOPK_P2=next_power_of_2(top_k), TIE_MAX=_TIE_MAX, TOPK_BLOCK=TB, N_DIGITS=4 + lead,
             num_warps=4, num_stages=1)))
         return plan
     src, src_cnt, n_lists = bufs["cand"], bufs["cnt"], S
@@ -1190,7 +1231,7 @@ def row_config(workload: Workload) -> dict[str, Any]:
     whatever the block, sm_90 SASS), the radix-only knobs at their canonical values."""
     c = radix_config(workload)
     return dict(c, NUM_SPLITS=min(c["NUM_SPLITS"], ROW_DEFAULT_MAX_SPLITS), TOPK_ALGO="row", TOPK_BLOCK=2048,
-                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, RADIX_FINE0=False)
+                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, RADIX_FIRST="byte")
 
 
 # Scoring stages of the radix / row paths. The key tile's address hangs on a block-table
@@ -1233,7 +1274,7 @@ def radix_config(workload: Workload) -> dict[str, Any]:
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
             "TOPK_BLOCK": tb,
             "TOPK_SPLITS": default_radix_splits(w, tb), "RANK_BLOCK": 64 if place_sort else rank_block,
-            "PLACE_SORT": place_sort, "RADIX_FINE0": False, "num_warps": 4, "num_stages": RADIX_SCORE_STAGES}
+            "PLACE_SORT": place_sort, "RADIX_FIRST": "byte", "num_warps": 4, "num_stages": RADIX_SCORE_STAGES}
 
 
 def merge_config(workload: Workload) -> dict[str, Any]:
@@ -1243,7 +1284,7 @@ def merge_config(workload: Workload) -> dict[str, Any]:
     c = radix_config(w)
     S = default_splits(w, c["BLOCK_N"], per_sm=2, min_tiles=8, cap=128, round_up=True)  # every split one more list
     return dict(c, NUM_SPLITS=S, TOPK_ALGO="merge", MERGE_GROUP=min(8, max(2, S)), TOPK_BLOCK=1024,
-                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, RADIX_FINE0=False, num_stages=2)
+                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, RADIX_FIRST="byte", num_stages=2)
 
 
 def cost(workload: Workload) -> tuple[float, float]:

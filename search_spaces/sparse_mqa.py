@@ -26,7 +26,7 @@ SPACE = Space(
     TOPK_SPLITS=Pow2(1, 256),     # radix: programs per (sequence, token) row in each pass
     RANK_BLOCK=Pow2(16, 128),     # radix: output positions per ranking program (256 spills)
     PLACE_SORT=Bool(),            # radix: one tl.sort per row instead of ranking by compares
-    RADIX_FINE0=Bool(),           # radix: quarter-binade first digit (+1 pass, ~5x fewer candidates)
+    RADIX_FIRST=Choice(("byte", "quarter", "sampled")),  # radix: the first digit (sparse_mqa._radix_digit)
     num_warps=Pow2(4, 8),
     num_stages=Choice((1, 2, 3, 4, 5)),  # scoring pipeline depth: one key tile in flight a program up to 4,
                                   # two at 5 (the block-table load takes stages; kernel_templates/sparse_mqa.py)
@@ -60,7 +60,7 @@ def smem_estimate(config: dict[str, Any], workload: Workload) -> int:
 
 # pinned values of the parameters a top-k path ignores (other values would only duplicate trials)
 _MERGE_ONLY = {"CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024, "SHARE_THRESHOLD": False}
-_RADIX_ONLY = {"TOPK_BLOCK": 1024, "TOPK_SPLITS": 1, "RANK_BLOCK": 64, "PLACE_SORT": False, "RADIX_FINE0": False}
+_RADIX_ONLY = {"TOPK_BLOCK": 1024, "TOPK_SPLITS": 1, "RANK_BLOCK": 64, "PLACE_SORT": False, "RADIX_FIRST": "byte"}
 _ROW_IGNORES = {k: v for k, v in _RADIX_ONLY.items() if k != "TOPK_BLOCK"}  # the row path streams TOPK_BLOCK keys
 ROW_MAX_CONTEXT = 131072  # one program streams a whole row: past this the radix passes' parallelism wins
 

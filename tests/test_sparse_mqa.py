@@ -110,9 +110,14 @@ RADIX_CASES = [
     ("dsv41-flash", 2, [520, 333], 100, dict(BLOCK_N=32, NUM_SPLITS=3, MX_FP8_DOT=True, MX_WORD_DECODE=True)),
     ("dsv41-flash", 1, [600, 20, 129], 64, dict(BLOCK_N=128, NUM_SPLITS=2, MX_FP8_DOT=True, MX_WORD_DECODE=True)),
     # the quarter-binade first digit (five digit passes)
-    ("dsv32", 1, [300, 37, 130], 40, dict(BLOCK_N=32, NUM_SPLITS=4, RADIX_FINE0=True)),
-    ("dsv32", 2, [900, 450], 33, dict(NUM_SPLITS=8, TOPK_SPLITS=8, RANK_BLOCK=32, RADIX_FINE0=True)),
-    ("dsv41-flash", 2, [520, 333], 100, dict(BLOCK_N=32, NUM_SPLITS=3, PLACE_SORT=True, RADIX_FINE0=True)),
+    ("dsv32", 1, [300, 37, 130], 40, dict(BLOCK_N=32, NUM_SPLITS=4, RADIX_FIRST="quarter")),
+    ("dsv32", 2, [900, 450], 33, dict(NUM_SPLITS=8, TOPK_SPLITS=8, RANK_BLOCK=32, RADIX_FIRST="quarter")),
+    ("dsv41-flash", 2, [520, 333], 100, dict(BLOCK_N=32, NUM_SPLITS=3, PLACE_SORT=True, RADIX_FIRST="quarter")),
+    # the sampled first digit (every 16th key): rows long enough for a threshold, rows whose
+    # sample is too small (all keys kept), a row shorter than top_k (the fallback pass)
+    ("dsv32", 1, [1900, 37, 700], 40, dict(NUM_SPLITS=4, TOPK_SPLITS=4, RADIX_FIRST="sampled")),
+    ("dsv32", 2, [900, 450], 33, dict(NUM_SPLITS=8, TOPK_SPLITS=8, RANK_BLOCK=32, RADIX_FIRST="sampled")),
+    ("dsv41-flash", 2, [1500, 333], 20, dict(BLOCK_N=32, NUM_SPLITS=3, PLACE_SORT=True, RADIX_FIRST="sampled")),
 ]
 
 
@@ -150,23 +155,37 @@ def test_row_first_digit_end_bins(scale, device):
     M.verify(idx, M.reference(**inp), inp)
 
 
+@pytest.mark.parametrize("first", ["quarter", "sampled"])
 @pytest.mark.parametrize("scale", [-1.0, 1e9, 1e-14])
-def test_radix_fine_first_digit_end_bins(scale, device):
-    """``RADIX_FINE0``: scores all <= 0, all above 2^23, all below 2^-40 put the k-th key in
-    an end bin of the quarter-binade digit (keys of many binades); the four byte digits
-    after it still select exactly."""
+def test_radix_fine_first_digit_end_bins(scale, first, device):
+    """``RADIX_FIRST`` "quarter" / "sampled": scores all <= 0, all above 2^23, all below
+    2^-40 put the k-th key in an end bin of the quarter-binade digit (keys of many
+    binades); the four byte digits after it still select exactly."""
     inp = ragged_inputs("dsv32", 2, [600, 300], top_k=40, device=device, seed=3)
     inp["weights"] = inp["weights"].abs() * scale if scale < 0 else inp["weights"] * scale
-    c = rcfg("dsv32", 2, NUM_SPLITS=2, RADIX_FINE0=True)
+    c = rcfg("dsv32", 2, NUM_SPLITS=2, RADIX_FIRST=first)
     idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
     assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, 40))
     M.verify(idx, M.reference(**inp), inp)
 
 
-@pytest.mark.parametrize("fine0", [False, True])
+def test_radix_sampled_threshold_fallback(device):
+    """``RADIX_FIRST="sampled"`` with a sample that misleads: keys 0, 16, 32, ... (exactly
+    the sampled ones) score ~100x the rest, so the threshold from the sample keeps ~22
+    keys, fewer than k = 40; the fallback pass must append the rest of the row."""
+    inp = ragged_inputs("dsv32", 1, [1900, 700], top_k=40, device=device, seed=5)
+    inp["weights"] = inp["weights"].abs()
+    inp["k_scales"][:, ::16] *= 100.0
+    c = rcfg("dsv32", 1, NUM_SPLITS=4, TOPK_SPLITS=4, RADIX_FIRST="sampled")
+    idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
+    assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, 40))
+    M.verify(idx, M.reference(**inp), inp)
+
+
+@pytest.mark.parametrize("first", M.RADIX_FIRST)
 @pytest.mark.parametrize("place_sort", [False, True])
 @pytest.mark.parametrize("tie_max", [4096, 3])
-def test_radix_ties_at_the_kth_score(place_sort, tie_max, fine0, device, monkeypatch):
+def test_radix_ties_at_the_kth_score(place_sort, tie_max, first, device, monkeypatch):
     """Pages 1..3 copy page 0: every score of those keys appears 4 times, so the k-th score is
     tied for most k; the lowest indices must win, in index order. ``tie_max=3`` sends every
     row with more than 3 ties through the one-program fallback. Then all keys equal: every
@@ -176,14 +195,14 @@ def test_radix_ties_at_the_kth_score(place_sort, tie_max, fine0, device, monkeyp
     bt = inp["block_table"][0].long()
     inp["k_cache"][bt[1:4]] = inp["k_cache"][bt[0]].clone()
     inp["k_scales"][bt[1:4]] = inp["k_scales"][bt[0]].clone()
-    c = rcfg("dsv32", 1, NUM_SPLITS=4, PLACE_SORT=place_sort, RADIX_FINE0=fine0)
+    c = rcfg("dsv32", 1, NUM_SPLITS=4, PLACE_SORT=place_sort, RADIX_FIRST=first)
     for k in (24, 22, 3, 1, 256, 300):
         idx = M.launch(config=c, **dict(inp, top_k=k))
         assert_equal(f"topk_idx k={k}", idx, M.reference(**dict(inp, top_k=k)))
     same = ragged_inputs("dsv41-flash", 2, [200, 90], top_k=50, device=device)
     same["k_cache"][:] = same["k_cache"][0, 0]
     same["k_scales"][:] = same["k_scales"][0, 0]
-    idx = M.launch(config=rcfg("dsv41-flash", 2, PLACE_SORT=place_sort, RADIX_FINE0=fine0), **same)
+    idx = M.launch(config=rcfg("dsv41-flash", 2, PLACE_SORT=place_sort, RADIX_FIRST=first), **same)
     assert_equal("topk_idx, all keys equal", idx, M.reference(**same))
     assert idx[0, 1, :50].tolist() == list(range(50))
 
@@ -214,7 +233,7 @@ def test_launches_and_graph_safety():
         plan = M._plan_for(w, M.radix_config(w))
         assert [f.__name__ for f, _, _ in plan] == ["_score_kernel"] + ["_radix_pass_kernel"] * 6 + [
             "_radix_place_kernel"]
-        plan = M._plan_for(w, dict(M.radix_config(w), RADIX_FINE0=True))  # one more digit pass
+        plan = M._plan_for(w, dict(M.radix_config(w), RADIX_FIRST="quarter"))  # one more digit pass
         assert [f.__name__ for f, _, _ in plan] == ["_score_kernel"] + ["_radix_pass_kernel"] * 7 + [
             "_radix_place_kernel"]
         for _, grid, _ in plan:
@@ -333,8 +352,8 @@ def test_property_random_shapes(seqs, top_k, next_n, splits, seed):
 @given(seqs=st.lists(st.integers(0, 300), min_size=1, max_size=3), top_k=st.integers(1, 90),
        next_n=st.integers(1, 2), profile=st.sampled_from(sorted(M.PROFILES)), splits=st.sampled_from([1, 2, 3]),
        blocks=st.sampled_from([(256, 16), (512, 32)]), place_sort=st.booleans(), dup=st.booleans(),
-       fine0=st.booleans(), seed=st.integers(0, 2**16))
-def test_property_radix_random_shapes(seqs, top_k, next_n, profile, splits, blocks, place_sort, dup, fine0, seed):
+       first=st.sampled_from(M.RADIX_FIRST), seed=st.integers(0, 2**16))
+def test_property_radix_random_shapes(seqs, top_k, next_n, profile, splits, blocks, place_sort, dup, first, seed):
     """Radix path on random ragged rows: exactly the top-k of the kernel's own logits (immune
     to near-ties that fp32 and float64 order apart), and ``verify`` against the reference
     (``dup``: page 1 copies page 0, so scores tie exactly at random ranks)."""
@@ -344,7 +363,7 @@ def test_property_radix_random_shapes(seqs, top_k, next_n, profile, splits, bloc
         inp["k_cache"][bt[1]] = inp["k_cache"][bt[0]].clone()
         inp["k_scales"][bt[1]] = inp["k_scales"][bt[0]].clone()
     c = rcfg(profile, next_n, NUM_SPLITS=2, TOPK_SPLITS=splits, TOPK_BLOCK=blocks[0], RANK_BLOCK=blocks[1],
-             PLACE_SORT=place_sort, RADIX_FINE0=fine0)
+             PLACE_SORT=place_sort, RADIX_FIRST=first)
     idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
     assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, top_k))
     M.verify(idx, M.reference(**inp), inp)
