@@ -1204,6 +1204,11 @@ def default_radix_splits(w: Workload, block: int, sms: int = SMS) -> int:
 
 
 RADIX_SMALL_BLOCK_ROWS = 32  # rows (batch x next_n) from which the radix passes step 512 keys, not 1024
+# RADIX_FIRST "sampled" by default from this many rows and keys. H200 run 34 (B=32, call us,
+# byte -> sampled): dsv32 512K 890.6 -> 799.5 (top-k +41% -> +27%), 128K 291.8 -> 280.0;
+# dsv41-flash 512K 833.7 -> 765.3 (+29% -> +18%), 128K 255.8 -> 245.9. Its three extra
+# launches lose where the passes are short: B=32 32K 130.8 -> 137.0, B=1 512K 65.4 -> 74.7.
+RADIX_SAMPLED_ROWS, RADIX_SAMPLED_CONTEXT = 32, 131072
 
 
 def default_config(workload: Workload) -> dict[str, Any]:
@@ -1274,7 +1279,9 @@ def radix_config(workload: Workload) -> dict[str, Any]:
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
             "TOPK_BLOCK": tb,
             "TOPK_SPLITS": default_radix_splits(w, tb), "RANK_BLOCK": 64 if place_sort else rank_block,
-            "PLACE_SORT": place_sort, "RADIX_FIRST": "byte", "num_warps": 4, "num_stages": RADIX_SCORE_STAGES}
+            "PLACE_SORT": place_sort,
+            "RADIX_FIRST": "sampled" if rows >= RADIX_SAMPLED_ROWS and w.context >= RADIX_SAMPLED_CONTEXT else "byte",
+            "num_warps": 4, "num_stages": RADIX_SCORE_STAGES}
 
 
 def merge_config(workload: Workload) -> dict[str, Any]:

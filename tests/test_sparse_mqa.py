@@ -230,12 +230,12 @@ def test_launches_and_graph_safety():
     (scoring, one program per row). Fixed grids from host shapes only: nothing reads a
     device value on the host."""
     for w in (M.Workload(1, 8192, 1, "dsv32"), M.Workload(32, 524288, 2, "dsv41-flash")):
-        plan = M._plan_for(w, M.radix_config(w))
-        assert [f.__name__ for f, _, _ in plan] == ["_score_kernel"] + ["_radix_pass_kernel"] * 6 + [
-            "_radix_place_kernel"]
-        plan = M._plan_for(w, dict(M.radix_config(w), RADIX_FIRST="quarter"))  # one more digit pass
-        assert [f.__name__ for f, _, _ in plan] == ["_score_kernel"] + ["_radix_pass_kernel"] * 7 + [
-            "_radix_place_kernel"]
+        # byte: six passes; quarter: one more digit; sampled: the sampled histogram, the pick
+        # at its threshold, the fallback, the exact quarter digit, then the bytes
+        for first, passes in (("byte", 6), ("quarter", 7), ("sampled", 9)):
+            plan = M._plan_for(w, dict(M.radix_config(w), RADIX_FIRST=first))
+            assert [f.__name__ for f, _, _ in plan] == ["_score_kernel"] + ["_radix_pass_kernel"] * passes + [
+                "_radix_place_kernel"]
         for _, grid, _ in plan:
             assert all(isinstance(g, int) for g in grid)
     for w in (M.Workload(1, 8192, 1, "dsv32"), M.Workload(128, 32768, 2, "dsv41-flash")):
@@ -640,7 +640,7 @@ for wl in WORKLOADS:
                          cp8=len(re.findall(r"cp\.async\.\w+\.shared\.global \[[^]]*\], \[[^]]*\], 0x8", ptx)),
                          v4=len(re.findall(r"ld\.global(?:\.\w+)*\.v4", ptx)), usage=usage,
                          cx={k: v for k, v in cx.items() if k in ("PICK", "HIST", "FROM_LOGITS", "PLACE_SORT",
-                                                                   "TOPK_ALGO")})
+                                                                   "TOPK_ALGO", "RADIX_FIRST", "MODE")})
 print(json.dumps(list(seen.values())))
 """
 
@@ -664,8 +664,13 @@ def test_default_configs_fit_sm90():
     assert {(r["wl"][2], r["wl"][3]) for r in score} == {(t, prof) for t in (1, 2) for prof in M.PROFILES}
     assert {r["fn"] for r in res} == {"_score_kernel", "_radix_pass_kernel", "_radix_place_kernel", "_row_topk_kernel"}
     assert {r["cx"]["TOPK_ALGO"] for r in score} == {"radix", "row"}
-    assert {(r["cx"]["PICK"], r["cx"]["HIST"]) for r in res if r["fn"] == "_radix_pass_kernel"} == {
-        (-1, 0), (0, -1), (-1, 1), (1, 2), (2, 3), (3, -1)}
+    passes = [r for r in res if r["fn"] == "_radix_pass_kernel"]
+    # the byte digits (six passes) and, from 32 rows at >= 128K, the sampled first digit (nine)
+    assert {(r["cx"]["RADIX_FIRST"], r["cx"]["PICK"], r["cx"]["HIST"], r["cx"]["MODE"]) for r in passes} == {
+        ("byte", -1, 0, 0), ("byte", 0, -1, 0), ("byte", -1, 1, 0), ("byte", 1, 2, 0), ("byte", 2, 3, 0),
+        ("byte", 3, -1, 0), ("sampled", -1, 0, 1), ("sampled", 0, -1, 2), ("sampled", 0, -1, 3),
+        ("sampled", -1, 1, 0), ("sampled", 1, 2, 0), ("sampled", 2, 3, 0), ("sampled", 3, 4, 0),
+        ("sampled", 4, 5, 0), ("sampled", 5, -1, 0)}
     for r in res:
         assert r["shared"] <= S.SMEM_BYTES, r
         if r["usage"] and r["fn"] == "_score_kernel":
