@@ -267,6 +267,33 @@ def test_revalidate_a_pack_through_the_real_worker_in_the_interpreter(tmp_path):
     assert {x.role for x in rows} == {"winner", "default"} and all(x.status == TrialStatus.ok for x in rows)
 
 
+def test_export_fills_parameters_added_with_an_absent_value(tmp_path, monkeypatch):
+    """A parameter added to a space with ``absent=`` (what the launcher runs a config without
+    it as): a winner tuned before it existed is exported with that value filled in, not left
+    out, and the pack verifies."""
+    import dataclasses
+
+    from tuner import registry
+    from tuner.pack import export_pack, verify_pack
+
+    db = str(tmp_path / "r.db")
+    _one_winner(db)
+    store = open_store(db)
+    with store.session() as s:
+        w = s.scalars(select(Winner)).one()
+        stages = w.config["num_stages"]
+        w.config = {k: v for k, v in w.config.items() if k != "num_stages"}
+        s.commit()
+    space = registry.kernels()["moe_routing"].space
+    monkeypatch.setitem(space, "num_stages", dataclasses.replace(space["num_stages"], absent=stages))
+    out = export_pack(store, tmp_path / "pack")
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["kernels"]["moe_routing"]["entries"] == 1 and m["left_out_outside_space"] == {}
+    (entry,) = json.loads((out / "moe_routing.json").read_text())["entries"]
+    assert entry["config"]["num_stages"] == stages
+    assert verify_pack(out).problems == []
+
+
 def test_export_leaves_out_winners_outside_todays_space(tmp_path, capsys):
     """A winner tuned on an older source whose config lacks a parameter added since (or holds a
     value dropped since) is left out of the pack and named in the manifest; the pack verifies."""

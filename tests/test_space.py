@@ -74,3 +74,14 @@ def test_canonical_makes_sparse_draws_admissible():
         raw = sum(k.constraints(c, w) for c in draws)
         canon = sum(k.constraints(k.canonical(c, w), w) for c in draws)
         assert canon > 300 and canon > 20 * raw, (w, raw, canon)
+
+
+def test_complete_fills_only_parameters_with_an_absent_value():
+    """``Space.complete``: a config tuned before a parameter existed gets the parameter's
+    ``absent`` value; parameters without one stay missing (the config is then outside the
+    space), and values the config has are never replaced."""
+    sp = Space(A=Pow2(1, 4), B=Choice(("x", "y"), absent="x"), C=Bool(absent=False), D=IntRange(0, 2))
+    assert sp.complete({"A": 2, "D": 1}) == {"A": 2, "B": "x", "C": False, "D": 1}
+    assert sp.contains(sp.complete({"A": 2, "D": 1}))
+    assert sp.complete({"A": 2, "B": "y", "C": True, "D": 0}) == {"A": 2, "B": "y", "C": True, "D": 0}
+    assert not sp.contains(sp.complete({"B": "y", "D": 0}))  # A has no absent value

@@ -54,12 +54,19 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
     # lacks: by the nearest entry, or the default where that entry's default won.
     # Membership only: constraints may depend on the GPU (sm_100-only variants) and
     # export can run anywhere; verify-pack checks them on the machine it runs on.
+    # Parameters added since with an ``absent`` value (what the launcher runs a config
+    # without them as) are filled in first: those winners stay in.
     left_out: dict[str, list[str]] = {}
+    configs: dict[tuple[str, str], dict[str, Any]] = {}
     for kname, entries in by_kernel.items():
         k = registry.kernels().get(kname)
-        for key in [key for key, w in entries.items() if k is not None and not k.space.contains(w.config)]:
-            left_out.setdefault(kname, []).append(key)
-            del entries[key]
+        for key, w in list(entries.items()):
+            cfg = k.space.complete(w.config) if k is not None else dict(w.config)
+            if k is not None and not k.space.contains(cfg):
+                left_out.setdefault(kname, []).append(key)
+                del entries[key]
+            else:
+                configs[kname, key] = cfg
     by_kernel = {kname: entries for kname, entries in by_kernel.items() if entries}
     if not by_kernel and left_out:
         raise ExportError("every winner's config is outside today's search spaces (tuned on an older source): "
@@ -78,10 +85,11 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
         cat = [a for a in entries[next(iter(entries))].workload if a not in num]
         table = {
             "schema": PACK_SCHEMA, "kernel": kname, "categorical_axes": cat, "numeric_axes": num,
-            "entries": [{"workload": w.workload, "config": w.config, "median_us": w.median_us, "p20_us": w.p20_us,
+            "entries": [{"workload": w.workload, "config": configs[kname, key], "median_us": w.median_us,
+                         "p20_us": w.p20_us,
                          "p80_us": w.p80_us, "default_median_us": w.default_median_us, "floor_us": w.floor_us,
                          "noise": w.noise, "is_default": w.is_default, "source_hash": w.source_hash}
-                        for _, w in sorted(entries.items())],
+                        for key, w in sorted(entries.items())],
         }
         meaningful &= all(w.meaningful for w in entries.values())
         fname = f"{kname}.json"

@@ -4,6 +4,10 @@ special-cases a parameter kind.
 A search space is a ``Space``: an ordered mapping from a kernel's constexpr / launch name
 (``BLOCK_T``, ``num_warps``, ...) to a parameter. Optuna sees every parameter under its
 exact name, so its own tables, ours and the packs all use the same keys.
+
+A parameter added to a space after configs were tuned can say what those configs ran as
+(``absent=``: the value the launcher uses when the key is missing); ``Space.complete``
+fills it in, so winners tuned on the older source stay loadable instead of being left out.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ class Choice:
     """One of a fixed list of values (ints, strings, bools)."""
 
     choices: tuple[Any, ...]
+    absent: Any = None  # what a config without this parameter ran as (None: such a config is invalid)
 
     def values(self) -> tuple[Any, ...]:
         return self.choices
@@ -31,6 +36,7 @@ class Pow2:
 
     lo: int
     hi: int
+    absent: Any = None
 
     def __post_init__(self) -> None:
         for v in (self.lo, self.hi):
@@ -57,6 +63,7 @@ class IntRange:
     lo: int
     hi: int
     step: int = 1
+    absent: Any = None
 
     def values(self) -> tuple[int, ...]:
         return tuple(range(self.lo, self.hi + 1, self.step))
@@ -68,6 +75,8 @@ class IntRange:
 @dataclass(frozen=True)
 class Bool:
     """True or False."""
+
+    absent: Any = None
 
     def values(self) -> tuple[bool, ...]:
         return (False, True)
@@ -97,6 +106,11 @@ class Space(dict):
         for p in self.values():
             n *= len(p.values())
         return n
+
+    def complete(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """``config`` with every missing parameter that declares an ``absent`` value filled
+        with it (a config tuned before the parameter existed, as the launcher runs it)."""
+        return {**{n: p.absent for n, p in self.items() if n not in config and p.absent is not None}, **config}
 
     def contains(self, config: Mapping[str, Any]) -> bool:
         """True when ``config`` names exactly this space's parameters with legal values."""

@@ -229,8 +229,9 @@ class Tuner:
         for t in rows:
             if len(out) == limit:
                 break
-            if t.config_key not in out and self.kernel.space.contains(t.config):
-                out[t.config_key] = t.config
+            cfg = self.kernel.space.complete(t.config)
+            if t.config_key not in out and self.kernel.space.contains(cfg):
+                out[t.config_key] = cfg
         return list(out.values())
 
     def _tune_one(self, workload: Any, worker: Worker, storage, deadline: float) -> Outcome:
