@@ -626,9 +626,9 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
                        SRC_CNT2: tl.constexpr = 0):
     """One step of the row-parallel radix select; programs over (row, TOPK_SPLITS chunks).
 
-    Keys are the 63-bit ``_order_key``s; digit j is ``_radix_digit(key, j, RADIX_FIRST)``. The source is the row's
-    logits (the visible ones) or a candidate list: every key of a candidate list shares the
-    digits already picked. ``PICK = j``: every program derives digit j's bin from the row's
+    Keys are the 63-bit ``_order_key``s; digit j is ``_radix_digit(key, j, RADIX_FIRST)``.
+    The source is the row's logits (the visible ones) or a candidate list: every key of a
+    candidate list shares the digits already picked. ``PICK = j``: every program derives digit j's bin from the row's
     histogram (the bin holding the ``rem``-th key from the top) and ``rem`` for the next
     digit (program 0 stores it); keys above the bin are selected (appended to the row's
     selected list), keys in it go to the next candidate list (``dst``), the rest drop.
@@ -692,7 +692,8 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
         else:
             key = tl.load(src + i, mask=live, other=0)
         if MODE == 2:
-            _append(dst_ptr + row.to(tl.int64) * stride_dst, rs + DST_CNT, key, live & (_radix_digit(key, 0, RADIX_FIRST) >= d))
+            _append(dst_ptr + row.to(tl.int64) * stride_dst, rs + DST_CNT, key,
+                    live & (_radix_digit(key, 0, RADIX_FIRST) >= d))
         elif MODE == 3:
             _append(dst_ptr + row.to(tl.int64) * stride_dst + n_kept, rs + _CNT_C1X, key,
                     live & (_radix_digit(key, 0, RADIX_FIRST) < d))
