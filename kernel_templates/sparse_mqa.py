@@ -37,7 +37,10 @@ Design:
   Tried and dropped (session 6, H200 run 26): the digit-0 histogram in the scoring kernel
   (atomics into a zero-filled state) instead of its own pass. It saved the 89.7 us pass
   at dsv32 B=32 512K but slowed the scoring kernel by 209 us (612 -> 821); slower at
-  B=1 too (8K 40.5 -> 43.5 us).
+  B=1 too (8K 40.5 -> 43.5 us). ``RADIX_FIRST`` picks the first digit (``_radix_digit``):
+  the top order byte, quarter binades, or quarter binades placed from a 1-in-16 sample
+  with a fallback pass keeping it exact ("sampled", the default from 32 rows at >= 128K:
+  H200 run 34, B=32 512K top-k +41% -> +27% dsv32, +29% -> +18% dsv41-flash).
 - ``TOPK_ALGO="row"``: one launch after the scoring kernel, one program per (sequence,
   token) doing the row's whole exact selection (``_row_topk_kernel``). The scoring programs
   also histogram a first 8-bit digit of their scores (``_row_digit``: quarter binades), so
