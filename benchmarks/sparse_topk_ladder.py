@@ -11,7 +11,7 @@ Each rung is "scoring alone" (``top_k=0, return_logits=True``: the logits writte
 one launch that does a part of what every top-k must do after the scores exist, with
 nothing else:
 
-1. ``+empty``: an empty kernel (a dependent launch alone).
+1. ``+empty``: an empty kernel (a dependent launch alone; the one the empty-launch floor times).
 2. ``+touch``: one program per row reads every visible score of the row and writes
    ``top_k`` int32 indices (the least a top-k launch reads and writes).
 3. ``+sort``: one program per row ranks ``top_k`` scores (the row's first ``top_k``, as
@@ -42,12 +42,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from kernel_templates.sparse_mqa import _key_index, _order_key  # noqa: E402
-
-
-@triton.jit
-def empty():
-    pass
-
+from tuner._empty import launch_empty  # noqa: E402
 
 @triton.jit
 def touch(logits_ptr, idx_ptr, n, stride_l, K: tl.constexpr, CHUNK: tl.constexpr, KP: tl.constexpr):
@@ -98,7 +93,7 @@ def ladder(batch: int, context: int, profile: str, device: str, config: dict[str
         return M.launch(config=cfg, **score_only)
 
     rungs = {
-        "+empty": lambda: empty[(1,)](),
+        "+empty": lambda: launch_empty(idx),
         "+touch": lambda: touch[(rows.shape[0],)](rows, idx, n, rows.stride(0), K=K, CHUNK=chunk, KP=kp),
         "+sort": lambda: sort_k[(rows.shape[0],)](rows, idx, rows.stride(0), K=K, KP=kp),
     }

@@ -93,8 +93,9 @@ _RS = tl.constexpr(1552)
 _CNT_SEL = tl.constexpr(1536)
 _CNT_C1, _CNT_C2, _CNT_C3, _CNT_TIE, _CNT_C4, _CNT_C5, _CNT_C1X = (tl.constexpr(1537 + i) for i in range(7))
 _REM = tl.constexpr(1544)  # _REM + j: keys still wanted after digit j - 1 (j = 1..6)
-RADIX_FIRST = ("byte", "quarter", "sampled")  # the radix passes' first digit (RADIX_FIRST config)
-_LEAD = {"byte": 0, "quarter": 1, "sampled": 2}  # quarter-binade digits before the four order bytes
+# the radix passes' first digit (RADIX_FIRST config); a value's index is the number of
+# quarter-binade digits before the four order bytes (_radix_digit)
+RADIX_FIRST = ("byte", "quarter", "sampled")
 RADIX_SAMPLE = tl.constexpr(16)  # "sampled": every 16th key of a row in the first histogram
 _TIE_MAX = 4096  # more keys tied at the k-th score than this: one program selects them (slow, exact)
 _ROW_EXP_LO = tl.constexpr(87)  # biased exponent of the lowest binade with bins of its own (2^-40)
@@ -998,7 +999,7 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
                     stride_sel=sel.stride(0), NEXT_N=T, TOPK_BLOCK=TB, TOPK_SPLITS=P, num_warps=4, num_stages=1)
 
         first = config.get("RADIX_FIRST", "byte")
-        lead = _LEAD[first]
+        lead = RADIX_FIRST.index(first)
         C1, C2, C3, C4, C5, CT = (int(c.value) for c in (_CNT_C1, _CNT_C2, _CNT_C3, _CNT_C4, _CNT_C5, _CNT_TIE))
 
         def step(src, src_cnt, pick, dst, dst_cnt, hist, mode=0):
@@ -1257,9 +1258,10 @@ def radix_config(workload: Workload) -> dict[str, Any]:
     splits for ~4 programs an SM (``default_splits``), mxfp4 keys through FP8 MMA on the scaled codes decoded a 32-bit
     word at a time (H200 run 14, dsv41-flash B=32: scoring 1453 -> 910 us at 512K, 369 -> 241
     us at 128K; bytewise decode before), and the radix
-    top-k (``TOPK_ALGO="radix"``): the scoring kernel writes the visible scores, then six
-    row-parallel radix passes over 1024-key blocks (512 from 32 rows) and a ranking step (8 launches in all,
-    none serial over a row). The merge path's parameters (CAND_MULT, MERGE_GROUP,
+    top-k (``TOPK_ALGO="radix"``): the scoring kernel writes the visible scores, then
+    row-parallel radix passes over 1024-key blocks (512 from 32 rows) and a ranking step,
+    none serial over a row: six passes (8 launches in all), nine with the sampled first
+    digit from ``RADIX_SAMPLED_ROWS`` rows at >= ``RADIX_SAMPLED_CONTEXT`` keys (11). The merge path's parameters (CAND_MULT, MERGE_GROUP,
     SELECT_BLOCK, SHARE_THRESHOLD) keep their canonical values, which the radix path ignores.
 
     Checked for sm_90 with Triton 3.6 (ptxas -v / cuobjdump, divisibility-16

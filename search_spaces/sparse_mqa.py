@@ -5,7 +5,7 @@ from typing import Any
 
 import triton
 
-from kernel_templates.sparse_mqa import D_INDEX, PAGE, PROFILES, Workload, feasible
+from kernel_templates.sparse_mqa import D_INDEX, PAGE, PROFILES, RADIX_FIRST, Workload, feasible
 from tuner.space import Bool, Choice, Pow2, Space
 
 __all__ = ["SPACE", "canonical", "constraints", "smem_estimate", "feasible", "WORKLOADS", "SMALL_WORKLOADS"]
@@ -26,7 +26,7 @@ SPACE = Space(
     TOPK_SPLITS=Pow2(1, 256),     # radix: programs per (sequence, token) row in each pass
     RANK_BLOCK=Pow2(16, 128),     # radix: output positions per ranking program (256 spills)
     PLACE_SORT=Bool(),            # radix: one tl.sort per row instead of ranking by compares
-    RADIX_FIRST=Choice(("byte", "quarter", "sampled"), absent="byte"),  # radix: the first digit
+    RADIX_FIRST=Choice(RADIX_FIRST, absent="byte"),  # radix: the first digit
                                   # (sparse_mqa._radix_digit); configs from before it ran "byte"
     num_warps=Pow2(4, 8),
     num_stages=Choice((1, 2, 3, 4, 5)),  # scoring pipeline depth: one key tile in flight a program up to 4,
