@@ -726,7 +726,8 @@ def _rank_in(base, n, keys, CMP_BLOCK: tl.constexpr):
 @triton.jit
 def _radix_place_kernel(sel_ptr, tie_ptr, rs_ptr, idx_ptr, top_k, stride_sel, stride_tie, stride_idx,
                         RANK_BLOCK: tl.constexpr, PLACE_SORT: tl.constexpr, TOPK_P2: tl.constexpr,
-                        TIE_MAX: tl.constexpr, TOPK_BLOCK: tl.constexpr, N_DIGITS: tl.constexpr = 4):
+                        TIE_MAX: tl.constexpr, TOPK_BLOCK: tl.constexpr, N_DIGITS: tl.constexpr = 4,
+                        PLACE_CHUNK: tl.constexpr = 0):
     """Write the row's indices in descending key order. The selected keys (all above the
     k-th score) come first, then the keys tied at the k-th score, the ``rem`` largest
     (lowest index) of them; -1 pads.
@@ -736,7 +737,14 @@ def _radix_place_kernel(sel_ptr, tie_ptr, rs_ptr, idx_ptr, top_k, stride_sel, st
     compares a row). ``PLACE_SORT=True``: one program a row ranks the ties taken into the
     selected list, then one ``tl.sort`` of TOPK_P2 keys (k log^2 k work, one program's latency).
     More than TIE_MAX ties: program 0 radix-selects the ties taken (exact, slow: degenerate
-    inputs only)."""
+    inputs only).
+
+    ``PLACE_CHUNK > 0`` (programs over (row, chunks of PLACE_CHUNK positions)): each program
+    sorts its chunk of the selected list in place (one ``tl.sort`` of PLACE_CHUNK keys)
+    and places the ties as the ranking does; ``_radix_merge_rank_kernel`` then writes the
+    selected keys at their ranks across the sorted chunks (k log(PLACE_CHUNK) work a row,
+    spread over the row's chunks, where the ranking is k^2 and the one sort a row is one
+    program's latency)."""
     row = tl.program_id(0)
     j = tl.program_id(1)
     nprog = tl.num_programs(1)
@@ -749,8 +757,13 @@ def _radix_place_kernel(sel_ptr, tie_ptr, rs_ptr, idx_ptr, top_k, stride_sel, st
     out = idx_ptr + row.to(tl.int64) * stride_idx
     sel = sel_ptr + row.to(tl.int64) * stride_sel
     tie = tie_ptr + row.to(tl.int64) * stride_tie
-    offs = j * RANK_BLOCK + tl.arange(0, RANK_BLOCK)
-    if not PLACE_SORT:
+    if PLACE_CHUNK > 0:
+        offs = j * PLACE_CHUNK + tl.arange(0, PLACE_CHUNK)
+        m = offs < n_sel
+        tl.store(sel + offs, tl.sort(tl.load(sel + offs, mask=m, other=-1), descending=True), mask=m)
+    else:
+        offs = j * RANK_BLOCK + tl.arange(0, RANK_BLOCK)
+    if not PLACE_SORT and PLACE_CHUNK == 0:
         m = offs < n_sel
         keys = tl.load(sel + offs, mask=m, other=-1)
         tl.store(out + _rank_in(sel, n_sel, keys, CMP_BLOCK), _key_index(keys), mask=m)
@@ -782,7 +795,33 @@ def _radix_place_kernel(sel_ptr, tie_ptr, rs_ptr, idx_ptr, top_k, stride_sel, st
         keys = tl.sort(tl.load(sel + o2, mask=o2 < n_sel + take, other=-1), descending=True)
         tl.store(out + o2, _key_index(keys), mask=o2 < top_k)
     else:
-        tl.store(out + offs, tl.full([RANK_BLOCK], -1, tl.int32), mask=(offs >= n_sel + take) & (offs < top_k))
+        tl.store(out + offs, tl.full(offs.shape, -1, tl.int32), mask=(offs >= n_sel + take) & (offs < top_k))
+
+
+@triton.jit
+def _radix_merge_rank_kernel(sel_ptr, rs_ptr, idx_ptr, stride_sel, stride_idx,
+                             PLACE_CHUNK: tl.constexpr, CHUNK_LOG2: tl.constexpr, N_CHUNKS: tl.constexpr):
+    """Second launch of the chunked placing (``PLACE_CHUNK > 0``, programs over (row,
+    chunk)): the row's selected list is sorted in descending chunks of PLACE_CHUNK keys,
+    so a key's output position is the number of larger keys in all chunks together (in its
+    own chunk, its position there). Each count is a branchless binary search, every chunk
+    at once: CHUNK_LOG2 + 1 dependent gathers of ``[N_CHUNKS, PLACE_CHUNK]`` keys (L1/L2-hot).
+    Keys are distinct and >= 0; positions past the list read -1, smaller than any key."""
+    row = tl.program_id(0)
+    j = tl.program_id(1)
+    n_sel = tl.load(rs_ptr + row * _RS + _CNT_SEL)
+    sel = sel_ptr + row.to(tl.int64) * stride_sel
+    offs = j * PLACE_CHUNK + tl.arange(0, PLACE_CHUNK)
+    m = offs < n_sel
+    keys = tl.load(sel + offs, mask=m, other=-1)
+    start = (tl.arange(0, N_CHUNKS) * PLACE_CHUNK)[:, None]
+    cnt = tl.zeros([N_CHUNKS, PLACE_CHUNK], tl.int32)  # larger keys of chunk c found so far: a prefix of it
+    for s in tl.static_range(CHUNK_LOG2):
+        p = start + cnt + ((PLACE_CHUNK >> (s + 1)) - 1)
+        cnt += tl.where(tl.load(sel + p, mask=p < n_sel, other=-1) > keys[None, :], PLACE_CHUNK >> (s + 1), 0)
+    p = start + cnt  # cnt <= PLACE_CHUNK - 1 here: the chunk's last key is the one left to test
+    cnt += (tl.load(sel + p, mask=p < n_sel, other=-1) > keys[None, :]).to(tl.int32)
+    tl.store(idx_ptr + row.to(tl.int64) * stride_idx + tl.sum(cnt, 0), _key_index(keys), mask=m)
 
 
 @triton.jit
@@ -1023,12 +1062,20 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
             plan.append(step(bufs_[(j - 1) % 2], cnts[j - 1], j, bufs_[j % 2], cnts[j], j + 1))
         plan.append(step(bufs_[(last - 1) % 2], cnts[last - 1], last, bufs_[last % 2], CT, -1))  # ties at the k-th
         tie = bufs_[last % 2]
-        RB, srt = int(config["RANK_BLOCK"]), bool(config["PLACE_SORT"])
-        plan.append((_radix_place_kernel, (B * T, 1 if srt else cdiv(top_k, RB)), dict(
+        RB, srt, ch = int(config["RANK_BLOCK"]), bool(config["PLACE_SORT"]), int(config.get("PLACE_CHUNK", 0))
+        if ch and (srt or ch < 16 or ch & (ch - 1)):
+            raise ValueError(f"PLACE_CHUNK must be 0 or a power of two >= 16 without PLACE_SORT, got {ch}")
+        n_place = 1 if srt else cdiv(top_k, ch if ch else RB)
+        plan.append((_radix_place_kernel, (B * T, n_place), dict(
             sel_ptr=sel, tie_ptr=tie, rs_ptr=rs, idx_ptr=idx, top_k=top_k, stride_sel=sel.stride(0),
             stride_tie=tie.stride(0), stride_idx=idx.stride(0), RANK_BLOCK=RB, PLACE_SORT=srt,
-            TOPK_P2=next_power_of_2(top_k), TIE_MAX=_TIE_MAX, TOPK_BLOCK=TB, N_DIGITS=4 + lead,
+            TOPK_P2=next_power_of_2(top_k), TIE_MAX=_TIE_MAX, TOPK_BLOCK=TB, N_DIGITS=4 + lead, PLACE_CHUNK=ch,
             num_warps=4, num_stages=1)))
+        if ch:
+            plan.append((_radix_merge_rank_kernel, (B * T, n_place), dict(
+                sel_ptr=sel, rs_ptr=rs, idx_ptr=idx, stride_sel=sel.stride(0), stride_idx=idx.stride(0),
+                PLACE_CHUNK=ch, CHUNK_LOG2=ch.bit_length() - 1, N_CHUNKS=next_power_of_2(n_place),
+                num_warps=4, num_stages=1)))
         return plan
     src, src_cnt, n_lists = bufs["cand"], bufs["cnt"], S
     for out, out_cnt in bufs["levels"]:
@@ -1241,7 +1288,7 @@ def row_config(workload: Workload) -> dict[str, Any]:
     whatever the block, sm_90 SASS), the radix-only knobs at their canonical values."""
     c = radix_config(workload)
     return dict(c, NUM_SPLITS=min(c["NUM_SPLITS"], ROW_DEFAULT_MAX_SPLITS), TOPK_ALGO="row", TOPK_BLOCK=2048,
-                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, RADIX_FIRST="byte")
+                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, PLACE_CHUNK=0, RADIX_FIRST="byte")
 
 
 # Scoring stages of the radix / row paths. The key tile's address hangs on a block-table
@@ -1285,7 +1332,7 @@ def radix_config(workload: Workload) -> dict[str, Any]:
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
             "TOPK_BLOCK": tb,
             "TOPK_SPLITS": default_radix_splits(w, tb), "RANK_BLOCK": 64 if place_sort else rank_block,
-            "PLACE_SORT": place_sort,
+            "PLACE_SORT": place_sort, "PLACE_CHUNK": 0,
             "RADIX_FIRST": "sampled" if rows >= RADIX_SAMPLED_ROWS and w.context >= RADIX_SAMPLED_CONTEXT else "byte",
             "num_warps": 4, "num_stages": RADIX_SCORE_STAGES}
 
@@ -1297,7 +1344,7 @@ def merge_config(workload: Workload) -> dict[str, Any]:
     c = radix_config(w)
     S = default_splits(w, c["BLOCK_N"], per_sm=2, min_tiles=8, cap=128, round_up=True)  # every split one more list
     return dict(c, NUM_SPLITS=S, TOPK_ALGO="merge", MERGE_GROUP=min(8, max(2, S)), TOPK_BLOCK=1024,
-                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, RADIX_FIRST="byte", num_stages=2)
+                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, PLACE_CHUNK=0, RADIX_FIRST="byte", num_stages=2)
 
 
 def cost(workload: Workload) -> tuple[float, float]:

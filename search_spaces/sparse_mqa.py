@@ -26,6 +26,8 @@ SPACE = Space(
     TOPK_SPLITS=Pow2(1, 256),     # radix: programs per (sequence, token) row in each pass
     RANK_BLOCK=Pow2(16, 128),     # radix: output positions per ranking program (256 spills)
     PLACE_SORT=Bool(),            # radix: one tl.sort per row instead of ranking by compares
+    PLACE_CHUNK=Choice((0, 128, 256, 512), absent=0),  # radix: sort chunks of this many selected keys,
+                                  # then rank across the sorted chunks (a second launch); 0: PLACE_SORT decides
     RADIX_FIRST=Choice(RADIX_FIRST, absent="byte"),  # radix: the first digit
                                   # (sparse_mqa._radix_digit); configs from before it ran "byte"
     num_warps=Pow2(4, 8),
@@ -61,7 +63,8 @@ def smem_estimate(config: dict[str, Any], workload: Workload) -> int:
 
 # pinned values of the parameters a top-k path ignores (other values would only duplicate trials)
 _MERGE_ONLY = {"CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024, "SHARE_THRESHOLD": False}
-_RADIX_ONLY = {"TOPK_BLOCK": 1024, "TOPK_SPLITS": 1, "RANK_BLOCK": 64, "PLACE_SORT": False, "RADIX_FIRST": "byte"}
+_RADIX_ONLY = {"TOPK_BLOCK": 1024, "TOPK_SPLITS": 1, "RANK_BLOCK": 64, "PLACE_SORT": False, "RADIX_FIRST": "byte",
+               "PLACE_CHUNK": 0}
 _ROW_IGNORES = {k: v for k, v in _RADIX_ONLY.items() if k != "TOPK_BLOCK"}  # the row path streams TOPK_BLOCK keys
 ROW_MAX_CONTEXT = 131072  # one program streams a whole row: past this the radix passes' parallelism wins
 
@@ -83,7 +86,9 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
         c["MX_WORD_DECODE"] = False
     if c["TOPK_ALGO"] == "radix":
         c.update(_MERGE_ONLY)
-        if c["PLACE_SORT"]:
+        if c.get("PLACE_CHUNK", 0):
+            c["PLACE_SORT"] = False  # the chunked placing replaces both; RANK_BLOCK only ranks ties there
+        if c["PLACE_SORT"] or c.get("PLACE_CHUNK", 0):
             c["RANK_BLOCK"] = _RADIX_ONLY["RANK_BLOCK"]
         c["TOPK_SPLITS"] = min(c["TOPK_SPLITS"], triton.next_power_of_2(triton.cdiv(w.context, c["TOPK_BLOCK"])))
     elif c["TOPK_ALGO"] == "row":
@@ -108,6 +113,8 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         if P > 1 and rows * P // 4 >= 8 * SMS:  # past ~32 programs an SM and pass (B=32: up to 128)
             return False
         if not config["PLACE_SORT"] and config["RANK_BLOCK"] > triton.next_power_of_2(prof["top_k"]):
+            return False
+        if config.get("PLACE_CHUNK", 0) > triton.next_power_of_2(prof["top_k"]):
             return False
     elif config["TOPK_ALGO"] == "row" and w.context > ROW_MAX_CONTEXT:
         return False
