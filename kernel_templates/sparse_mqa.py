@@ -34,6 +34,9 @@ Design:
 - ``TOPK_ALGO="radix"``: the scoring kernel writes the visible scores, six row-parallel
   launches radix-select over them and one ranks the selected keys (``_radix_pass_kernel``,
   ``_radix_place_kernel``): the GPU-wide passes win on long rows, but each launch costs ~3-4 us.
+  The ranking: k^2 compares a row over many programs, one ``tl.sort`` a row, or
+  (``PLACE_CHUNK``, the default from 8 rows of 2048) sorted chunks of the selected keys and
+  a second launch that ranks each key across them by binary search (``_radix_merge_rank_kernel``).
   Tried and dropped (session 6, H200 run 26): the digit-0 histogram in the scoring kernel
   (atomics into a zero-filled state) instead of its own pass. It saved the 89.7 us pass
   at dsv32 B=32 512K but slowed the scoring kernel by 209 us (612 -> 821); slower at
@@ -1245,16 +1248,24 @@ def default_splits(w: Workload, block_n: int, sms: int = SMS, per_sm: int = 4, m
 
 
 def default_radix_splits(w: Workload, block: int, sms: int = SMS) -> int:
-    """Programs per row of the radix passes: ~16 per SM over all rows, each >= one block.
+    """Programs per row of the radix passes: up to ~16 per SM over all rows (a power of two,
+    rounded down), each >= one block, at most 256.
 
     H200 runs 30-31 (B=32, dsv32 / dsv41-flash, call us at 512K): 32 programs a row (the
     old ~4 an SM) 947.6 / 866.5, 64: 910.2 / 841.2, 128: 903.4 / 840.6, 16: 988.4 / 905.8;
     the two full passes over the logits (digit-0 histogram and pick, ~200 us of the top-k)
-    run their histogram ALU work on more SMs at once."""
-    want = next_power_of_2(max(1, cdiv(16 * sms, w.batch * w.next_n)))
-    return max(1, min(want, next_power_of_2(cdiv(w.context, block)), 256))
+    run their histogram ALU work on more SMs at once. Runs 36-37 (sampled first digit), 64
+    against 128 a row at B=32: 128K 268.5 / 235.6 vs 279.4 / 246.5 (run 36), 268.9 / 236.9
+    vs 278.9 / 248.4 (run 37); 512K 791.4 / 756.7 vs 798.0 / 762.2: hence rounded down
+    (B=32: 66 -> 64, not up to 128)."""
+    want = max(1, 16 * sms // (w.batch * w.next_n))
+    p = 1
+    while p * 2 <= want:
+        p *= 2
+    return max(1, min(p, next_power_of_2(cdiv(w.context, block)), 256))
 
 
+PLACE_CHUNK_DEFAULT = 512  # selected keys a program sorts in the chunked placing (PLACE_CHUNK), where it is the default
 RADIX_SMALL_BLOCK_ROWS = 32  # rows (batch x next_n) from which the radix passes step 512 keys, not 1024
 # RADIX_FIRST "sampled" by default from this many rows and keys. H200 run 34 (B=32, call us,
 # byte -> sampled): dsv32 512K 890.6 -> 799.5 (top-k +41% -> +27%), 128K 291.8 -> 280.0;
@@ -1325,14 +1336,19 @@ def radix_config(workload: Workload) -> dict[str, Any]:
     # both profiles (dsv32 300.3 -> 292.4, 903.4 -> 890.4 us; dsv41-flash 262.5 -> 257.1,
     # 840.6 -> 831.6); fewer rows are unmeasured and keep 1024
     tb = 512 if rows >= RADIX_SMALL_BLOCK_ROWS else 1024
-    # ranking costs rows * k^2 compares spread over the GPU; the sort one program's latency a row
-    place_sort = rows * k * k >= 8 * 2048 * 2048
+    # Ranking costs rows * k^2 compares spread over the GPU; from 8 rows of dsv32's 2048 the
+    # chunked placing wins (sorted 512-key chunks, then ranks across them). H200 run 37, call
+    # us, one tl.sort a row -> PLACE_CHUNK 512: dsv32 B=32 8K 86.0 -> 50.2, 128K 279.5 ->
+    # 244.0, 512K 793.8 -> 764.3; B=8 8K 87.1 -> 42.4 (256-key chunks). Below that the
+    # ranking stays (B=1: 34.3 vs 37.3 at 8K, 65.9 vs 68.8 at 512K; dsv41-flash B=32 128K
+    # 248.4 vs 248.3 with 128-key chunks).
+    chunked = rows * k * k >= 8 * 2048 * 2048  # dsv41-flash (k = 512) from 128 rows: 128-key chunks (unmeasured)
     rank_block = max(16, min(256, next_power_of_2(cdiv(rows * k, 2 * SMS))))
     return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024,
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
             "TOPK_BLOCK": tb,
-            "TOPK_SPLITS": default_radix_splits(w, tb), "RANK_BLOCK": 64 if place_sort else rank_block,
-            "PLACE_SORT": place_sort, "PLACE_CHUNK": 0,
+            "TOPK_SPLITS": default_radix_splits(w, tb), "RANK_BLOCK": 64 if chunked else rank_block,
+            "PLACE_SORT": False, "PLACE_CHUNK": min(PLACE_CHUNK_DEFAULT, next_power_of_2(k) // 4) if chunked else 0,
             "RADIX_FIRST": "sampled" if rows >= RADIX_SAMPLED_ROWS and w.context >= RADIX_SAMPLED_CONTEXT else "byte",
             "num_warps": 4, "num_stages": RADIX_SCORE_STAGES}
 

@@ -26,7 +26,7 @@ SPACE = Space(
     TOPK_SPLITS=Pow2(1, 256),     # radix: programs per (sequence, token) row in each pass
     RANK_BLOCK=Pow2(16, 128),     # radix: output positions per ranking program (256 spills)
     PLACE_SORT=Bool(),            # radix: one tl.sort per row instead of ranking by compares
-    PLACE_CHUNK=Choice((0, 128, 256, 512), absent=0),  # radix: sort chunks of this many selected keys,
+    PLACE_CHUNK=Choice((0, 128, 256, 512, 1024), absent=0),  # radix: sort chunks of this many selected keys,
                                   # then rank across the sorted chunks (a second launch); 0: PLACE_SORT decides
     RADIX_FIRST=Choice(RADIX_FIRST, absent="byte"),  # radix: the first digit
                                   # (sparse_mqa._radix_digit); configs from before it ran "byte"

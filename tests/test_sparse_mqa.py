@@ -118,6 +118,11 @@ RADIX_CASES = [
     ("dsv32", 1, [1900, 37, 700], 40, dict(NUM_SPLITS=4, TOPK_SPLITS=4, RADIX_FIRST="sampled")),
     ("dsv32", 2, [900, 450], 33, dict(NUM_SPLITS=8, TOPK_SPLITS=8, RANK_BLOCK=32, RADIX_FIRST="sampled")),
     ("dsv41-flash", 2, [1500, 333], 20, dict(BLOCK_N=32, NUM_SPLITS=3, PLACE_SORT=True, RADIX_FIRST="sampled")),
+    # the chunked placing: sorted chunks of 16 / 32 selected keys (3-4 of them, the last
+    # partial), ranked across by binary search; rows shorter than top_k leave chunks empty
+    ("dsv32", 1, [300, 37, 130], 40, dict(BLOCK_N=32, NUM_SPLITS=4, PLACE_CHUNK=16)),
+    ("dsv32", 2, [900, 450], 33, dict(NUM_SPLITS=8, TOPK_SPLITS=8, PLACE_CHUNK=16, RADIX_FIRST="quarter")),
+    ("dsv41-flash", 2, [1200, 333, 5], 100, dict(BLOCK_N=32, NUM_SPLITS=3, PLACE_CHUNK=32, RADIX_FIRST="sampled")),
 ]
 
 
@@ -182,27 +187,31 @@ def test_radix_sampled_threshold_fallback(device):
     M.verify(idx, M.reference(**inp), inp)
 
 
+PLACES = {"rank": dict(PLACE_SORT=False), "sort": dict(PLACE_SORT=True), "chunk": dict(PLACE_CHUNK=16)}
+
+
 @pytest.mark.parametrize("first", M.RADIX_FIRST)
-@pytest.mark.parametrize("place_sort", [False, True])
+@pytest.mark.parametrize("place", sorted(PLACES))
 @pytest.mark.parametrize("tie_max", [4096, 3])
-def test_radix_ties_at_the_kth_score(place_sort, tie_max, first, device, monkeypatch):
+def test_radix_ties_at_the_kth_score(place, tie_max, first, device, monkeypatch):
     """Pages 1..3 copy page 0: every score of those keys appears 4 times, so the k-th score is
     tied for most k; the lowest indices must win, in index order. ``tie_max=3`` sends every
     row with more than 3 ties through the one-program fallback. Then all keys equal: every
-    score ties (the whole row is one bin of every digit)."""
+    score ties (the whole row is one bin of every digit). Each placing: ranking, one sort a
+    row, sorted chunks of 16 (k = 256, 300: 16-19 chunks)."""
     monkeypatch.setattr(M, "_TIE_MAX", tie_max)
     inp = ragged_inputs("dsv32", 1, [256], top_k=24, device=device)
     bt = inp["block_table"][0].long()
     inp["k_cache"][bt[1:4]] = inp["k_cache"][bt[0]].clone()
     inp["k_scales"][bt[1:4]] = inp["k_scales"][bt[0]].clone()
-    c = rcfg("dsv32", 1, NUM_SPLITS=4, PLACE_SORT=place_sort, RADIX_FIRST=first)
+    c = rcfg("dsv32", 1, NUM_SPLITS=4, RADIX_FIRST=first, **PLACES[place])
     for k in (24, 22, 3, 1, 256, 300):
         idx = M.launch(config=c, **dict(inp, top_k=k))
         assert_equal(f"topk_idx k={k}", idx, M.reference(**dict(inp, top_k=k)))
     same = ragged_inputs("dsv41-flash", 2, [200, 90], top_k=50, device=device)
     same["k_cache"][:] = same["k_cache"][0, 0]
     same["k_scales"][:] = same["k_scales"][0, 0]
-    idx = M.launch(config=rcfg("dsv41-flash", 2, PLACE_SORT=place_sort, RADIX_FIRST=first), **same)
+    idx = M.launch(config=rcfg("dsv41-flash", 2, RADIX_FIRST=first, **PLACES[place]), **same)
     assert_equal("topk_idx, all keys equal", idx, M.reference(**same))
     assert idx[0, 1, :50].tolist() == list(range(50))
 
@@ -238,6 +247,17 @@ def test_launches_and_graph_safety():
                 "_radix_place_kernel"]
         for _, grid, _ in plan:
             assert all(isinstance(g, int) for g in grid)
+    # the chunked placing (dsv32's default from 8 rows): one more launch, ranking across the chunks
+    w = M.Workload(32, 131072, 1, "dsv32")
+    c = M.radix_config(w)
+    assert c["PLACE_CHUNK"] == M.PLACE_CHUNK_DEFAULT and not c["PLACE_SORT"]
+    plan = M._plan_for(w, c)
+    assert [f.__name__ for f, _, _ in plan][-2:] == ["_radix_place_kernel", "_radix_merge_rank_kernel"]
+    assert plan[-1][1] == plan[-2][1] == (32, 2048 // M.PLACE_CHUNK_DEFAULT)
+    with pytest.raises(ValueError, match="PLACE_CHUNK"):
+        M._plan_for(w, dict(c, PLACE_SORT=True))
+    with pytest.raises(ValueError, match="PLACE_CHUNK"):
+        M._plan_for(w, dict(c, PLACE_CHUNK=96))
     for w in (M.Workload(1, 8192, 1, "dsv32"), M.Workload(128, 32768, 2, "dsv41-flash")):
         c = M.row_config(w)
         plan = M._plan_for(w, c)
@@ -351,9 +371,9 @@ def test_property_random_shapes(seqs, top_k, next_n, splits, seed):
 @settings(max_examples=8, deadline=None)
 @given(seqs=st.lists(st.integers(0, 300), min_size=1, max_size=3), top_k=st.integers(1, 90),
        next_n=st.integers(1, 2), profile=st.sampled_from(sorted(M.PROFILES)), splits=st.sampled_from([1, 2, 3]),
-       blocks=st.sampled_from([(256, 16), (512, 32)]), place_sort=st.booleans(), dup=st.booleans(),
+       blocks=st.sampled_from([(256, 16), (512, 32)]), place=st.sampled_from(sorted(PLACES)), dup=st.booleans(),
        first=st.sampled_from(M.RADIX_FIRST), seed=st.integers(0, 2**16))
-def test_property_radix_random_shapes(seqs, top_k, next_n, profile, splits, blocks, place_sort, dup, first, seed):
+def test_property_radix_random_shapes(seqs, top_k, next_n, profile, splits, blocks, place, dup, first, seed):
     """Radix path on random ragged rows: exactly the top-k of the kernel's own logits (immune
     to near-ties that fp32 and float64 order apart), and ``verify`` against the reference
     (``dup``: page 1 copies page 0, so scores tie exactly at random ranks)."""
@@ -363,7 +383,7 @@ def test_property_radix_random_shapes(seqs, top_k, next_n, profile, splits, bloc
         inp["k_cache"][bt[1]] = inp["k_cache"][bt[0]].clone()
         inp["k_scales"][bt[1]] = inp["k_scales"][bt[0]].clone()
     c = rcfg(profile, next_n, NUM_SPLITS=2, TOPK_SPLITS=splits, TOPK_BLOCK=blocks[0], RANK_BLOCK=blocks[1],
-             PLACE_SORT=place_sort, RADIX_FIRST=first)
+             RADIX_FIRST=first, **PLACES[place])
     idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
     assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, top_k))
     M.verify(idx, M.reference(**inp), inp)
@@ -639,7 +659,7 @@ for wl in WORKLOADS:
                          cp16=len(re.findall(r"cp\.async\.\w+\.shared\.global \[[^]]*\], \[[^]]*\], 0x10", ptx)),
                          cp8=len(re.findall(r"cp\.async\.\w+\.shared\.global \[[^]]*\], \[[^]]*\], 0x8", ptx)),
                          v4=len(re.findall(r"ld\.global(?:\.\w+)*\.v4", ptx)), usage=usage,
-                         cx={k: v for k, v in cx.items() if k in ("PICK", "HIST", "FROM_LOGITS", "PLACE_SORT",
+                         cx={k: v for k, v in cx.items() if k in ("PICK", "HIST", "FROM_LOGITS", "PLACE_SORT", "PLACE_CHUNK",
                                                                    "TOPK_ALGO", "RADIX_FIRST", "MODE")})
 print(json.dumps(list(seen.values())))
 """
@@ -662,7 +682,8 @@ def test_default_configs_fit_sm90():
     res = json.loads(p.stdout.strip().splitlines()[-1])
     score = [r for r in res if r["fn"] == "_score_kernel"]
     assert {(r["wl"][2], r["wl"][3]) for r in score} == {(t, prof) for t in (1, 2) for prof in M.PROFILES}
-    assert {r["fn"] for r in res} == {"_score_kernel", "_radix_pass_kernel", "_radix_place_kernel", "_row_topk_kernel"}
+    assert {r["fn"] for r in res} == {"_score_kernel", "_radix_pass_kernel", "_radix_place_kernel",
+                                      "_radix_merge_rank_kernel", "_row_topk_kernel"}
     assert {r["cx"]["TOPK_ALGO"] for r in score} == {"radix", "row"}
     passes = [r for r in res if r["fn"] == "_radix_pass_kernel"]
     # the byte digits (six passes) and, from 32 rows at >= 128K, the sampled first digit (nine)
@@ -677,8 +698,9 @@ def test_default_configs_fit_sm90():
             # no spills at RADIX_SCORE_STAGES (nor from the row path's first-digit histogram)
             assert r["usage"]["stl"] == 0, r
         if r["usage"] and r["fn"] != "_score_kernel":
-            sort2048 = r["fn"] == "_radix_place_kernel" and r["cx"]["PLACE_SORT"] and r["wl"][3] == "dsv32"
-            assert r["usage"]["stl"] <= (1 if sort2048 else 0), r
+            # a sort (one a row or a chunk's) may keep one word on the stack, stored once
+            sort = r["fn"] == "_radix_place_kernel" and (r["cx"]["PLACE_SORT"] or r["cx"].get("PLACE_CHUNK"))
+            assert r["usage"]["stl"] <= (1 if sort else 0), r
     for r in score:
         wl = M.Workload(*r["wl"])
         assert r["shared"] <= S.smem_estimate(r["cfg"], wl), (r, S.smem_estimate(r["cfg"], wl))
@@ -709,13 +731,14 @@ def test_space_names_are_kernel_constexprs():
     import triton.language as tl
 
     names = {n for k in (M._score_kernel, M._merge_kernel, M._radix_pass_kernel, M._radix_place_kernel,
-                         M._row_topk_kernel)
+                         M._radix_merge_rank_kernel, M._row_topk_kernel)
              for n, prm in inspect.signature(k.fn).parameters.items() if prm.annotation in (tl.constexpr, "tl.constexpr")}
     assert set(S.SPACE) - {"num_warps", "num_stages"} <= names
 
 
 @pytest.mark.parametrize("path, case", [("merge", CASES[1]), ("merge", CASES[4]), ("radix", RADIX_CASES[1]),
-                                        ("radix", RADIX_CASES[5]), ("row", ROW_CASES[0]), ("row", ROW_CASES[4])])
+                                        ("radix", RADIX_CASES[5]), ("radix", RADIX_CASES[-1]), ("row", ROW_CASES[0]),
+                                        ("row", ROW_CASES[4])])
 def test_scratch_never_read_before_written(path, case, device, monkeypatch):
     """Every uninitialised output and scratch buffer filled with 0x7F bytes (a huge finite
     score, a huge key, a huge count) instead of whatever ``torch.empty`` returns: a kernel
