@@ -828,10 +828,10 @@ def _radix_merge_rank_kernel(sel_ptr, rs_ptr, idx_ptr, stride_sel, stride_idx,
 
 
 @triton.jit
-def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_ptr, top_k, max_len,
+def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_ptr, rs_ptr, top_k, max_len,
                      stride_sel, stride_idx,
                      NEXT_N: tl.constexpr, NUM_SPLITS: tl.constexpr, HIST_ROWS: tl.constexpr,
-                     TOPK_P2: tl.constexpr, TOPK_BLOCK: tl.constexpr):
+                     TOPK_P2: tl.constexpr, TOPK_BLOCK: tl.constexpr, PLACE_CHUNK: tl.constexpr = 0):
     """The whole top-k of one row (sequence, token) in one program, after the scoring kernel.
 
     1. The scoring programs' histograms of the first digit (``_row_digit``), summed: the bin
@@ -847,7 +847,11 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
     4. One pass over the candidates appends those above it and the first (lowest index)
        ties taken.
     5. One ``tl.sort`` of the next_pow2(top_k) 63-bit ``_order_key``s (ties: lower index
-       first), the indices written, -1 past the keys there are."""
+       first), the indices written, -1 past the keys there are. ``PLACE_CHUNK > 0``: instead
+       the count of selected keys goes to the row's radix state (no ties left apart) and the
+       radix path's chunked placing launches follow (``_radix_place_kernel``,
+       ``_radix_merge_rank_kernel``): that sort is one program's latency (~42 us for 2048
+       keys on the H200, run 28)."""
     row = tl.program_id(0)
     t = row % NEXT_N
     n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
@@ -914,10 +918,16 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
             last = tl.max(c, 0)
             ns += (last & 65535) + tl.minimum(nt + (last >> 16), take) - tl.minimum(nt, take)
             nt += last >> 16
-    tl.debug_barrier()  # the selected list visible to every thread
-    o2 = tl.arange(0, TOPK_P2)
-    keys = tl.sort(tl.load(sel + o2, mask=o2 < ns, other=-1), descending=True)
-    tl.store(idx_ptr + row.to(tl.int64) * stride_idx + o2, _key_index(keys), mask=o2 < top_k)
+    if PLACE_CHUNK > 0:
+        rs = rs_ptr + row * _RS
+        tl.store(rs + _CNT_SEL, ns)
+        tl.store(rs + _CNT_TIE, 0)  # the taken ties are in the selected list already
+        tl.store(rs + _REM + 4, 0)
+    else:
+        tl.debug_barrier()  # the selected list visible to every thread
+        o2 = tl.arange(0, TOPK_P2)
+        keys = tl.sort(tl.load(sel + o2, mask=o2 < ns, other=-1), descending=True)
+        tl.store(idx_ptr + row.to(tl.int64) * stride_idx + o2, _key_index(keys), mask=o2 < top_k)
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -1025,13 +1035,35 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
     plan = [(_score_kernel, (B, S), score_args)]
     if top_k == 0:
         return plan
+    RB, srt, ch = int(config["RANK_BLOCK"]), bool(config["PLACE_SORT"]), int(config.get("PLACE_CHUNK", 0))
+    if ch and (srt or ch < 16 or ch & (ch - 1)):
+        raise ValueError(f"PLACE_CHUNK must be 0 or a power of two >= 16 without PLACE_SORT, got {ch}")
+
+    def place(sel, tie, rs, n_digits):
+        """The launches that write the indices from the selected keys (and the ties)."""
+        n_place = 1 if srt else cdiv(top_k, ch if ch else RB)
+        out = [(_radix_place_kernel, (B * T, n_place), dict(
+            sel_ptr=sel, tie_ptr=tie, rs_ptr=rs, idx_ptr=idx, top_k=top_k, stride_sel=sel.stride(0),
+            stride_tie=tie.stride(0), stride_idx=idx.stride(0), RANK_BLOCK=RB, PLACE_SORT=srt,
+            TOPK_P2=next_power_of_2(top_k), TIE_MAX=_TIE_MAX, TOPK_BLOCK=int(config["TOPK_BLOCK"]),
+            N_DIGITS=n_digits, PLACE_CHUNK=ch, num_warps=4, num_stages=1))]
+        if ch:
+            out.append((_radix_merge_rank_kernel, (B * T, n_place), dict(
+                sel_ptr=sel, rs_ptr=rs, idx_ptr=idx, stride_sel=sel.stride(0), stride_idx=idx.stride(0),
+                PLACE_CHUNK=ch, CHUNK_LOG2=ch.bit_length() - 1, N_CHUNKS=next_power_of_2(n_place),
+                num_warps=4, num_stages=1)))
+        return out
+
     if row:
         sel = bufs["sel"]
         plan.append((_row_topk_kernel, (B * T,), dict(
             logits_ptr=logits, seqlen_ptr=seq_lens, hist_ptr=bufs["rs"], sel_ptr=sel, cand_ptr=bufs["cand_a"],
-            idx_ptr=idx, top_k=top_k, max_len=logits.shape[-1], stride_sel=sel.stride(0), stride_idx=idx.stride(0),
-            NEXT_N=T, NUM_SPLITS=S, HIST_ROWS=min(next_power_of_2(S), 16), TOPK_P2=sel.shape[-1],
-            TOPK_BLOCK=int(config["TOPK_BLOCK"]), num_warps=ROW_WARPS, num_stages=1)))
+            idx_ptr=idx, rs_ptr=bufs["state"], top_k=top_k, max_len=logits.shape[-1], stride_sel=sel.stride(0),
+            stride_idx=idx.stride(0), NEXT_N=T, NUM_SPLITS=S, HIST_ROWS=min(next_power_of_2(S), 16),
+            TOPK_P2=sel.shape[-1], TOPK_BLOCK=int(config["TOPK_BLOCK"]), PLACE_CHUNK=ch, num_warps=ROW_WARPS,
+            num_stages=1)))
+        if ch:  # the row kernel leaves the selected keys unsorted (ties included), _REM + 4 zero
+            plan += place(sel, sel, bufs["state"], 4)
         return plan
     if radix:
         max_len = logits.shape[-1]
@@ -1064,22 +1096,7 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
         for j in range(1, last):  # digit j (+ histogram of digit j + 1), candidates ping-pong
             plan.append(step(bufs_[(j - 1) % 2], cnts[j - 1], j, bufs_[j % 2], cnts[j], j + 1))
         plan.append(step(bufs_[(last - 1) % 2], cnts[last - 1], last, bufs_[last % 2], CT, -1))  # ties at the k-th
-        tie = bufs_[last % 2]
-        RB, srt, ch = int(config["RANK_BLOCK"]), bool(config["PLACE_SORT"]), int(config.get("PLACE_CHUNK", 0))
-        if ch and (srt or ch < 16 or ch & (ch - 1)):
-            raise ValueError(f"PLACE_CHUNK must be 0 or a power of two >= 16 without PLACE_SORT, got {ch}")
-        n_place = 1 if srt else cdiv(top_k, ch if ch else RB)
-        plan.append((_radix_place_kernel, (B * T, n_place), dict(
-            sel_ptr=sel, tie_ptr=tie, rs_ptr=rs, idx_ptr=idx, top_k=top_k, stride_sel=sel.stride(0),
-            stride_tie=tie.stride(0), stride_idx=idx.stride(0), RANK_BLOCK=RB, PLACE_SORT=srt,
-            TOPK_P2=next_power_of_2(top_k), TIE_MAX=_TIE_MAX, TOPK_BLOCK=TB, N_DIGITS=4 + lead, PLACE_CHUNK=ch,
-            num_warps=4, num_stages=1)))
-        if ch:
-            plan.append((_radix_merge_rank_kernel, (B * T, n_place), dict(
-                sel_ptr=sel, rs_ptr=rs, idx_ptr=idx, stride_sel=sel.stride(0), stride_idx=idx.stride(0),
-                PLACE_CHUNK=ch, CHUNK_LOG2=ch.bit_length() - 1, N_CHUNKS=next_power_of_2(n_place),
-                num_warps=4, num_stages=1)))
-        return plan
+        return plan + place(sel, bufs_[last % 2], rs, 4 + lead)
     src, src_cnt, n_lists = bufs["cand"], bufs["cnt"], S
     for out, out_cnt in bufs["levels"]:
         groups = cdiv(n_lists, G)
@@ -1101,7 +1118,8 @@ def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, conf
     ``[B*T, top_k]`` and two ``[B*T, max_len]`` int64 candidate-list buffers (a digit's bin
     can hold every key of a row). row: the logits as for radix, ``[B*T, S, 256]`` int32
     histograms (one per scoring program and token), the selected keys ``[B*T,
-    next_pow2(top_k)]`` (the sort's width) and one ``[B*T, max_len]`` int64 candidate list."""
+    next_pow2(top_k)]`` (the sort's width), one ``[B*T, max_len]`` int64 candidate list and,
+    with ``PLACE_CHUNK``, a radix state row per row for the placing launches."""
     if alloc is None:
         def alloc(shape, dtype, fill=None):
             if fill is None:
@@ -1129,8 +1147,10 @@ def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, conf
                     cand_a=alloc((B * T, max_len), torch.int64), cand_b=alloc((B * T, max_len), torch.int64))
         return bufs
     if row:
+        chunked = int(config.get("PLACE_CHUNK", 0)) > 0  # the placing launches' state: counts only
         bufs.update(rs=alloc((B * T, S, 256), torch.int32), sel=alloc((B * T, p2), torch.int64),
-                    cand_a=alloc((B * T, max_len), torch.int64))
+                    cand_a=alloc((B * T, max_len), torch.int64),
+                    state=alloc((B * T if chunked else 1, int(_RS.value)), torch.int32))
         return bufs
     bufs.update(cand=alloc((B * T, S, cap), torch.int64), cnt=alloc((B * T * S,), torch.int32),
                 thr=alloc((B * T,), torch.int64, 0))

@@ -26,8 +26,9 @@ SPACE = Space(
     TOPK_SPLITS=Pow2(1, 256),     # radix: programs per (sequence, token) row in each pass
     RANK_BLOCK=Pow2(16, 128),     # radix: output positions per ranking program (256 spills)
     PLACE_SORT=Bool(),            # radix: one tl.sort per row instead of ranking by compares
-    PLACE_CHUNK=Choice((0, 128, 256, 512, 1024), absent=0),  # radix: sort chunks of this many selected keys,
-                                  # then rank across the sorted chunks (a second launch); 0: PLACE_SORT decides
+    PLACE_CHUNK=Choice((0, 128, 256, 512, 1024), absent=0),  # radix / row: sort chunks of this many selected
+                                  # keys, then rank across the sorted chunks (a second launch); 0: PLACE_SORT
+                                  # decides (radix), one sort a row (row)
     RADIX_FIRST=Choice(RADIX_FIRST, absent="byte"),  # radix: the first digit
                                   # (sparse_mqa._radix_digit); configs from before it ran "byte"
     num_warps=Pow2(4, 8),
@@ -65,7 +66,8 @@ def smem_estimate(config: dict[str, Any], workload: Workload) -> int:
 _MERGE_ONLY = {"CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024, "SHARE_THRESHOLD": False}
 _RADIX_ONLY = {"TOPK_BLOCK": 1024, "TOPK_SPLITS": 1, "RANK_BLOCK": 64, "PLACE_SORT": False, "RADIX_FIRST": "byte",
                "PLACE_CHUNK": 0}
-_ROW_IGNORES = {k: v for k, v in _RADIX_ONLY.items() if k != "TOPK_BLOCK"}  # the row path streams TOPK_BLOCK keys
+# the row path streams TOPK_BLOCK keys, and sorts its selection in one program or in PLACE_CHUNK chunks
+_ROW_IGNORES = {k: v for k, v in _RADIX_ONLY.items() if k not in ("TOPK_BLOCK", "PLACE_CHUNK")}
 ROW_MAX_CONTEXT = 131072  # one program streams a whole row: past this the radix passes' parallelism wins
 
 
@@ -114,9 +116,9 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
             return False
         if not config["PLACE_SORT"] and config["RANK_BLOCK"] > triton.next_power_of_2(prof["top_k"]):
             return False
-        if config.get("PLACE_CHUNK", 0) > triton.next_power_of_2(prof["top_k"]):
-            return False
     elif config["TOPK_ALGO"] == "row" and w.context > ROW_MAX_CONTEXT:
+        return False
+    if config.get("PLACE_CHUNK", 0) > triton.next_power_of_2(prof["top_k"]):
         return False
     if PAGE % bn and bn % PAGE:
         return False

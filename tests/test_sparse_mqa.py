@@ -140,6 +140,9 @@ ROW_CASES = [
     ("dsv41-flash", 1, [600, 20, 129], 64, dict(BLOCK_N=128, NUM_SPLITS=1)),
     ("dsv41-flash", 2, [520, 333, 3], 100, dict(BLOCK_N=32, NUM_SPLITS=3, MX_WORD_DECODE=False)),
     ("dsv41-flash", 2, [400, 64], 16, dict(NUM_SPLITS=2, MX_FP8_DOT=False, MX_WORD_DECODE=False)),
+    # the selection sorted by the chunked placing launches (chunks of 16 / 32), not one sort a row
+    ("dsv32", 1, [300, 37, 130, 0], 40, dict(BLOCK_N=32, NUM_SPLITS=4, PLACE_CHUNK=16)),
+    ("dsv41-flash", 2, [520, 333, 3], 100, dict(BLOCK_N=32, NUM_SPLITS=3, PLACE_CHUNK=32)),
 ]
 
 
@@ -216,20 +219,22 @@ def test_radix_ties_at_the_kth_score(place, tie_max, first, device, monkeypatch)
     assert idx[0, 1, :50].tolist() == list(range(50))
 
 
-def test_row_ties(device):
+@pytest.mark.parametrize("chunk", [0, 16])
+def test_row_ties(chunk, device):
     """Pages 1..3 copy page 0 (every score 4 times: ties at the k-th score for most k, the
-    lowest indices first), then all keys equal (the whole row is one bin of every digit)."""
+    lowest indices first), then all keys equal (the whole row is one bin of every digit).
+    One sort a row, or the chunked placing (16-key chunks)."""
     inp = ragged_inputs("dsv32", 1, [256], top_k=24, device=device)
     bt = inp["block_table"][0].long()
     inp["k_cache"][bt[1:4]] = inp["k_cache"][bt[0]].clone()
     inp["k_scales"][bt[1:4]] = inp["k_scales"][bt[0]].clone()
-    c = rowcfg("dsv32", 1, NUM_SPLITS=4)
+    c = rowcfg("dsv32", 1, NUM_SPLITS=4, PLACE_CHUNK=chunk)
     for k in (24, 22, 3, 1, 256, 300):
         assert_equal(f"topk_idx k={k}", M.launch(config=c, **dict(inp, top_k=k)), M.reference(**dict(inp, top_k=k)))
     same = ragged_inputs("dsv41-flash", 2, [300, 90], top_k=50, device=device)
     same["k_cache"][:] = same["k_cache"][0, 0]
     same["k_scales"][:] = same["k_scales"][0, 0]
-    idx = M.launch(config=rowcfg("dsv41-flash", 2), **same)
+    idx = M.launch(config=rowcfg("dsv41-flash", 2, PLACE_CHUNK=chunk), **same)
     assert_equal("topk_idx, all keys equal", idx, M.reference(**same))
     assert idx[0, 1, :50].tolist() == list(range(50))
 
@@ -258,6 +263,11 @@ def test_launches_and_graph_safety():
         M._plan_for(w, dict(c, PLACE_SORT=True))
     with pytest.raises(ValueError, match="PLACE_CHUNK"):
         M._plan_for(w, dict(c, PLACE_CHUNK=96))
+    # and after the row kernel: its selection placed by the same two launches
+    wr = M.Workload(8, 8192, 1, "dsv32")
+    plan = M._plan_for(wr, dict(M.row_config(wr), PLACE_CHUNK=256))
+    assert [f.__name__ for f, _, _ in plan] == ["_score_kernel", "_row_topk_kernel", "_radix_place_kernel",
+                                                 "_radix_merge_rank_kernel"]
     for w in (M.Workload(1, 8192, 1, "dsv32"), M.Workload(128, 32768, 2, "dsv41-flash")):
         c = M.row_config(w)
         plan = M._plan_for(w, c)
@@ -565,6 +575,8 @@ def test_search_space_defaults_and_feasibility():
     row = M.row_config(wr)
     assert all(S.constraints(dict(row, TOPK_BLOCK=tb), wr) for tb in S.SPACE["TOPK_BLOCK"].values())
     assert not S.constraints(dict(row, TOPK_SPLITS=2), wr) and not S.constraints(dict(row, PLACE_SORT=True), wr)
+    assert all(S.constraints(dict(row, PLACE_CHUNK=c), wr) for c in S.SPACE["PLACE_CHUNK"].values())
+    assert not S.constraints(dict(row, PLACE_CHUNK=1024), M.Workload(8, 8192, 1, "dsv41-flash"))  # > k = 512
     assert not S.constraints(dict(row, CAND_MULT=4), wr)
     assert S.constraints(dict(row, NUM_SPLITS=2), M.Workload(1, 131072, 1, "dsv32"))
     assert not S.constraints(dict(row, NUM_SPLITS=2), M.Workload(1, 524288, 1, "dsv32"))
