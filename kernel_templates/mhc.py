@@ -60,7 +60,7 @@ from tuner.verify import assert_close
 N_STREAMS = 4
 N_MIX = 24  # 4 pre + 4 post + 16 comb
 OPS = ("pre", "post", "seam")
-DOT_PRECISIONS = ("fma", "tf32", "tf32x3", "ieee")
+DOT_PRECISIONS = ("fma", "tf32", "tf32x3", "ieee", "bf16x2")
 
 
 # ----------------------------------------------------------------------------- reference
@@ -190,9 +190,12 @@ def _post_tile(x_ptr, y_ptr, coeffs, xn_ptr, offs_t, mask_t, offs_d, D,
     return n0, n1, n2, n3
 
 
-TENSOR_CORE_PRECISIONS = ("tf32", "tf32x3")
+TENSOR_CORE_PRECISIONS = ("tf32", "tf32x3", "bf16x2")
 """The fn GEMM runs on tensor cores, transposed (``_dot_stream``); ``ieee`` fp32 and
-``fma`` run on CUDA cores in the natural orientation."""
+``fma`` run on CUDA cores in the natural orientation. ``bf16x2``: fn split into two bf16
+terms (hi = bf16(fn), lo = bf16(fn - hi): fn to ~2^-17 relative, tf32 keeps 2^-11) and two
+BF16 MMAs against the new residual, which is bf16 already (exact): half the shared-memory
+bytes of tf32's fp32 B operand, and the fn terms come from registers."""
 
 
 @triton.jit
@@ -217,7 +220,18 @@ def _dot_stream(x, i: tl.constexpr, fn_ptr, offs_d, D, acc, DOT_PRECISION: tl.co
         n = tl.arange(0, 64)
         w = tl.load(fn_ptr + n[:, None] * (4 * D) + i * D + offs_d[None, :],
                     mask=(n < 24)[:, None] & (offs_d < D)[None, :], other=0.0)  # [64, BLOCK_D]
-        acc = tl.dot(w, tl.trans(x), acc, input_precision=DOT_PRECISION)
+        if DOT_PRECISION == "bf16x2":
+            hi = w.to(tl.bfloat16)
+            lo = (w - hi.to(tl.float32)).to(tl.bfloat16)
+            xt = tl.trans(x.to(tl.bfloat16))  # x holds bf16 values: exact
+            if _SOFT_BF16:  # the interpreter multiplies bf16 operands as raw bits: through fp32 (exact)
+                acc = tl.dot(hi.to(tl.float32), xt.to(tl.float32), acc, input_precision="ieee")
+                acc = tl.dot(lo.to(tl.float32), xt.to(tl.float32), acc, input_precision="ieee")
+            else:
+                acc = tl.dot(hi, xt, acc)
+                acc = tl.dot(lo, xt, acc)
+        else:
+            acc = tl.dot(w, tl.trans(x), acc, input_precision=DOT_PRECISION)
     return acc
 
 

@@ -63,6 +63,8 @@ CONFIGS = [
     dict(BLOCK_T=16, BLOCK_D=32, SPLIT_K=2, DOT_PRECISION="ieee", SYNC=0, num_warps=4, num_stages=2),  # split, last chunk short
     dict(BLOCK_T=4, BLOCK_D=16, SPLIT_K=2, DOT_PRECISION="fma", SYNC=0, num_warps=2, num_stages=1),   # tiny token blocks
     dict(BLOCK_T=64, BLOCK_D=32, SPLIT_K=1, DOT_PRECISION="tf32x3", SYNC=0, num_warps=8, num_stages=3),  # block > T, D tail
+    dict(BLOCK_T=16, BLOCK_D=32, SPLIT_K=2, DOT_PRECISION="bf16x2", SYNC=0, num_warps=4, num_stages=2),  # fn as hi + lo bf16
+    dict(BLOCK_T=64, BLOCK_D=16, SPLIT_K=1, DOT_PRECISION="bf16x2", SYNC=0, num_warps=4, num_stages=2),
     # one launch: the last program of a block finishes it / the block's programs wait for each other
     dict(BLOCK_T=16, BLOCK_D=16, SPLIT_K=2, DOT_PRECISION="tf32", SYNC=1, num_warps=4, num_stages=2),
     dict(BLOCK_T=16, BLOCK_D=32, SPLIT_K=2, DOT_PRECISION="ieee", SYNC=2, num_warps=4, num_stages=2),
