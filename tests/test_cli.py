@@ -41,6 +41,9 @@ def test_help_and_list(capsys):
     (["moe-routing", "--sampler", "annealing"], "unknown sampler 'annealing'"),
     (["moe-routing", "--budget", "soon"], "bad duration"),
     (["moe-routing", "--trials", "0"], "at least 1"),
+    (["moe-routing", "--try", "{num_warps: 8}"], "--try: not JSON"),
+    (["moe-routing", "--try", "[1, 2]"], "want a JSON object"),
+    (["moe-routing", "--try", '{"WARPS": 8}'], "WARPS not in moe_routing's search space"),
     (["lower", "moe-routing", "--target", "sm_42"], "unknown 'sm_42'"),
     (["verify-pack", "/nonexistent/pack"], "no manifest.json"),
 ])
@@ -128,6 +131,26 @@ def test_retune_after_a_source_change_retimes_the_earlier_best_first(tmp_path):
     # Optuna's study (named by the real source, unchanged here) already holds the default, so
     # the earlier best is the new run's first trial; after a real change it follows the default.
     assert new[0] == other
+
+
+def test_try_measures_the_given_config_right_after_the_default(tmp_path):
+    """``--try`` lays each JSON object over the workload's default; the search measures the
+    default first and then these, in order, before anything the sampler draws."""
+    from kernel_templates import moe_routing as mr
+    from search_spaces import moe_routing as ms
+
+    wl = mr.Workload(3, "dsv3")
+    default = mr.default_config(wl)
+    others = [c for c in ms.SPACE.grid() if c != default and ms.constraints(c, wl)
+              and sum(c[k] != default[k] for k in c) == 1][:2]
+    overs = [{k: v for k, v in c.items() if default[k] != v} for c in others]
+    db = str(tmp_path / "r.db")
+    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "3", "--patience", "3",
+                *[a for o in overs for a in ("--try", json.dumps(o))], "--db", db) == 0
+    con = sqlite3.connect(db)
+    tried = [json.loads(c) for (c,) in con.execute("SELECT config FROM tuner_trials WHERE phase = 'search' ORDER BY id")]
+    con.close()
+    assert tried[:3] == [default, *others]
 
 
 def _count(db: Path, where: str) -> int:

@@ -48,6 +48,9 @@ class Settings:
     trial_timeout_s: float = 120.0
     seed: int = 0
     retune: bool = False
+    tries: tuple[tuple[tuple[str, Any], ...], ...] = ()
+    """Partial configs, each laid over a workload's default and measured right after it
+    (``tune --try``): a config seen elsewhere (a benchmark variant) gets a fresh trial."""
 
     @classmethod
     def quick(cls, **kw: Any) -> "Settings":
@@ -258,7 +261,8 @@ class Tuner:
             if t.state == TrialState.RUNNING:  # left running by a killed process
                 storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
         default = dict(k.spec.default_config(workload))
-        for cfg in [default, *self._earlier_bests(wkey), *self._neighbours(workload)]:
+        tried = [dict(default, **dict(t)) for t in s.tries]
+        for cfg in [default, *tried, *self._earlier_bests(wkey), *self._neighbours(workload)]:
             if k.space.contains(cfg) and config_key(cfg) not in seen:
                 study.enqueue_trial(cfg, skip_if_exists=True)
         ok_times = [t.median_us for t in seen.values() if t.status == TrialStatus.ok]

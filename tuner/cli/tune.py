@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import typing
 from typing import Annotated, Any, Optional
 
@@ -34,6 +35,9 @@ def _common_params() -> list[inspect.Parameter]:
         P("retune", kw, default=False, annotation=Annotated[bool, typer.Option(
             "--retune", help="Search again even where this environment already has a winner.")]),
         P("seed", kw, default=0, annotation=Annotated[int, typer.Option("--seed", help="Sampler and input seed.")]),
+        P("try_", kw, default=None, annotation=Annotated[Optional[list[str]], typer.Option(
+            "--try", help="A JSON object of config keys laid over each workload's default and measured right "
+            "after it (repeatable), e.g. '{\"num_stages\": 3}'; skipped where the search space refuses it.")]),
         P("timeout", kw, default=None, annotation=Annotated[Optional[str], typer.Option(
             "--timeout", help="Per-trial timeout (default 120s; 600s without a GPU).")]),
         P("db", kw, default=None, annotation=DbOption),
@@ -63,14 +67,33 @@ def _limits(kernel: Kernel) -> dict[str, Any]:
     return limits
 
 
+def _tries(specs: list[str] | None, kernel: Kernel) -> tuple[tuple[tuple[str, Any], ...], ...]:
+    """``--try`` values: JSON objects of known config keys (one-line errors otherwise)."""
+    out = []
+    for spec in specs or ():
+        try:
+            over = json.loads(spec)
+        except json.JSONDecodeError as e:
+            raise CliError(f"--try: not JSON ({e.msg}): {spec!r}") from None
+        if not isinstance(over, dict) or not over:
+            raise CliError(f"--try: want a JSON object of config keys, got {spec!r}")
+        unknown = sorted(set(over) - set(kernel.space))
+        if unknown:
+            raise CliError(f"--try: {', '.join(unknown)} not in {kernel.name}'s search space "
+                           f"(keys: {', '.join(kernel.space)})")
+        out.append(tuple(sorted(over.items())))
+    return tuple(out)
+
+
 def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, patience, sampler, quick, retune,
-             seed, timeout, db) -> None:
+             seed, timeout, db, try_=None) -> None:
     from tuner.store import open_store
 
     try:
         check_sampler(sampler)
     except ValueError as e:
         raise CliError(f"--sampler: {e}") from None
+    tries = _tries(try_, kernel)
     if trials is not None and trials < 1:
         raise CliError("--trials must be at least 1")
     if patience is not None and patience < 1:
@@ -78,7 +101,7 @@ def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, pat
     gpu = gpu_available()
     base = list(kernel.workloads if gpu else kernel.small_workloads)
     workloads = expand_grid(kernel.spec.workload, base, axes, _limits(kernel))
-    over: dict[str, Any] = {"sampler": sampler, "seed": seed, "retune": retune,
+    over: dict[str, Any] = {"sampler": sampler, "seed": seed, "retune": retune, "tries": tries,
                             "trial_timeout_s": parse_duration(timeout) if timeout else (120.0 if gpu else 600.0)}
     if trials is not None:
         over["n_trials"] = trials
