@@ -1035,7 +1035,9 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
     plan = [(_score_kernel, (B, S), score_args)]
     if top_k == 0:
         return plan
-    RB, srt, ch = int(config["RANK_BLOCK"]), bool(config["PLACE_SORT"]), int(config.get("PLACE_CHUNK", 0))
+    # the placing's knobs (a merge-path config from before them has none)
+    RB, srt = int(config.get("RANK_BLOCK", 64)), bool(config.get("PLACE_SORT", False))
+    ch = int(config.get("PLACE_CHUNK", 0))
     if ch and (srt or ch < 16 or ch & (ch - 1)):
         raise ValueError(f"PLACE_CHUNK must be 0 or a power of two >= 16 without PLACE_SORT, got {ch}")
 
