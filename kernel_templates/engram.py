@@ -463,7 +463,6 @@ PREFETCH_CLUSTERS = 2
 PREFETCH_TILE = dict(ROWS=128, VEC=8, DEDUP=False, CHUNK_ROWS=0, num_warps=32, num_stages=3, NUM_CTAS=2)
 
 
-@functools.lru_cache(maxsize=None)
 def _sm_count(device: torch.device) -> int:
     return _INTERPRETER_SMS if interpreting() else sm_count(device, _INTERPRETER_SMS)
 

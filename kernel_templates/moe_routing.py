@@ -545,7 +545,6 @@ def _prefix_meta(np_: int, E: int) -> dict[str, int]:
     return dict(NP_PAD=np_pad, BLOCK_E=max(1, min(next_power_of_2(E), _PREFIX_TILE // np_pad)))
 
 
-@functools.lru_cache(maxsize=None)
 def _sm_count(device: torch.device) -> int:
     return sm_count(device, 1 << 30)  # no residency cap off a GPU
 
