@@ -766,10 +766,10 @@ def _radix_place_kernel(sel_ptr, tie_ptr, rs_ptr, idx_ptr, top_k, stride_sel, st
         tl.store(sel + offs, tl.sort(tl.load(sel + offs, mask=m, other=-1), descending=True), mask=m)
     else:
         offs = j * RANK_BLOCK + tl.arange(0, RANK_BLOCK)
-    if not PLACE_SORT and PLACE_CHUNK == 0:
-        m = offs < n_sel
-        keys = tl.load(sel + offs, mask=m, other=-1)
-        tl.store(out + _rank_in(sel, n_sel, keys, CMP_BLOCK), _key_index(keys), mask=m)
+        if not PLACE_SORT:
+            m = offs < n_sel
+            keys = tl.load(sel + offs, mask=m, other=-1)
+            tl.store(out + _rank_in(sel, n_sel, keys, CMP_BLOCK), _key_index(keys), mask=m)
     if nt <= TIE_MAX:
         for tc in range(j * RANK_BLOCK, nt, nprog * RANK_BLOCK):
             to = tc + tl.arange(0, RANK_BLOCK)
