@@ -8,6 +8,12 @@ The table printed last gives achieved bandwidth, % of HBM, % of the roofline flo
 nvfp4 / fp8 / bf16 speedups of the same template, and the speedup over SDPA.
 
     python benchmarks/nvfp4_attention.py --pack packs/nvidia-h200 [--quick]
+    python benchmarks/nvfp4_attention.py --kv-dtypes nvfp4 --modes dense --heads 16 --no-baseline \
+        --variants '{"gluon": {"GLUON": true}}'
+
+``--variants`` (JSON: name -> partial config): each is laid over the workload's pack or
+default config and measured after it, verified first like every config; they are listed
+under the main table with their time against the main config's.
 """
 from __future__ import annotations
 
@@ -43,6 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="contexts at which the (slow) SDPA baseline runs, comma-separated, or 'all' "
                         "(default: 131072, where the issue's 2x target is checked)")
     p.add_argument("--reps", type=int, default=50, help="timed repetitions per measurement")
+    p.add_argument("--variants", default=None, metavar="JSON",
+                   help='name -> partial config laid over each workload\'s config, e.g. \'{"gluon": {"GLUON": true}}\'')
     return p.parse_args(argv)
 
 
@@ -75,8 +83,8 @@ def _slice(inputs: dict[str, Any], n: int) -> dict[str, Any]:
     return out
 
 
-def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float], args: argparse.Namespace
-            ) -> dict[str, Any]:
+def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float], args: argparse.Namespace,
+            baseline: bool = True) -> dict[str, Any]:
     import torch
 
     from kernel_templates import nvfp4_attention as A
@@ -93,7 +101,7 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
     except AssertionError as e:
         rec.update(verified=False, error=str(e))
         return rec
-    t = bench_kernel(A.SPEC, lambda: A.launch(config=config, **inputs), reps=args.reps)
+    t = bench_kernel(A.SPEC, lambda i=inputs: A.launch(config=config, **i), reps=args.reps)
     nbytes, flops = A.cost(w)
     floor_s = max(nbytes / ceilings["hbm_bytes_per_s"], flops / ceilings["bf16_flops_per_s"])
     sec = t.median_us * 1e-6
@@ -103,10 +111,10 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
                pct_mma=100 * flops / sec / ceilings["bf16_flops_per_s"], floor_us=floor_s * 1e6,
                pct_floor=100 * floor_s / sec)
     ctxs = args.baseline_contexts
-    if not args.no_baseline and (ctxs == "all" or str(w.context) in ctxs.split(",")):
+    if baseline and not args.no_baseline and (ctxs == "all" or str(w.context) in ctxs.split(",")):
         try:
             A.verify(A.torch_eager(**sub), A.reference(**sub), sub)
-            tb = bench(lambda: A.torch_eager(**inputs), reps=max(5, args.reps // 5), max_seconds=20)
+            tb = bench(lambda i=inputs: A.torch_eager(**i), reps=max(5, args.reps // 5), max_seconds=20)
             rec["sdpa_us"] = tb.median_us
             rec["speedup_vs_sdpa"] = tb.median_us / t.median_us
         except torch.cuda.OutOfMemoryError:
@@ -121,6 +129,8 @@ def summarize(records: list[dict[str, Any]]) -> list[str]:
     """Table rows (strings) and the target checks of the issue."""
     by: dict[tuple, dict[str, dict[str, Any]]] = {}
     for r in records:
+        if r.get("variant"):
+            continue
         w = r["workload"]
         by.setdefault((w["mode"], w["heads"], w["context"], w["batch"]), {})[w["kv_dtype"]] = r
     lines = [f"{'mode':6} {'H':>3} {'ctx':>7} {'B':>4} {'kv':6} {'B/ent':>5} {'us':>9} {'GB/s':>7} {'%HBM':>5} "
@@ -154,6 +164,18 @@ def summarize(records: list[dict[str, Any]]) -> list[str]:
                 checks.append((f"H=64 ctx={ctx} B={b}: >= 60% BF16 MMA", r["pct_mma"] >= 60, f"{r['pct_mma']:.0f}%"))
             if ctx == 131072 and sdpa:
                 checks.append((f"H={h} ctx=128K B={b}: >= 2x SDPA", sdpa >= 2, f"{sdpa:.2f}x"))
+    var = [r for r in records if r.get("variant")]
+    if var:
+        lines.append("variants (us, % HBM; x = the main config's time / the variant's):")
+    for r in var:
+        w = r["workload"]
+        main = by.get((w["mode"], w["heads"], w["context"], w["batch"]), {}).get(w["kv_dtype"], {})
+        head = f"  {w['mode']:6} H={w['heads']:<3} ctx={w['context']:<7} B={w['batch']:<4} {w['kv_dtype']:6} {r['variant']:12}"
+        if "median_us" not in r:
+            lines.append(f"{head} FAILED: {r.get('error', '')[:70]}")
+            continue
+        x = main["median_us"] / r["median_us"] if "median_us" in main else float("nan")
+        lines.append(f"{head} {r['median_us']:9.1f} us {r['pct_hbm']:5.1f}% HBM  x{x:.2f}")
     if checks:
         ok = sum(c[1] for c in checks)
         lines.append(f"targets: {ok}/{len(checks)} met")
@@ -182,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"nvfp4_attention_{time.strftime('%Y%m%d-%H%M%S')}.json"
     records, skipped = [], []
+    variants = json.loads(args.variants) if args.variants else {}
     for w in workloads(args):
         reason = A.feasible(w)
         if reason:
@@ -203,6 +226,18 @@ def main(argv: list[str] | None = None) -> int:
         log.info("%s %s: %s us%s (%.0fs)", w, how, f"{rec.get('median_us', float('nan')):.1f}",
                  f", SDPA {sdpa:.1f} us" if sdpa else "", time.perf_counter() - t0)
         records.append(rec)
+        for vname, over in variants.items():
+            vcfg = dict(cfg, **over)
+            t0 = time.perf_counter()
+            try:
+                vrec = run_one(w, vcfg, f"variant {vname}", ceilings, args, baseline=False)
+            except (torch.cuda.OutOfMemoryError, ValueError) as e:
+                vrec = {"workload": workload_dict(w), "config": vcfg, "error": f"{type(e).__name__}: {e}"}
+                torch.cuda.empty_cache()
+            vrec["variant"] = vname
+            log.info("%s variant %s: %s us (%.0fs)%s", w, vname, f"{vrec.get('median_us', float('nan')):.1f}",
+                     time.perf_counter() - t0, "" if "median_us" in vrec else f" {vrec.get('error', '')[:200]}")
+            records.append(vrec)
         # rewritten after every workload: a run cut short keeps what it measured
         path.write_text(json.dumps({"gpu": gpu_identity(), "ceilings": ceilings,
                                     "pack": str(args.pack) if args.pack else None,

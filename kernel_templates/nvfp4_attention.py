@@ -83,6 +83,19 @@ from tuner.verify import assert_close
 
 log = logging.getLogger(__name__)
 
+try:  # Gluon (Triton >= 3.5): the GLUON split kernel; absent, configs with GLUON are refused
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia import hopper
+    _gluon_jit = gluon.jit
+    # a CTA-wide barrier: gl.thread_barrier in Triton 3.5-3.6, gl.barrier from 3.7 on
+    _cta_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
+except ImportError:  # pragma: no cover - old Triton
+    gluon = gl = hopper = None
+
+    def _gluon_jit(fn):
+        return None
+
 D_LATENT = 512
 SWA_WINDOW = 128
 TOPK = 512
@@ -93,6 +106,7 @@ SWA_BYTES_PER_ENTRY = 528
 _KV_CODE = {"nvfp4": 0, "fp8": 1, "bf16": 2}
 LOG2E = 1.4426950408889634
 _F16_SHIFT = tl.constexpr(F16_SHIFT)
+GL_BLOCK_N = 64  # the GLUON kernel's entries a tile (wgmma's M)
 
 
 # ----------------------------------------------------------------------------- reference
@@ -389,19 +403,21 @@ def _split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr,
                   D: tl.constexpr, PAGE: tl.constexpr, KV_DTYPE: tl.constexpr, SPARSE: tl.constexpr,
                   BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, NUM_SPLITS: tl.constexpr,
                   DQ_FP16: tl.constexpr, USE_DOT_SCALED: tl.constexpr, SWAP_AB: tl.constexpr,
-                  D_CHUNKS: tl.constexpr, INTERPRET: tl.constexpr):
+                  D_CHUNKS: tl.constexpr, INTERPRET: tl.constexpr, SPLIT0: tl.constexpr = 0):
+    """Split ``program_id(2) + SPLIT0`` (``SPLIT0 = NUM_SPLITS`` on a grid of one: the SWA
+    window's program alone, next to the Gluon kernel's global splits)."""
     if D_CHUNKS > 1:
         _split_chunked(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr, topk_ptr, m_ptr, l_ptr, acc_ptr,
                        H, n_topk, W, qk_scale, stride_qb, stride_qh, stride_kp, stride_ks, stride_sp, stride_ss,
                        stride_btb, stride_wb, stride_ww, stride_wsb, stride_wsw, stride_tb, stride_mb, stride_mh,
                        stride_ab, stride_ah, stride_as, D, PAGE, KV_DTYPE, SPARSE, BLOCK_N, BLOCK_H, NUM_SPLITS,
-                       DQ_FP16, SWAP_AB, D_CHUNKS, INTERPRET)
+                       DQ_FP16, SWAP_AB, D_CHUNKS, INTERPRET, SPLIT0)
     else:
         _split_whole(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr, topk_ptr, m_ptr, l_ptr, acc_ptr,
                      H, n_topk, W, qk_scale, stride_qb, stride_qh, stride_kp, stride_ks, stride_sp, stride_ss,
                      stride_btb, stride_wb, stride_ww, stride_wsb, stride_wsw, stride_tb, stride_mb, stride_mh,
                      stride_ab, stride_ah, stride_as, D, PAGE, KV_DTYPE, SPARSE, BLOCK_N, BLOCK_H, NUM_SPLITS,
-                     DQ_FP16, USE_DOT_SCALED, SWAP_AB, INTERPRET)
+                     DQ_FP16, USE_DOT_SCALED, SWAP_AB, INTERPRET, SPLIT0)
 
 
 @triton.jit
@@ -410,7 +426,8 @@ def _split_chunked(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr
                    stride_btb, stride_wb, stride_ww, stride_wsb, stride_wsw, stride_tb, stride_mb, stride_mh,
                    stride_ab, stride_ah, stride_as, D: tl.constexpr, PAGE: tl.constexpr, KV_DTYPE: tl.constexpr,
                    SPARSE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, NUM_SPLITS: tl.constexpr,
-                   DQ_FP16: tl.constexpr, SWAP_AB: tl.constexpr, D_CHUNKS: tl.constexpr, INTERPRET: tl.constexpr):
+                   DQ_FP16: tl.constexpr, SWAP_AB: tl.constexpr, D_CHUNKS: tl.constexpr, INTERPRET: tl.constexpr,
+                   SPLIT0: tl.constexpr):
     """The split program with the latent in ``D_CHUNKS`` column chunks (``_attend_chunks``).
 
     No decoded tile crosses an iteration: the raw chunks of tile i+1 are loaded (into
@@ -421,7 +438,7 @@ def _split_chunked(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr
     more swizzle phases of the shared tile."""
     b = tl.program_id(0)
     hb = tl.program_id(1)
-    split = tl.program_id(2)
+    split = tl.program_id(2) + SPLIT0
     DC: tl.constexpr = D // D_CHUNKS
     heads = hb * BLOCK_H + tl.arange(0, BLOCK_H)
     hmask = heads < H
@@ -503,11 +520,11 @@ def _split_whole(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, swa_ptr, swas_ptr, 
                  stride_ab, stride_ah, stride_as, D: tl.constexpr, PAGE: tl.constexpr, KV_DTYPE: tl.constexpr,
                  SPARSE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, NUM_SPLITS: tl.constexpr,
                  DQ_FP16: tl.constexpr, USE_DOT_SCALED: tl.constexpr, SWAP_AB: tl.constexpr,
-                 INTERPRET: tl.constexpr):
+                 INTERPRET: tl.constexpr, SPLIT0: tl.constexpr):
     """The split program with the whole ``[BLOCK_N, D]`` tile at once (``D_CHUNKS`` = 1)."""
     b = tl.program_id(0)
     hb = tl.program_id(1)
-    split = tl.program_id(2)
+    split = tl.program_id(2) + SPLIT0
     heads = hb * BLOCK_H + tl.arange(0, BLOCK_H)
     hmask = heads < H
     d = tl.arange(0, D)
@@ -664,6 +681,292 @@ def _reduce_kernel(m_ptr, l_ptr, acc_ptr, sink_ptr, out_ptr, H,
              out.to(tl.bfloat16), mask=hmask[:, None])
 
 
+# ----------------------------------------------------------------------------- Gluon split kernel (sm_90)
+#
+# ``GLUON``: the global splits by a Gluon kernel with explicit layouts (the SWA window's
+# program stays the Triton one, launched on its own with SPLIT0 = NUM_SPLITS). What Triton's
+# layout choices could not give the Triton template (see the module docstring): the decoded
+# K tile never goes through shared memory for ``K q^T``. The codes are loaded so that each
+# thread's 16 bytes a row decode straight into the register A operand of wgmma (Hopper's
+# A fragment: lane % 4 holds column pairs 2t, 2t+1 and 2t+8, 2t+9 of every 16); the MMA's
+# reduction axis is a permutation of the latent, and q is stored to shared memory in that
+# same permuted order, once a program. Only ``P V`` reads the decoded tile from shared
+# memory (stored once, with stmatrix). Needs Triton's Gluon (3.5+) and an sm_90+ GPU; the
+# interpreter cannot run it, so it is verified on the GPU (tests marked gpu, and the
+# tuner's check of every config against the reference).
+
+# E2M1 nibbles -> fp16 * 2^-14 with the block scale, one 32-bit word of codes (8 nibbles) an
+# instance: each nibble becomes an E4M3 byte (sign to bit 7, the 3 magnitude bits to bits 2-4:
+# value * 2^-6, exact, subnormals included), two bytes a ``cvt.rn.f16x2.e4m3x2``, then one
+# ``mul.rn.f16x2`` with the scale as fp16 ``E4M3 bits << 7`` (= scale * 2^-8, exact). Every
+# product is a multiple of 2^-24 with <= 8 significant bits: exact in fp16. Outputs (f16x2
+# words): $0 = low nibbles of bytes 0, 1; $1 = low of bytes 2, 3; $2, $3 the high nibbles.
+# Inputs: $4 the code word, $5 the scale (fp16 bits).
+_GL_DECODE_ASM = tl.constexpr("""{
+.reg .b32 a, b, c, d, s;
+.reg .b16 a0, a1, c0, c1;
+mov.b32 s, {$5, $5};
+and.b32 a, $4, 0x07070707;
+shl.b32 a, a, 2;
+and.b32 b, $4, 0x08080808;
+shl.b32 b, b, 4;
+or.b32 a, a, b;
+shr.b32 c, $4, 2;
+and.b32 c, c, 0x1C1C1C1C;
+and.b32 d, $4, 0x80808080;
+or.b32 c, c, d;
+mov.b32 {a0, a1}, a;
+mov.b32 {c0, c1}, c;
+cvt.rn.f16x2.e4m3x2 $0, a0;
+cvt.rn.f16x2.e4m3x2 $1, a1;
+cvt.rn.f16x2.e4m3x2 $2, c0;
+cvt.rn.f16x2.e4m3x2 $3, c1;
+mul.rn.f16x2 $0, $0, s;
+mul.rn.f16x2 $1, $1, s;
+mul.rn.f16x2 $2, $2, s;
+mul.rn.f16x2 $3, $3, s;
+}""")
+
+
+@_gluon_jit
+def _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, c: gl.constexpr):
+    """Chunk ``c`` of a tile's raw bytes: code words ``[64, 4, 4]`` int32 (row, t4, w: bytes
+    ``64 t4 + 16 c + 4 w`` .. + 4 of the row, one 16-byte load a thread and row) and the
+    E4M3 bits of their two scales as one int16 ``[64, 4]`` (blocks ``8 t4 + 2 c``, ``+ 1``).
+    Words, not bytes: a loop-carried uint8 tensor holds one byte a register."""
+    codes = gl.load(kv_ptr + rc[:, None, None] + 4 * c + woff, mask=valid[:, None, None], other=0)
+    sbits = gl.load(kvs_ptr + rsc[:, None] + c + soff, mask=valid[:, None], other=0)
+    return codes, sbits
+
+
+@_gluon_jit
+def _gl_pair(w):
+    """An f16x2 word as ``[..., 2]`` fp16 (the low half first)."""
+    return gl.join(w.to(gl.uint16).to(gl.float16, bitcast=True), (w >> 16).to(gl.uint16).to(gl.float16, bitcast=True))
+
+
+@_gluon_jit
+def _gl_decode_chunk(codes, sbits, A_L: gl.constexpr):
+    """Raw chunk -> ``[64, 128]`` fp16 (value * 2^-14) in wgmma's register A layout ``A_L``.
+    MMA column ``c = 16 jj + 8 i + 2 t4 + e0`` holds latent ``128 t4 + 32 chunk + 2 e + i``
+    (byte ``e = 2 jj + e0`` of the thread's 16, nibble ``i``): a permutation of the
+    reduction axis, matched by q's order in shared memory."""
+    R: gl.constexpr = codes.shape[0]
+    w4 = gl.reshape(codes, [R, 4, 2, 2])  # [R, t4, wh, wl]: word 2 wh + wl, scale wh
+    s2 = gl.join(sbits & 0xFF, (sbits >> 8) & 0xFF)  # [R, t4, wh]
+    s2 = gl.convert_layout(s2, gl.SliceLayout(3, w4.type.layout))
+    s16 = gl.expand_dims((s2.to(gl.uint16) << 7).to(gl.float16, bitcast=True), 3)
+    p0, p1, p2, p3 = gl.inline_asm_elementwise(_GL_DECODE_ASM, "=r,=r,=r,=r,r,h", [w4, s16],
+                                               dtype=(gl.uint32, gl.uint32, gl.uint32, gl.uint32),
+                                               is_pure=True, pack=1)
+    v = gl.join(gl.join(_gl_pair(p0), _gl_pair(p1)), gl.join(_gl_pair(p2), _gl_pair(p3)))
+    # [R, t4, wh, wl, e0, hw, i] -> [R, wh, wl, hw, i, t4, e0]: jj = 2 (2 wh + wl) + hw
+    v = gl.permute(v, (0, 2, 3, 5, 6, 1, 4))
+    return gl.convert_layout(gl.reshape(v, [R, 128]), A_L, assert_trivial=True)
+
+
+@_gluon_jit
+def _gl_ahead(n0, end, rows, bt_row, tk_row, PAGE: gl.constexpr, SPARSE: gl.constexpr):
+    """What the tile at ``n0`` needs from memory before its own loads can be addressed,
+    loaded a tile early: its page (dense) or its top-k indices (sparse)."""
+    if SPARSE:
+        pos = n0 + rows
+        return gl.load(tk_row + pos, mask=pos < end, other=-1)
+    else:
+        return gl.load(bt_row + n0 // PAGE, mask=n0 < end, other=0)
+
+
+@_gluon_jit
+def _gl_rows(n0, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks, stride_sp, stride_ss,
+             PAGE: gl.constexpr, SPARSE: gl.constexpr):
+    """Row offsets (codes, scales) and validity of the tile at ``n0`` (``_tile_rows``), from
+    ``_gl_ahead``'s value for it (sparse: one dependent load left, the pages)."""
+    if SPARSE:
+        valid = (ahead >= 0) & (ahead < seq_len)
+        idx = gl.where(valid, ahead, 0)
+        page = gl.load(bt_row + idx // PAGE, mask=valid, other=0).to(gl.int64)
+        slot = idx % PAGE
+    else:
+        valid = n0 + rows < end
+        page = ahead.to(gl.int64)
+        slot = n0 % PAGE + rows
+    return page * stride_kp + slot * stride_ks, page * stride_sp + slot * stride_ss, valid
+
+
+@_gluon_jit
+def _gl_pv(v_smem, p_smem, o0, o1, o2, o3, BLOCK_N: gl.constexpr):
+    """``o_k += V_k^T P^T`` for the four 128-column chunks, async (tokens). The accumulators
+    come in already rescaled: arithmetic on them between these wgmmas makes ptxas wait."""
+    t0 = hopper.warpgroup_mma(v_smem.slice(0, BLOCK_N, dim=0).permute((1, 0)), p_smem, o0, is_async=True)
+    t1 = hopper.warpgroup_mma(v_smem.slice(BLOCK_N, BLOCK_N, dim=0).permute((1, 0)), p_smem, o1, is_async=True)
+    t2 = hopper.warpgroup_mma(v_smem.slice(2 * BLOCK_N, BLOCK_N, dim=0).permute((1, 0)), p_smem, o2, is_async=True)
+    t3 = hopper.warpgroup_mma(v_smem.slice(3 * BLOCK_N, BLOCK_N, dim=0).permute((1, 0)), p_smem, o3, is_async=True)
+    return t0, t1, t2, t3
+
+
+@_gluon_jit
+def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr, l_ptr, acc_ptr,
+                     H, n_topk, qk_scale,
+                     stride_qb, stride_qh, stride_kp, stride_ks, stride_sp, stride_ss, stride_btb, stride_tb,
+                     stride_mb, stride_mh, stride_ab, stride_ah, stride_as,
+                     PAGE: gl.constexpr, SPARSE: gl.constexpr, BLOCK_H: gl.constexpr, NUM_SPLITS: gl.constexpr):
+    """One global split of one (sequence, head block): partial (m, l, acc) like ``_split_whole``.
+
+    Per 64-entry tile: the next tile's raw bytes are loaded first (registers); each of the
+    four 128-column chunks of this tile is decoded into wgmma's A registers, multiplied
+    into the scores (``K q^T``, async, chained) and stored to shared memory for ``P V``;
+    the previous tile's ``P V`` wgmmas are waited for only before the first store."""
+    BLOCK_N: gl.constexpr = 64
+    L3: gl.constexpr = gl.DistributedLinearLayout(  # [64, t4, w] code words of a chunk
+        reg_bases=[[0, 0, 1], [0, 0, 2], [8, 0, 0]],
+        lane_bases=[[0, 1, 0], [0, 2, 0], [1, 0, 0], [2, 0, 0], [4, 0, 0]],
+        warp_bases=[[16, 0, 0], [32, 0, 0]], block_bases=[], shape=[64, 4, 4])
+    S2: gl.constexpr = gl.SliceLayout(2, L3)   # [64, t4] scale pairs of a chunk
+    R1: gl.constexpr = gl.SliceLayout(1, S2)
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                  instr_shape=[16, BLOCK_H, 16])
+    A_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
+    HS: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=2 * BLOCK_H, element_bitwidth=16, rank=2)
+    VS: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    QL: gl.constexpr = gl.BlockedLayout([1, BLOCK_H // 4], [32, 1], [1, 4], [1, 0])
+
+    b = gl.program_id(0)
+    hb = gl.program_id(1)
+    split = gl.program_id(2)
+    seq_len = gl.load(seqlen_ptr + b)
+
+    # q^T in shared memory, its rows in the decoded chunks' order (MMA column c of chunk
+    # q = c >> 7 is latent 128 t4 + 32 q + 2 e + i, _gl_decode_chunk)
+    cq = gl.arange(0, 512, layout=gl.SliceLayout(1, QL))
+    e = 2 * ((cq >> 4) & 7) + (cq & 1)
+    dq = 128 * ((cq >> 1) & 3) + 32 * (cq >> 7) + 2 * e + ((cq >> 3) & 1)
+    hq = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, QL))
+    qv = gl.load(q_ptr + b.to(gl.int64) * stride_qb + hq[None, :] * stride_qh + dq[:, None],
+                 mask=(hq < H)[None, :], other=0.0)
+    # One-slot buffers indexed by a loop-variant zero (_gl_zero): the wgmma descriptors of the
+    # 64 MMAs a tile are then recomputed in the loop (uniform adds) instead of being hoisted
+    # out of it and held in 128 registers (which spilled).
+    q_buf = gl.allocate_shared_memory(gl.float16, [1, 512, BLOCK_H], HS)
+    q_buf.index(0).store(qv.to(gl.float16))
+    v_buf = gl.allocate_shared_memory(gl.float16, [1, 4 * BLOCK_N, 128], VS)
+    p_buf = gl.allocate_shared_memory(gl.float16, [1, BLOCK_N, BLOCK_H], HS)
+    hopper.fence_async_shared()  # q's generic-proxy stores before wgmma (async proxy) reads them
+    _cta_barrier()
+
+    if SPARSE:
+        n_items = n_topk
+    else:
+        n_items = seq_len
+    chunk = gl.cdiv(gl.cdiv(n_items, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    start = split * chunk
+    end = gl.minimum(start + chunk, n_items)
+
+    rows = gl.arange(0, BLOCK_N, layout=R1)
+    t4 = gl.arange(0, 4, layout=gl.SliceLayout(0, S2))
+    wv = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))
+    soff = 4 * t4[None, :]                                                  # [1, 4] in S2 (int16 units)
+    woff = 16 * t4[None, :, None] + wv[None, None, :]                       # [1, 4, 4] in L3 (words)
+    bt_row = bt_ptr + b.to(gl.int64) * stride_btb
+    tk_row = topk_ptr + b.to(gl.int64) * stride_tb
+
+    m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, gl.SliceLayout(0, MMA))
+    l_i = gl.zeros([BLOCK_H], gl.float32, gl.SliceLayout(0, MMA))
+    zo = gl.zeros([128, BLOCK_H], gl.float32, MMA)
+    o0 = zo
+    o1 = zo
+    o2 = zo
+    o3 = zo
+    sc = qk_scale * 16384.0  # the decoded values are value * 2^-14
+    srow = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
+    # P V of a tile is issued at the top of the next iteration, so it runs while that tile's
+    # first chunk is decoded, and is waited for before the first chunk's store overwrites
+    # v_smem (no wgmma is in flight across the loop's back edge: ptxas then serialises every
+    # wgmma, C7514). Before the first tile it multiplies zeros.
+    v_buf.index(0).store(gl.zeros([4 * BLOCK_N, 128], gl.float16, A_L))
+    p_buf.index(0).store(gl.zeros([BLOCK_N, BLOCK_H], gl.float16, MMA))
+    hopper.fence_async_shared()
+    _cta_barrier()
+
+    ahead = _gl_ahead(start, end, rows, bt_row, tk_row, PAGE, SPARSE)
+    rc, rsc, valid = _gl_rows(start, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks, stride_sp,
+                              stride_ss, PAGE, SPARSE)
+    ahead = _gl_ahead(start + BLOCK_N, end, rows, bt_row, tk_row, PAGE, SPARSE)
+    c0, s0 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 0)
+    c1, s1 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 1)
+    c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 2)
+    c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 3)
+    for n0 in range(start, end, BLOCK_N):
+        zero = n0 >> 30  # entries < 2^30: always 0, but not known to the compiler
+        q_smem = q_buf.index(zero)
+        v_smem = v_buf.index(zero)
+        p_smem = p_buf.index(zero)
+        t0, t1, t2, t3 = _gl_pv(v_smem, p_smem, o0, o1, o2, o3, BLOCK_N)  # the previous tile's P V
+        if SPARSE:
+            ok = gl.convert_layout(valid, gl.SliceLayout(1, MMA))
+        else:
+            ok = n0 + srow < end
+        # the next tile's bytes, a chunk at a time as this tile's chunks are decoded (masked
+        # off past the end: no traffic), so one tile of raw bytes is live, not two
+        rc, rsc, valid = _gl_rows(n0 + BLOCK_N, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks,
+                                  stride_sp, stride_ss, PAGE, SPARSE)
+        ahead = _gl_ahead(n0 + 2 * BLOCK_N, end, rows, bt_row, tk_row, PAGE, SPARSE)
+        a = _gl_decode_chunk(c0, s0, A_L)
+        c0, s0 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 0)
+        acc = hopper.warpgroup_mma(a, q_smem.slice(0, 128, dim=0), gl.zeros([BLOCK_N, BLOCK_H], gl.float32, MMA),
+                                   use_acc=False, is_async=True)
+        o0, o1, o2, o3 = hopper.warpgroup_mma_wait(1, deps=[t0, t1, t2, t3])  # P V done with v_smem, p_smem
+        v_smem.slice(0, BLOCK_N, dim=0).store(a)
+        a = _gl_decode_chunk(c1, s1, A_L)
+        c1, s1 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 1)
+        acc = hopper.warpgroup_mma(a, q_smem.slice(128, 128, dim=0), acc, is_async=True)
+        acc = hopper.warpgroup_mma_wait(1, deps=[acc])  # chunk 0's A registers free again
+        v_smem.slice(BLOCK_N, BLOCK_N, dim=0).store(a)
+        a = _gl_decode_chunk(c2, s2, A_L)
+        c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 2)
+        acc = hopper.warpgroup_mma(a, q_smem.slice(256, 128, dim=0), acc, is_async=True)
+        acc = hopper.warpgroup_mma_wait(1, deps=[acc])  # chunk 1's A registers free again
+        v_smem.slice(2 * BLOCK_N, BLOCK_N, dim=0).store(a)
+        a = _gl_decode_chunk(c3, s3, A_L)
+        c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 3)
+        acc = hopper.warpgroup_mma(a, q_smem.slice(384, 128, dim=0), acc, is_async=True)
+        acc = hopper.warpgroup_mma_wait(1, deps=[acc])  # chunk 2's A registers free again
+        v_smem.slice(3 * BLOCK_N, BLOCK_N, dim=0).store(a)
+        s = hopper.warpgroup_mma_wait(0, deps=[acc])
+        # ---- online softmax over the tile's entries (rows)
+        s = gl.where(ok[:, None], s * sc, float("-inf"))
+        m_new = gl.maximum(m_i, gl.max(s, 0))
+        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = gl.exp2(m_i - m_use)
+        p = gl.exp2(s - m_use[None, :])
+        l_i = l_i * alpha + gl.sum(p, 0)
+        m_i = m_new
+        p_smem.store(p.to(gl.float16))
+        al = alpha[None, :]
+        o0 = o0 * al
+        o1 = o1 * al
+        o2 = o2 * al
+        o3 = o3 * al
+        hopper.fence_async_shared()
+        _cta_barrier()
+    t0, t1, t2, t3 = _gl_pv(v_buf.index(0), p_buf.index(0), o0, o1, o2, o3, BLOCK_N)  # the last tile's
+    o0, o1, o2, o3 = hopper.warpgroup_mma_wait(0, deps=[t0, t1, t2, t3])
+
+    # ---- partials: (m, l) per head and acc [D, heads] * 2^14, latent d of MMA row c
+    ho = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, MMA))
+    mo = b.to(gl.int64) * stride_mb + ho * stride_mh + split
+    gl.store(m_ptr + mo, m_i, mask=ho < H)
+    gl.store(l_ptr + mo, l_i, mask=ho < H)
+    cr = gl.arange(0, 128, layout=gl.SliceLayout(1, MMA))
+    ab = acc_ptr + b.to(gl.int64) * stride_ab + split * stride_as + ho[None, :] * stride_ah
+    hm = (ho < H)[None, :]
+    er = 2 * ((cr >> 4) & 7) + (cr & 1)
+    dr = 128 * ((cr >> 1) & 3) + 2 * er + ((cr >> 3) & 1)  # chunk q adds 32 q
+    gl.store(ab + (dr + 0)[:, None], o0 * 16384.0, mask=hm)
+    gl.store(ab + (dr + 32)[:, None], o1 * 16384.0, mask=hm)
+    gl.store(ab + (dr + 64)[:, None], o2 * 16384.0, mask=hm)
+    gl.store(ab + (dr + 96)[:, None], o3 * 16384.0, mask=hm)
+
+
 # ----------------------------------------------------------------------------- launcher
 
 
@@ -773,9 +1076,29 @@ def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sin
         BLOCK_N=BN, BLOCK_H=BH, NUM_SPLITS=S, DQ_FP16=bool(config["DQ_FP16"]),
         USE_DOT_SCALED=bool(config["USE_DOT_SCALED"]), SWAP_AB=bool(config["SWAP_AB"]),
         D_CHUNKS=int(config.get("D_CHUNKS", 1)),  # absent in configs tuned before the switch existed
+        SPLIT0=0,
         INTERPRET=interpreting(),
         num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]),
     )
+    if config.get("GLUON", False):
+        if kv_dtype != "nvfp4" or D != D_LATENT or BN != GL_BLOCK_N or BH not in (16, 32):
+            raise ValueError(f"GLUON applies to kv_dtype='nvfp4', D={D_LATENT}, BLOCK_N={GL_BLOCK_N}, BLOCK_H 16 or 32")
+        if gluon is None:
+            raise ValueError("GLUON needs Triton's Gluon (triton >= 3.5)")
+        if interpreting():
+            raise ValueError("GLUON kernels do not run under TRITON_INTERPRET")
+        gl_args = {k: split_args[k] for k in (
+            "q_ptr", "kv_ptr", "kvs_ptr", "bt_ptr", "seqlen_ptr", "topk_ptr", "m_ptr", "l_ptr", "acc_ptr", "H", "n_topk",
+            "qk_scale", "stride_qb", "stride_qh", "stride_kp", "stride_ks", "stride_sp", "stride_ss", "stride_btb",
+            "stride_tb", "stride_mb", "stride_mh", "stride_ab", "stride_ah", "stride_as", "PAGE", "SPARSE", "BLOCK_H",
+            "NUM_SPLITS")}
+        words = kv_codes.view(torch.int32)  # whole 32-bit words of codes
+        pairs = kv_scales.view(torch.int16)  # the two scales of a 32-column chunk at once
+        gl_args.update(kv_ptr=words, stride_kp=words.stride(0), stride_ks=words.stride(1), kvs_ptr=pairs,
+                       stride_sp=pairs.stride(0), stride_ss=pairs.stride(1), num_warps=4)
+        swa_args = dict(split_args, SPLIT0=S, DQ_FP16=False, USE_DOT_SCALED=False, D_CHUNKS=1)
+        return [(_gl_split_kernel, (B, cdiv(H, BH), S), gl_args), (_split_kernel, (B, cdiv(H, BH), 1), swa_args),
+                _reduce_launch(m_buf, l_buf, acc_buf, sink, out)]
     return [(_split_kernel, (B, cdiv(H, BH), S + 1), split_args), _reduce_launch(m_buf, l_buf, acc_buf, sink, out)]
 
 
@@ -960,6 +1283,9 @@ def default_config(workload: Workload) -> dict[str, Any]:
     runs faster on wgmma (SWAP_AB, 4 warps: 253 us vs 325 for mma.sync at 8 warps), fp8 does
     not (336 vs 302); nvfp4 at 64 heads with the latent in 4 column chunks (D_CHUNKS 4:
     477 vs 618 us). Those two are the nvfp4 defaults; the rest as above.
+
+    ``GLUON`` at 16 heads on an sm_90 GPU (its 64 x 16 tile is the SWAP_AB default's): H200
+    runs 50-51 (session 9), 1.4-1.95x this template's pack configs at B 16 / 64, 32K / 128K.
     """
     w = workload
     bh = min(64, max(16, next_power_of_2(w.heads)))
@@ -968,7 +1294,17 @@ def default_config(workload: Workload) -> dict[str, Any]:
     swap = nvfp4 and bh == 16
     return {"BLOCK_N": bn, "BLOCK_H": bh, "NUM_SPLITS": default_splits(w, bh, bn),
             "DQ_FP16": nvfp4, "USE_DOT_SCALED": False, "SWAP_AB": swap, "D_CHUNKS": 4 if nvfp4 and bh == 64 else 1,
-            "num_warps": 4 if swap else 8, "num_stages": 2}
+            "num_warps": 4 if swap else 8, "num_stages": 2, "GLUON": swap and _on_hopper()}
+
+
+def gluon_available() -> bool:
+    """The GLUON kernel can be built here: Triton has Gluon and the interpreter is off."""
+    return gluon is not None and not interpreting()
+
+
+def _on_hopper() -> bool:
+    """An sm_90 GPU is visible and GLUON kernels can run (the default's only GPU-dependent choice)."""
+    return gluon_available() and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 
 
 def cost(workload: Workload) -> tuple[float, float]:

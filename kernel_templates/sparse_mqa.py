@@ -44,6 +44,13 @@ Design:
   the top order byte, quarter binades, or quarter binades placed from a 1-in-16 sample
   with a fallback pass keeping it exact ("sampled", the default from 32 rows at >= 128K:
   H200 run 34, B=32 512K top-k +41% -> +27% dsv32, +29% -> +18% dsv41-flash).
+- ``RADIX_FUSED`` (search space only: slower where measured, H200 run 54, B=1 512K 86 vs
+  65-71 us): the same radix steps in ONE launch
+  (``_radix_fused_kernel``), the programs of a row meeting at a barrier (an arrive counter
+  in the row's state, zeroed by the scoring kernel) between steps; at most one program an
+  SM over all rows, so all are resident (more rows than SMs: the launch a step). The
+  interpreter runs programs one after another, so a barrier with more than one program a
+  row would deadlock there: it runs the fused kernel with one program a row.
 - ``TOPK_ALGO="row"``: one launch after the scoring kernel, one program per (sequence,
   token) doing the row's whole exact selection (``_row_topk_kernel``). The scoring programs
   also histogram a first 8-bit digit of their scores (``_row_digit``: quarter binades), so
@@ -60,7 +67,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_templates._host import cdiv, next_power_of_2
+from kernel_templates._host import cdiv, next_power_of_2, sm_count
 from kernel_templates.nvfp4 import dequantize_mxfp4, mxfp4_tile_to_f32, quantize_mxfp4, ue8m0_to_f32
 from tuner import lowering, runtime
 from tuner.runtime.env import interpreting
@@ -79,6 +86,13 @@ PROFILES: dict[str, dict[str, Any]] = {
     "dsv32": dict(heads=64, top_k=2048, k_format="fp8"),
     "dsv41-flash": dict(heads=32, top_k=512, k_format="mxfp4"),
 }
+SMS = 132  # H200: the defaults' SM count (launches read the device's: _host.sm_count)
+# Programs an SM of the fused radix launch (RADIX_FUSED), whose row barriers need every
+# program resident at once: one 4-warp program an SM. Two would always fit as well (4 warps
+# at <= 255 registers and <= 8 KB shared: 2 x 128 x 256 registers fill the 64K register
+# file), and the launch-a-pass B=1 512K ran ~6 us faster with 256 programs a row than with
+# 128 (H200 run 44); fused with 2 an SM is unmeasured.
+RADIX_FUSED_PER_SM = 1
 MAX_TOPK = 4096  # the last merge level sorts next_pow2(top_k) 64-bit keys in registers
 # default_config: the row top-k up to this context for a top-k up to this size, radix otherwise
 # (search_spaces.sparse_mqa.ROW_MAX_CONTEXT: how far the tuner may take it)
@@ -91,11 +105,12 @@ TOPK_ALGOS = ("merge", "radix", "row")
 # Radix top-k state, one int32 row per (sequence, token): the 256-bin histograms of the
 # digits (the four bytes of the score's order bits, after 0-2 quarter-binade digits, see
 # _radix_digit), then counters: keys in the selected list, in each candidate list and in the
-# tie list, and the keys still wanted after each digit.
+# tie list, the keys still wanted after each digit, and the fused launch's barrier arrivals.
 _RS = tl.constexpr(1552)
 _CNT_SEL = tl.constexpr(1536)
 _CNT_C1, _CNT_C2, _CNT_C3, _CNT_TIE, _CNT_C4, _CNT_C5, _CNT_C1X = (tl.constexpr(1537 + i) for i in range(7))
 _REM = tl.constexpr(1544)  # _REM + j: keys still wanted after digit j - 1 (j = 1..6)
+_SYNC = tl.constexpr(1551)  # RADIX_FUSED: arrivals at the row's barriers (_row_sync)
 # the radix passes' first digit (RADIX_FIRST config); a value's index is the number of
 # quarter-binade digits before the four order bytes (_radix_digit)
 RADIX_FIRST = ("byte", "quarter", "sampled")
@@ -625,13 +640,15 @@ def _append(base, cnt_ptr, key, keep):
 
 
 @triton.jit
-def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k, max_len,
-                       stride_src, stride_sel, stride_dst,
-                       NEXT_N: tl.constexpr, FROM_LOGITS: tl.constexpr, SRC_CNT: tl.constexpr, PICK: tl.constexpr,
-                       DST_CNT: tl.constexpr, HIST: tl.constexpr, TOPK_BLOCK: tl.constexpr,
-                       TOPK_SPLITS: tl.constexpr, RADIX_FIRST: tl.constexpr = "byte", MODE: tl.constexpr = 0,
-                       SRC_CNT2: tl.constexpr = 0):
-    """One step of the row-parallel radix select; programs over (row, TOPK_SPLITS chunks).
+def _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k, max_len,
+                stride_src, stride_sel, stride_dst, row, pid,
+                NEXT_N: tl.constexpr, FROM_LOGITS: tl.constexpr, SRC_CNT: tl.constexpr, PICK: tl.constexpr,
+                DST_CNT: tl.constexpr, HIST: tl.constexpr, TOPK_BLOCK: tl.constexpr,
+                TOPK_SPLITS: tl.constexpr, RADIX_FIRST: tl.constexpr, MODE: tl.constexpr,
+                SRC_CNT2: tl.constexpr, SHARED_CACHE: tl.constexpr):
+    """One step of the row-parallel radix select, for program ``pid`` of the TOPK_SPLITS
+    programs of row ``row`` (``_radix_pass_kernel``: one launch a step; ``_radix_fused_kernel``:
+    every step in one launch).
 
     Keys are the 63-bit ``_order_key``s; digit j is ``_radix_digit(key, j, RADIX_FIRST)``.
     The source is the row's logits (the visible ones) or a candidate list: every key of a
@@ -648,20 +665,22 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
     above it (all keys when the sample has fewer), every key at or above it to the candidate
     list, none selected yet; 3, the fallback: a row whose candidate list came out shorter
     than k appends the rest of its keys too (exact whatever the sample; a no-op otherwise).
-    The fallback's programs decide on the list's count from the launch before and append
+    The fallback's programs decide on the list's count from the step before and append
     behind it under a counter of their own (``_CNT_C1X``; ``SRC_CNT2``: the next passes read
-    the list's length as the sum), so no program's decision sees another's appends."""
-    row = tl.program_id(0)
-    pid = tl.program_id(1)
+    the list's length as the sum), so no program's decision sees another's appends.
+
+    ``SHARED_CACHE``: the cache modifier of every load of what other programs wrote in an
+    earlier step (the row state, candidate lists): "" between launches, ".cg" (L2, never a
+    stale L1 line) within the fused launch. The logits come from the scoring launch before."""
     rs = rs_ptr + row * _RS
     if FROM_LOGITS:
         t = row % NEXT_N
         n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
         src = logits_ptr + row.to(tl.int64) * max_len
     else:
-        n = tl.load(rs + SRC_CNT)
+        n = tl.load(rs + SRC_CNT, cache_modifier=SHARED_CACHE)
         if SRC_CNT2 > 0:
-            n += tl.load(rs + SRC_CNT2)
+            n += tl.load(rs + SRC_CNT2, cache_modifier=SHARED_CACHE)
         src = src_ptr + row.to(tl.int64) * stride_src
     step = 1
     if MODE == 1:
@@ -673,21 +692,23 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
     bins = tl.arange(0, 256)
     n_kept = 0
     if MODE >= 2:
-        d, _ = _select_digit(tl.load(rs + bins), 2 * tl.cdiv(top_k, RADIX_SAMPLE) + 16)
+        d, _ = _select_digit(tl.load(rs + bins, cache_modifier=SHARED_CACHE), 2 * tl.cdiv(top_k, RADIX_SAMPLE) + 16)
         if MODE == 2:
-            if pid == 0:
+            if pid == 0 or SHARED_CACHE != "":  # fused: every program (as for PICK below)
                 tl.store(rs + _REM + 1, top_k)
         else:
-            n_kept = tl.load(rs + DST_CNT)  # final: this launch appends under _CNT_C1X
+            n_kept = tl.load(rs + DST_CNT, cache_modifier=SHARED_CACHE)  # final: this step appends under _CNT_C1X
             if n_kept >= top_k:
                 end = start  # the sampled threshold kept enough keys
     elif PICK >= 0:
         if PICK == 0:
             rem = top_k
         else:
-            rem = tl.load(rs + _REM + PICK)
-        d, rem_next = _select_digit(tl.load(rs + PICK * 256 + bins), rem)
-        if pid == 0:
+            rem = tl.load(rs + _REM + PICK, cache_modifier=SHARED_CACHE)
+        d, rem_next = _select_digit(tl.load(rs + PICK * 256 + bins, cache_modifier=SHARED_CACHE), rem)
+        # fused: every program stores the same value (all read the same histogram and rem);
+        # a pid == 0 predicate live across the whole launch cost a stack spill (sm_90)
+        if pid == 0 or SHARED_CACHE != "":
             tl.store(rs + _REM + PICK + 1, rem_next)
     offs = tl.arange(0, TOPK_BLOCK)
     acc = tl.zeros([256], tl.int32)
@@ -697,7 +718,7 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
         if FROM_LOGITS:
             key = _order_key(tl.load(src + i, mask=live, other=0.0), i)
         else:
-            key = tl.load(src + i, mask=live, other=0)
+            key = tl.load(src + i, mask=live, other=0, cache_modifier=SHARED_CACHE)
         if MODE == 2:
             _append(dst_ptr + row.to(tl.int64) * stride_dst, rs + DST_CNT, key,
                     live & (_radix_digit(key, 0, RADIX_FIRST) >= d))
@@ -713,6 +734,124 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
             acc += tl.histogram(_radix_digit(key, HIST, RADIX_FIRST), 256, mask=live)
     if HIST >= 0:
         tl.atomic_add(rs + HIST * 256 + bins, acc, mask=acc > 0, sem="relaxed")
+
+
+@triton.jit
+def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k, max_len,
+                       stride_src, stride_sel, stride_dst,
+                       NEXT_N: tl.constexpr, FROM_LOGITS: tl.constexpr, SRC_CNT: tl.constexpr, PICK: tl.constexpr,
+                       DST_CNT: tl.constexpr, HIST: tl.constexpr, TOPK_BLOCK: tl.constexpr,
+                       TOPK_SPLITS: tl.constexpr, RADIX_FIRST: tl.constexpr = "byte", MODE: tl.constexpr = 0,
+                       SRC_CNT2: tl.constexpr = 0):
+    """One step of the row-parallel radix select (``_radix_step``) a launch; programs over
+    (row, TOPK_SPLITS chunks)."""
+    _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k, max_len,
+                stride_src, stride_sel, stride_dst, tl.program_id(0), tl.program_id(1),
+                NEXT_N, FROM_LOGITS, SRC_CNT, PICK, DST_CNT, HIST, TOPK_BLOCK, TOPK_SPLITS, RADIX_FIRST, MODE,
+                SRC_CNT2, "")
+
+
+@triton.jit
+def _row_sync(cnt_ptr, target, GRID_SYNC: tl.constexpr):
+    """Barrier of the programs of one row in ``_radix_fused_kernel``: this CTA's stores and
+    atomics before it, then (``GRID_SYNC``) one arrival on the row's counter and a spin
+    until ``target`` programs have arrived. The counter only grows within a launch (step s
+    waits for (s + 1) x programs), so no reset races; the scoring launch zeroes it (it
+    lies in the row's radix state). Without GRID_SYNC (one program a row) only the CTA
+    barrier. Needs every program of the row resident at once (the launcher caps the grid)."""
+    tl.debug_barrier()
+    if GRID_SYNC:
+        tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu")
+        while tl.atomic_add(cnt_ptr, 0, sem="acquire", scope="gpu") < target:
+            pass
+        tl.debug_barrier()
+
+
+@triton.jit
+def _radix_fused_kernel(logits_ptr, seqlen_ptr, sel_ptr, ca_ptr, cb_ptr, rs_ptr, top_k, max_len,
+                        stride_sel, stride_cand,
+                        NEXT_N: tl.constexpr, TOPK_BLOCK: tl.constexpr, TOPK_SPLITS: tl.constexpr,
+                        RADIX_FIRST: tl.constexpr, GRID_SYNC: tl.constexpr):
+    """``RADIX_FUSED``: every step of the radix select (``_plan``'s list for the launches of
+    ``_radix_pass_kernel``, in the same order with the same arguments) in ONE launch over
+    (row, TOPK_SPLITS): the programs of a row meet at a barrier (``_row_sync``) between
+    steps; rows are independent. Loads of other programs' writes take ".cg". The
+    interpreter runs programs one after another, so there a barrier with more than one
+    program a row would deadlock: the launcher gives it one program a row (no
+    ``GRID_SYNC``), which still runs the fused step sequence."""
+    row = tl.program_id(0)
+    pid = tl.program_id(1)
+    sync = rs_ptr + row * _RS + _SYNC
+    LEAD: tl.constexpr = 2 if RADIX_FIRST == "sampled" else (1 if RADIX_FIRST == "quarter" else 0)
+    LAST: tl.constexpr = 3 + LEAD  # digits 0 .. LAST
+    P: tl.constexpr = TOPK_SPLITS
+    if LEAD == 2:
+        # histogram of digit 0 over a sample of the logits
+        _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
+                    stride_sel, stride_cand, row, pid, NEXT_N, True, 0, -1, 0, 0, TOPK_BLOCK, TOPK_SPLITS,
+                    RADIX_FIRST, 1, 0, ".cg")
+        _row_sync(sync, 1 * P, GRID_SYNC)
+        # every key at or above a safe digit-0 bin
+        _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
+                    stride_sel, stride_cand, row, pid, NEXT_N, True, 0, 0, _CNT_C1, -1, TOPK_BLOCK, TOPK_SPLITS,
+                    RADIX_FIRST, 2, 0, ".cg")
+        _row_sync(sync, 2 * P, GRID_SYNC)
+        # too few (a bad sample): the rest of the row
+        _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
+                    stride_sel, stride_cand, row, pid, NEXT_N, True, 0, 0, _CNT_C1, -1, TOPK_BLOCK, TOPK_SPLITS,
+                    RADIX_FIRST, 3, 0, ".cg")
+        _row_sync(sync, 3 * P, GRID_SYNC)
+        # histogram of digit 1 (digit 0 again, exact)
+        _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
+                    stride_sel, stride_cand, row, pid, NEXT_N, False, _CNT_C1, -1, 0, 1, TOPK_BLOCK, TOPK_SPLITS,
+                    RADIX_FIRST, 0, _CNT_C1X, ".cg")
+        _row_sync(sync, 4 * P, GRID_SYNC)
+    else:
+        # histogram of digit 0 over the logits
+        _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
+                    stride_sel, stride_cand, row, pid, NEXT_N, True, 0, -1, 0, 0, TOPK_BLOCK, TOPK_SPLITS,
+                    RADIX_FIRST, 0, 0, ".cg")
+        _row_sync(sync, 1 * P, GRID_SYNC)
+        # digit 0: select above, candidates in its bin
+        _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
+                    stride_sel, stride_cand, row, pid, NEXT_N, True, 0, 0, _CNT_C1, -1, TOPK_BLOCK, TOPK_SPLITS,
+                    RADIX_FIRST, 0, 0, ".cg")
+        _row_sync(sync, 2 * P, GRID_SYNC)
+        # histogram of digit 1 over the candidates
+        _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
+                    stride_sel, stride_cand, row, pid, NEXT_N, False, _CNT_C1, -1, 0, 1, TOPK_BLOCK, TOPK_SPLITS,
+                    RADIX_FIRST, 0, 0, ".cg")
+        _row_sync(sync, 3 * P, GRID_SYNC)
+    N0: tl.constexpr = 4 if LEAD == 2 else 3  # barriers so far
+    # digit j (+ histogram of digit j + 1), candidates ping-pong (list j - 1 -> list j), then
+    # the last digit, whose bin's keys are the ties at the k-th score
+    for j in tl.static_range(1, LAST + 1):
+        _radix_fused_digit(logits_ptr, seqlen_ptr, sel_ptr, ca_ptr, cb_ptr, rs_ptr, top_k, max_len, stride_sel,
+                           stride_cand, row, pid, j, LAST, LEAD, NEXT_N, TOPK_BLOCK, TOPK_SPLITS, RADIX_FIRST)
+        if j < LAST:
+            _row_sync(sync, (N0 + j) * P, GRID_SYNC)
+
+
+@triton.jit
+def _radix_fused_digit(logits_ptr, seqlen_ptr, sel_ptr, ca_ptr, cb_ptr, rs_ptr, top_k, max_len, stride_sel,
+                       stride_cand, row, pid, J: tl.constexpr, LAST: tl.constexpr, LEAD: tl.constexpr,
+                       NEXT_N: tl.constexpr, TOPK_BLOCK: tl.constexpr, TOPK_SPLITS: tl.constexpr,
+                       RADIX_FIRST: tl.constexpr):
+    """Digit ``J`` >= 1 of ``_radix_fused_kernel``: candidate list J - 1 (``_CNT_C1`` ..
+    ``_CNT_C5``; buffer a for odd J, b for even) -> list J and the histogram of digit J + 1,
+    or at ``J = LAST`` the ties at the k-th score (``_CNT_TIE``), as ``_plan``'s steps."""
+    SRC_CNT: tl.constexpr = _CNT_C1 + (J - 1) + (1 if J - 1 >= 3 else 0)  # C1, C2, C3, then C4, C5 (past the tie count)
+    DST_CNT: tl.constexpr = (_CNT_C1 + J + (1 if J >= 3 else 0)) if J < LAST else _CNT_TIE
+    HIST: tl.constexpr = J + 1 if J < LAST else -1
+    CNT2: tl.constexpr = _CNT_C1X if (LEAD == 2 and J == 1) else 0  # the sampled pick's list + its fallback
+    if J % 2 == 1:
+        _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, cb_ptr, rs_ptr, top_k, max_len, stride_cand,
+                    stride_sel, stride_cand, row, pid, NEXT_N, False, SRC_CNT, J, DST_CNT, HIST, TOPK_BLOCK,
+                    TOPK_SPLITS, RADIX_FIRST, 0, CNT2, ".cg")
+    else:
+        _radix_step(logits_ptr, seqlen_ptr, cb_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
+                    stride_sel, stride_cand, row, pid, NEXT_N, False, SRC_CNT, J, DST_CNT, HIST, TOPK_BLOCK,
+                    TOPK_SPLITS, RADIX_FIRST, 0, CNT2, ".cg")
 
 
 @triton.jit
@@ -982,6 +1121,31 @@ def radix_splits(config: dict[str, Any], max_len: int) -> int:
     return max(1, min(int(config.get("TOPK_SPLITS", 1)), cdiv(max_len, int(config.get("TOPK_BLOCK", 1024)))))
 
 
+def radix_fused_splits(config: dict[str, Any], max_len: int, rows: int, sms: int, interpret: bool = False) -> int:
+    """Programs per row of the fused radix launch (``RADIX_FUSED``), 0 where it does not
+    run: ``radix_splits``, at most ``radix_fused_cap`` (its row barriers need every program
+    resident at once: ``RADIX_FUSED_PER_SM`` an SM). 0 without RADIX_FUSED or when even one
+    program a row would not fit (more rows than that many SMs): then the launch-a-step
+    passes run. ``interpret``: one program a row, whatever the rows (the
+    interpreter runs programs one after another, so a barrier would wait forever)."""
+    if not config.get("RADIX_FUSED", False):
+        return 0
+    if interpret:
+        return 1
+    if rows > RADIX_FUSED_PER_SM * sms:
+        return 0
+    return min(radix_splits(config, max_len), radix_fused_cap(rows, sms))
+
+
+def radix_fused_cap(rows: int, sms: int = SMS) -> int:
+    """The most programs a row of the fused radix launch: the largest power of two with
+    ``rows`` x it <= ``RADIX_FUSED_PER_SM`` x ``sms`` (1 when even that does not fit)."""
+    cap = 1
+    while cap * 2 * rows <= RADIX_FUSED_PER_SM * sms:
+        cap *= 2
+    return cap
+
+
 def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format, return_logits, config, bufs):
     """The launches as (kernel, grid, args); shared by ``launch`` and ``lower_signatures``.
 
@@ -1085,20 +1249,26 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
                 dst_ptr=ca if dst is None else dst, DST_CNT=dst_cnt, HIST=hist, stride_src=ca.stride(0),
                 stride_dst=ca.stride(0), RADIX_FIRST=first, MODE=mode, SRC_CNT2=c1x))
         if lead == 2:
-            plan += [step(None, 0, -1, None, 0, 0, mode=1),  # histogram of digit 0 over a sample of the logits
+            steps = [step(None, 0, -1, None, 0, 0, mode=1),  # histogram of digit 0 over a sample of the logits
                      step(None, 0, 0, ca, C1, -1, mode=2),   # every key at or above a safe digit-0 bin
                      step(None, 0, 0, ca, C1, -1, mode=3),   # too few (a bad sample): the rest of the row
                      step(ca, C1, -1, None, 0, 1)]           # histogram of digit 1 (digit 0 again, exact)
         else:
-            plan += [step(None, 0, -1, None, 0, 0),   # histogram of digit 0 over the logits
+            steps = [step(None, 0, -1, None, 0, 0),   # histogram of digit 0 over the logits
                      step(None, 0, 0, ca, C1, -1),    # digit 0: select above, candidates in its bin
                      step(ca, C1, -1, None, 0, 1)]    # histogram of digit 1 over the candidates
         bufs_, cnts = (ca, cb), (C1, C2, C3, C4, C5)
         last = 3 + lead  # digits 0 .. last
         for j in range(1, last):  # digit j (+ histogram of digit j + 1), candidates ping-pong
-            plan.append(step(bufs_[(j - 1) % 2], cnts[j - 1], j, bufs_[j % 2], cnts[j], j + 1))
-        plan.append(step(bufs_[(last - 1) % 2], cnts[last - 1], last, bufs_[last % 2], CT, -1))  # ties at the k-th
-        return plan + place(sel, bufs_[last % 2], rs, 4 + lead)
+            steps.append(step(bufs_[(j - 1) % 2], cnts[j - 1], j, bufs_[j % 2], cnts[j], j + 1))
+        steps.append(step(bufs_[(last - 1) % 2], cnts[last - 1], last, bufs_[last % 2], CT, -1))  # ties at the k-th
+        pf = radix_fused_splits(config, max_len, B * T, sm_count(q.device, SMS), interpreting())
+        if pf:  # RADIX_FUSED: these steps, in this order, in one launch (_radix_fused_kernel)
+            steps = [(_radix_fused_kernel, (B * T, pf), dict(
+                logits_ptr=logits, seqlen_ptr=seq_lens, sel_ptr=sel, ca_ptr=ca, cb_ptr=cb, rs_ptr=rs, top_k=top_k,
+                max_len=max_len, stride_sel=sel.stride(0), stride_cand=ca.stride(0), NEXT_N=T, TOPK_BLOCK=TB,
+                TOPK_SPLITS=pf, RADIX_FIRST=first, GRID_SYNC=pf > 1, num_warps=4, num_stages=1))]
+        return plan + steps + place(sel, bufs_[last % 2], rs, 4 + lead)
     src, src_cnt, n_lists = bufs["cand"], bufs["cnt"], S
     for out, out_cnt in bufs["levels"]:
         groups = cdiv(n_lists, G)
@@ -1116,7 +1286,7 @@ def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, conf
              alloc=None) -> dict[str, Any]:
     """Outputs and scratch for ``_plan``. merge: candidate lists ``[B*T, S, CAP]`` int64 (per
     split), one ``[B*T, groups, next_pow2(top_k)]`` list buffer per merge level. radix: the
-    logits (scratch when not returned), ``[B*T, 1040]`` int32 state, the selected keys
+    logits (scratch when not returned), ``[B*T, _RS]`` int32 state, the selected keys
     ``[B*T, top_k]`` and two ``[B*T, max_len]`` int64 candidate-list buffers (a digit's bin
     can hold every key of a row). row: the logits as for radix, ``[B*T, S, 256]`` int32
     histograms (one per scoring program and token), the selected keys ``[B*T,
@@ -1244,9 +1414,6 @@ def make_inputs(workload: Workload, device: str, seed: int) -> dict[str, Any]:
                 seq_lens=seq_lens, top_k=prof["top_k"], k_format=fmt, return_logits=False)
 
 
-SMS = 132  # H200
-
-
 def default_splits(w: Workload, block_n: int, sms: int = SMS, per_sm: int = 4, min_tiles: int = 1,
                    cap: int = 512, round_up: bool = False) -> int:
     """Splits (a power of two) for about ``per_sm`` scoring programs an SM over the batch
@@ -1294,6 +1461,14 @@ RADIX_SMALL_BLOCK_ROWS = 32  # rows (batch x next_n) from which the radix passes
 # dsv41-flash 512K 833.7 -> 765.3 (+29% -> +18%), 128K 255.8 -> 245.9. Its three extra
 # launches lose where the passes are short: B=32 32K 130.8 -> 137.0, B=1 512K 65.4 -> 74.7.
 RADIX_SAMPLED_ROWS, RADIX_SAMPLED_CONTEXT = 32, 131072
+# RADIX_FUSED by default up to this many rows (batch x next_n): none. The idea: at B=1 the
+# radix passes are ~3-4 us launches of little work each (dsv32 B=1 512K: scoring ~29, six
+# passes ~30, the ranking ~6 of 65.8 us), so one launch with a row barrier a step instead,
+# one program an SM. Measured (H200 run 54, B=1 512K, call us): fused 86.1 / 87.4 (dsv32 /
+# dsv41-flash) against one launch a pass 65.3 / 67.1 at 256 programs a row and 71.1 / 72.1
+# at 128: a barrier step costs more than the launch it replaces. Exact and in the search
+# space (up to search_spaces.sparse_mqa.RADIX_FUSED_MAX_ROWS rows), not a default.
+RADIX_FUSED_DEFAULT_ROWS = 0
 
 
 def default_config(workload: Workload) -> dict[str, Any]:
@@ -1321,7 +1496,7 @@ def row_config(workload: Workload) -> dict[str, Any]:
     whatever the block, sm_90 SASS), the radix-only knobs at their canonical values."""
     c = radix_config(workload)
     return dict(c, NUM_SPLITS=min(c["NUM_SPLITS"], ROW_DEFAULT_MAX_SPLITS), TOPK_ALGO="row", TOPK_BLOCK=2048,
-                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, PLACE_CHUNK=0, RADIX_FIRST="byte")
+                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, PLACE_CHUNK=0, RADIX_FIRST="byte", RADIX_FUSED=False)
 
 
 # Scoring stages of the radix / row paths. The key tile's address hangs on a block-table
@@ -1341,8 +1516,11 @@ def radix_config(workload: Workload) -> dict[str, Any]:
     top-k (``TOPK_ALGO="radix"``): the scoring kernel writes the visible scores, then
     row-parallel radix passes over 1024-key blocks (512 from 32 rows) and a ranking step,
     none serial over a row: six passes (8 launches in all), nine with the sampled first
-    digit from ``RADIX_SAMPLED_ROWS`` rows at >= ``RADIX_SAMPLED_CONTEXT`` keys (11). The merge path's parameters (CAND_MULT, MERGE_GROUP,
-    SELECT_BLOCK, SHARE_THRESHOLD) keep their canonical values, which the radix path ignores.
+    digit from ``RADIX_SAMPLED_ROWS`` rows at >= ``RADIX_SAMPLED_CONTEXT`` keys (11).
+    ``RADIX_FUSED`` (the passes as one launch, 3 in all) is off: slower at B=1 512K
+    (``RADIX_FUSED_DEFAULT_ROWS``). The merge path's
+    parameters (CAND_MULT, MERGE_GROUP, SELECT_BLOCK, SHARE_THRESHOLD) keep their canonical
+    values, which the radix path ignores.
 
     Checked for sm_90 with Triton 3.6 (ptxas -v / cuobjdump, divisibility-16
     specialisation as at launch) for every default of search_spaces.sparse_mqa.WORKLOADS
@@ -1366,10 +1544,15 @@ def radix_config(workload: Workload) -> dict[str, Any]:
     # 248.4 vs 248.3 with 128-key chunks).
     chunked = rows * k * k >= 8 * 2048 * 2048  # dsv41-flash (k = 512) from 128 rows: 128-key chunks (unmeasured)
     rank_block = max(16, min(256, next_power_of_2(cdiv(rows * k, 2 * SMS))))
+    # the passes in one launch with row barriers: slower where measured (RADIX_FUSED_DEFAULT_ROWS)
+    fused = rows <= RADIX_FUSED_DEFAULT_ROWS
+    splits = default_radix_splits(w, tb)
+    if fused:
+        splits = min(splits, radix_fused_cap(rows))
     return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024,
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
-            "TOPK_BLOCK": tb,
-            "TOPK_SPLITS": default_radix_splits(w, tb), "RANK_BLOCK": 64 if chunked else rank_block,
+            "TOPK_BLOCK": tb, "RADIX_FUSED": fused,
+            "TOPK_SPLITS": splits, "RANK_BLOCK": 64 if chunked else rank_block,
             "PLACE_SORT": False, "PLACE_CHUNK": min(PLACE_CHUNK_DEFAULT, next_power_of_2(k) // 4) if chunked else 0,
             "RADIX_FIRST": "sampled" if rows >= RADIX_SAMPLED_ROWS and w.context >= RADIX_SAMPLED_CONTEXT else "byte",
             "num_warps": 4, "num_stages": RADIX_SCORE_STAGES}
@@ -1382,7 +1565,8 @@ def merge_config(workload: Workload) -> dict[str, Any]:
     c = radix_config(w)
     S = default_splits(w, c["BLOCK_N"], per_sm=2, min_tiles=8, cap=128, round_up=True)  # every split one more list
     return dict(c, NUM_SPLITS=S, TOPK_ALGO="merge", MERGE_GROUP=min(8, max(2, S)), TOPK_BLOCK=1024,
-                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, PLACE_CHUNK=0, RADIX_FIRST="byte", num_stages=2)
+                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, PLACE_CHUNK=0, RADIX_FIRST="byte", RADIX_FUSED=False,
+                num_stages=2)
 
 
 def cost(workload: Workload) -> tuple[float, float]:

@@ -7,7 +7,7 @@ import torch
 import triton
 
 from kernel_templates.nvfp4_attention import (
-    D_LATENT, KV_DTYPES, Workload, feasible, n_attended,
+    D_LATENT, GL_BLOCK_N, KV_DTYPES, Workload, feasible, gluon_available, n_attended,
 )
 from tuner.runtime.env import interpreting
 from tuner.space import Bool, Choice, Pow2, Space
@@ -22,6 +22,7 @@ SPACE = Space(
     USE_DOT_SCALED=Bool(),      # nvfp4 on sm_100: q @ K^T on native block-scaled FP4 MMA
     SWAP_AB=Bool(),             # compute K q^T and V^T P^T so entries / latent are the MMA's M
     D_CHUNKS=Choice((1, 2, 4)),  # latent column chunks decoded / multiplied one at a time
+    GLUON=Bool(absent=False),   # nvfp4 on sm_90: the Gluon split kernel (register-A wgmma)
     num_warps=Pow2(4, 8),
     num_stages=Choice((1, 2, 3)),
 )
@@ -58,6 +59,10 @@ _DS_SMEM_BASE = {True: 131080, False: 253984}      # by DQ_FP16
 _DS_SMEM_PIPELINED = {True: 36872, False: 0}       # by DQ_FP16, added when num_stages > 1
 
 
+GL_FIXED = {"BLOCK_N": GL_BLOCK_N, "DQ_FP16": True, "USE_DOT_SCALED": False, "SWAP_AB": True, "D_CHUNKS": 1,
+            "num_warps": 4, "num_stages": 2}
+
+
 def target_cc() -> int:
     """Compute capability (e.g. 90, 100) of the visible GPU; 0 under the interpreter or without one."""
     if interpreting() or not torch.cuda.is_available():
@@ -72,9 +77,14 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
     target has none (below sm_100); ``constraints`` rejects every config this changes."""
     c = dict(config)
     if workload.kv_dtype != "nvfp4":
-        c.update(DQ_FP16=False, USE_DOT_SCALED=False)
+        c.update(DQ_FP16=False, USE_DOT_SCALED=False, GLUON=False)
     if target_cc() < 100:
         c["USE_DOT_SCALED"] = False
+    if not 90 <= target_cc() < 100 or not gluon_available():
+        c["GLUON"] = False  # wgmma (sm_90 only), never under the interpreter
+    if c.get("GLUON"):
+        # the Gluon kernel fixes its tile; the other knobs only shape the SWA window's program
+        c.update(GL_FIXED)
     return c
 
 
@@ -94,6 +104,8 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         # Wrong results on the H200 (Triton 3.6) while the interpreter agrees with the
         # reference: benchmarks/results/nvfp4_debug-20261129.log. Cause not found yet.
         return False
+    if config.get("GLUON") and config["BLOCK_H"] > 32:
+        return False  # the Gluon kernel's accumulators: 64 (16 heads) or 128 (32) registers a thread
     if config["D_CHUNKS"] > 1 and config["USE_DOT_SCALED"]:
         return False  # the chunked loop has no dot_scaled path
     if config["USE_DOT_SCALED"]:
@@ -125,6 +137,8 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
 def smem_estimate(config: dict[str, Any]) -> int:
     """Estimated shared memory (bytes) of the split kernel for ``config`` (calibrated above)."""
     bn, bh = config["BLOCK_N"], config["BLOCK_H"]
+    if config.get("GLUON"):  # q^T, the decoded tile, P^T (Triton 3.6 sm_90: 84224 / 102912 at 16 / 32 heads)
+        return 512 * bh * 2 + bn * 512 * 2 + bn * bh * 2 + 1024
     smem = bn * _SMEM_PER_ENTRY + bh * _SMEM_PER_HEAD + _SMEM_SLACK
     if config.get("D_CHUNKS", 1) > 1:
         # chunked loop (measured like the above, Triton 3.6 sm_90, nvfp4 / fp8, 33 configs): one

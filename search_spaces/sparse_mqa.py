@@ -5,7 +5,7 @@ from typing import Any
 
 import triton
 
-from kernel_templates.sparse_mqa import D_INDEX, PAGE, PROFILES, RADIX_FIRST, Workload, feasible
+from kernel_templates.sparse_mqa import D_INDEX, PAGE, PROFILES, RADIX_FIRST, Workload, feasible, radix_fused_cap
 from tuner.space import Bool, Choice, Pow2, Space
 
 __all__ = ["SPACE", "canonical", "constraints", "smem_estimate", "feasible", "WORKLOADS", "SMALL_WORKLOADS"]
@@ -31,13 +31,15 @@ SPACE = Space(
                                   # decides (radix), one sort a row (row)
     RADIX_FIRST=Choice(RADIX_FIRST, absent="byte"),  # radix: the first digit
                                   # (sparse_mqa._radix_digit); configs from before it ran "byte"
+    RADIX_FUSED=Bool(absent=False),  # radix: every pass in one launch, row barriers between them (only up
+                                  # to RADIX_FUSED_MAX_ROWS rows; TOPK_SPLITS capped to one program an SM)
     num_warps=Pow2(4, 8),
     num_stages=Choice((1, 2, 3, 4, 5)),  # scoring pipeline depth: one key tile in flight a program up to 4,
                                   # two at 5 (the block-table load takes stages; kernel_templates/sparse_mqa.py)
 )
 
 SMEM_BYTES = 232448   # opt-in shared memory per block on H100/H200 and B200 (227 KB)
-SMS = 132             # H200; only used to tell over-splitting apart
+SMS = 132             # H200: tells over-splitting apart; the fused radix launch's cap (radix_fused_cap)
 # fp32 score-tile words per thread ([BLOCK_N, next_n*H] / threads) past which the scoring
 # kernel spills, measured for sm_90 with Triton 3.6 (cuobjdump): fp8 keys compile spill-free
 # at 64 (173-229 registers) and spill at 128; mxfp4 (FP8 MMA per scale block: four
@@ -65,10 +67,14 @@ def smem_estimate(config: dict[str, Any], workload: Workload) -> int:
 # pinned values of the parameters a top-k path ignores (other values would only duplicate trials)
 _MERGE_ONLY = {"CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024, "SHARE_THRESHOLD": False}
 _RADIX_ONLY = {"TOPK_BLOCK": 1024, "TOPK_SPLITS": 1, "RANK_BLOCK": 64, "PLACE_SORT": False, "RADIX_FIRST": "byte",
-               "PLACE_CHUNK": 0}
+               "PLACE_CHUNK": 0, "RADIX_FUSED": False}
 # the row path streams TOPK_BLOCK keys, and sorts its selection in one program or in PLACE_CHUNK chunks
 _ROW_IGNORES = {k: v for k, v in _RADIX_ONLY.items() if k not in ("TOPK_BLOCK", "PLACE_CHUNK")}
 ROW_MAX_CONTEXT = 131072  # one program streams a whole row: past this the radix passes' parallelism wins
+# RADIX_FUSED up to this many rows (batch x next_n): its grid is at most one program an SM
+# (all resident for the row barriers), so more rows leave few programs a row for the passes;
+# the default never does (sparse_mqa.RADIX_FUSED_DEFAULT_ROWS = 0: slower where measured)
+RADIX_FUSED_MAX_ROWS = 16
 
 
 def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
@@ -76,10 +82,12 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
     pinned value (the other top-k paths' knobs, the MXFP4 knobs for fp8 keys, the word
     decode without the FP8 MMA, the merge group of a single list, the ranking block when
     sorting), and the radix passes' programs capped where the launcher caps them (one a
-    block). ``constraints`` rejects every config this changes: it would only duplicate
-    another. Before the study evaluated canonical forms, a uniform draw was admitted about
-    one time in 1000-2000 (four merge-only knobs alone pin 1 in 64 radix draws) and
-    studies ended on their rejection streak."""
+    block; with ``RADIX_FUSED`` one an SM over the rows), ``RADIX_FUSED`` off past
+    ``RADIX_FUSED_MAX_ROWS`` rows (not admitted there). ``constraints`` rejects every
+    config this changes: it would only duplicate another. Before the study evaluated
+    canonical forms, a uniform draw was admitted about one time in 1000-2000 (four
+    merge-only knobs alone pin 1 in 64 radix draws) and studies ended on their rejection
+    streak."""
     c = dict(config)
     w = workload
     if PROFILES[w.profile]["k_format"] != "mxfp4":
@@ -93,6 +101,10 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
         if c["PLACE_SORT"] or c.get("PLACE_CHUNK", 0):
             c["RANK_BLOCK"] = _RADIX_ONLY["RANK_BLOCK"]
         c["TOPK_SPLITS"] = min(c["TOPK_SPLITS"], triton.next_power_of_2(triton.cdiv(w.context, c["TOPK_BLOCK"])))
+        if c.get("RADIX_FUSED", False) and w.batch * w.next_n > RADIX_FUSED_MAX_ROWS:
+            c["RADIX_FUSED"] = False  # not admitted there: the draw's launch-a-step form
+        if c.get("RADIX_FUSED", False):  # the launcher's cap: one program an SM over all rows
+            c["TOPK_SPLITS"] = min(c["TOPK_SPLITS"], radix_fused_cap(w.batch * w.next_n, SMS))
     elif c["TOPK_ALGO"] == "row":
         c.update(_MERGE_ONLY, **_ROW_IGNORES)
     else:
@@ -104,7 +116,8 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
 
 def constraints(config: dict[str, Any], workload: Workload) -> bool:
     """Variants that do nothing for the key format or the top-k path, splits shorter than a
-    tile (or a radix block) or far past filling the GPU, register and shared-memory estimates."""
+    tile (or a radix block) or far past filling the GPU, the fused radix launch past
+    ``RADIX_FUSED_MAX_ROWS`` rows, register and shared-memory estimates."""
     w = workload
     prof = PROFILES[w.profile]
     bn, S, nw = config["BLOCK_N"], config["NUM_SPLITS"], config["num_warps"]
@@ -115,6 +128,8 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         if P > 1 and rows * P // 4 >= 8 * SMS:  # past ~32 programs an SM and pass (B=32: up to 128)
             return False
         if not config["PLACE_SORT"] and config["RANK_BLOCK"] > triton.next_power_of_2(prof["top_k"]):
+            return False
+        if config.get("RADIX_FUSED", False) and rows > RADIX_FUSED_MAX_ROWS:
             return False
     elif config["TOPK_ALGO"] == "row" and w.context > ROW_MAX_CONTEXT:
         return False

@@ -249,6 +249,10 @@ for cc, kv, over in json.loads(sys.argv[1]):
     cfg = dict(A.default_config(w), **over)
     for fn, sig, cx in A.lower_signatures(w, cfg):
         nw = cfg["num_warps"] if fn is A._split_kernel else 4
+        if fn.is_gluon():
+            from triton.experimental.gluon._runtime import GluonASTSource as ASTSource
+        else:
+            from triton.compiler import ASTSource
         c = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
                            options={"num_warps": nw, "num_stages": cfg["num_stages"]})
         ptx = c.asm["ptx"]
@@ -281,6 +285,33 @@ def test_lowers_for_sm90_and_sm100():
     assert split[1][4] and not split[1][5], "sm_100 SWAP_AB: tcgen05 BF16/FP16 MMA"
     assert split[2][4] and split[2][5], "sm_100 USE_DOT_SCALED: tcgen05 mxf4nvf4 block16 (scale_vec::4X)"
     assert len(res) == 6
+
+
+def test_gluon_lowers_for_sm90():
+    """The GLUON plan: the Gluon split kernel on wgmma (register A: its decoded tile never
+    goes through a layout conversion), the SWA window's Triton program, the reduce."""
+    res = _lower([[90, "nvfp4", {"GLUON": True}]])
+    assert [r[2] for r in res] == ["_gl_split_kernel", "_split_kernel", "_reduce_kernel"]
+    assert res[0][3], "the Gluon kernel multiplies on wgmma"
+
+
+def test_gluon_in_the_search_space(monkeypatch):
+    w = A.Workload(16, 32768, 16, "nvfp4", "dense")
+    cfg = dict(A.default_config(w), GLUON=True, **S.GL_FIXED)
+    assert not S.constraints(cfg, w), "never where it cannot run (here: the interpreter or no sm_90 GPU)"
+    monkeypatch.setattr(S, "target_cc", lambda: 90)
+    monkeypatch.setattr(S, "gluon_available", lambda: True)
+    assert S.constraints(cfg, w)
+    assert S.constraints(dict(cfg, BLOCK_H=32), w) is False  # 16 heads: one 16-head block is all
+    assert S.constraints(dict(cfg, BLOCK_H=32), A.Workload(16, 32768, 32, "nvfp4", "dense"))
+    assert not S.constraints(dict(cfg, BLOCK_H=64), A.Workload(16, 32768, 64, "nvfp4", "dense"))
+    assert not S.constraints(dict(cfg, BLOCK_N=32), w), "the Gluon tile is 64 entries"
+    assert not S.constraints(dict(cfg, num_warps=8), w), "one config per Gluon choice (no duplicate trials)"
+    fp8 = A.Workload(16, 32768, 16, "fp8", "dense")
+    assert not S.constraints(dict(A.default_config(fp8), GLUON=True), fp8)
+    monkeypatch.setattr(S, "target_cc", lambda: 100)
+    assert not S.constraints(cfg, w), "wgmma is sm_90 only"
+    assert S.SPACE.complete({k: v for k, v in A.default_config(w).items() if k != "GLUON"})["GLUON"] is False
 
 
 def test_nvfp4_tile_decoded_once_per_iteration():
@@ -341,6 +372,54 @@ def test_gpu_default_configs(kv_dtype, device):
         w = A.Workload(4, 8192, 64, kv_dtype, mode)
         inp = A.make_inputs(w, device, 0)
         A.verify(A.launch(config=A.default_config(w), **inp), A.reference(**inp), inp)
+
+
+GLUON_CASES = [
+    # mode, page, heads, config overrides
+    ("dense", 64, 5, dict(NUM_SPLITS=1)),
+    ("dense", 64, 33, dict(NUM_SPLITS=4)),      # three head blocks, the last one partial
+    ("dense", 256, 16, dict(NUM_SPLITS=3)),     # four tiles a page
+    ("sparse", 64, 5, dict(NUM_SPLITS=2)),
+    ("sparse", 256, 33, dict(NUM_SPLITS=1, BLOCK_H=32)),
+    ("dense", 64, 64, dict(NUM_SPLITS=2, BLOCK_H=32)),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode, page, heads, over", GLUON_CASES)
+def test_gpu_gluon_split_kernel(mode, page, heads, over, device):
+    """The GLUON split kernel (global entries) next to the Triton SWA program, on the
+    ragged inputs: sequences shorter than the window and than a page, partial pages,
+    -1 and out-of-range top-k entries."""
+    inp = ragged_inputs("nvfp4", mode, page=page, heads=heads, device=device)
+    w = A.Workload(3, 300, heads, "nvfp4", mode, page)
+    cfg = dict(A.default_config(w), GLUON=True, BLOCK_N=A.GL_BLOCK_N, BLOCK_H=16)
+    run_and_check(inp, dict(cfg, **over))
+
+
+@pytest.mark.gpu
+def test_gpu_gluon_long_rows(device):
+    """Many tiles a split (the loop-carried softmax state) at B=4, 8K entries."""
+    for mode in ("dense", "sparse"):
+        w = A.Workload(4, 8192, 16, "nvfp4", mode)
+        inp = A.make_inputs(w, device, 0)
+        cfg = dict(A.default_config(w), GLUON=True, BLOCK_N=A.GL_BLOCK_N, BLOCK_H=16, NUM_SPLITS=8)
+        A.verify(A.launch(config=cfg, **inp), A.reference(**inp), inp)
+
+
+def test_gluon_refused_where_it_cannot_run():
+    inp = ragged_inputs("nvfp4", "dense")
+    w = A.Workload(3, 300, 5, "nvfp4", "dense")
+    cfg = dict(A.default_config(w), GLUON=True, BLOCK_N=64, BLOCK_H=16)
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        with pytest.raises(ValueError, match="TRITON_INTERPRET"):
+            A.launch(config=cfg, **inp)
+    fp8 = ragged_inputs("fp8", "dense")
+    cfg8 = dict(A.default_config(A.Workload(3, 300, 5, "fp8", "dense")), GLUON=True, BLOCK_N=64, BLOCK_H=16)
+    with pytest.raises(ValueError, match="GLUON applies"):
+        A.launch(config=cfg8, **fp8)
+    with pytest.raises(ValueError, match="GLUON applies"):
+        A.launch(config=dict(cfg, BLOCK_N=32), **inp)
 
 
 # Shared memory of the split kernel as allocated for sm_100 (metadata.shared, set while

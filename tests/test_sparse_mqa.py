@@ -1,7 +1,8 @@
 """Sparse MQA indexer: indices (and logits) equal the reference through the interpreter for
 both key formats, ragged and short sequences, next_n = 2 causality, exact ties, both top-k
 paths (merge: prunes, shared thresholds, merge levels; radix: row-parallel digit passes,
-ranking or sorting, ties at the k-th score, the degenerate-ties fallback; row: one program
+a launch each or all in one launch with row barriers (``RADIX_FUSED``), ranking or sorting,
+ties at the k-th score, the degenerate-ties fallback; row: one program
 per row, first-digit end bins, ties, rows past one streaming block); verify's
 tolerance; the baseline; the search space; lowering for sm_90 (default configs within
 shared memory, FP8 wgmma, 16-byte key loads, no spills in the radix kernels) / sm_100."""
@@ -69,8 +70,10 @@ def cfg(profile: str, next_n: int = 1, **over) -> dict:
 
 
 def rcfg(profile: str, next_n: int = 1, **over) -> dict:
-    """The radix path with interpreter-sized blocks (256-key steps, 2 programs a row)."""
-    c = dict(M.radix_config(M.Workload(2, 4096, next_n, profile)), TOPK_BLOCK=256, TOPK_SPLITS=2, RANK_BLOCK=16)
+    """The radix path with interpreter-sized blocks (256-key steps, 2 programs a row), a
+    launch a pass (``RADIX_FUSED=True``: all passes in one launch, one program a row here)."""
+    c = dict(M.radix_config(M.Workload(2, 4096, next_n, profile)), TOPK_BLOCK=256, TOPK_SPLITS=2, RANK_BLOCK=16,
+             RADIX_FUSED=False)
     return dict(c, **over)
 
 
@@ -146,6 +149,32 @@ ROW_CASES = [
 ]
 
 
+FUSED_CASES = [
+    # profile, next_n, seq_lens, top_k, config overrides: each first digit, rows shorter than
+    # top_k (37, 5), next_n = 2, every placing (ranking, one sort a row, sorted chunks)
+    ("dsv32", 1, [300, 37, 130], 40, dict(BLOCK_N=32, NUM_SPLITS=4)),
+    ("dsv32", 2, [900, 450], 33, dict(NUM_SPLITS=8, RADIX_FIRST="quarter", PLACE_CHUNK=16)),
+    ("dsv32", 1, [1900, 37, 700], 40, dict(NUM_SPLITS=4, RADIX_FIRST="sampled")),
+    ("dsv41-flash", 2, [800, 200, 5], 60, dict(BLOCK_N=32, NUM_SPLITS=3, PLACE_CHUNK=32, RADIX_FIRST="sampled")),
+    ("dsv41-flash", 2, [520, 33], 50, dict(BLOCK_N=32, NUM_SPLITS=3, PLACE_SORT=True, RADIX_FIRST="quarter")),
+]
+
+
+@pytest.mark.parametrize("profile, next_n, seqs, top_k, over", FUSED_CASES)
+def test_radix_fused_equals_the_launch_a_pass_path(profile, next_n, seqs, top_k, over, device):
+    """``RADIX_FUSED``: every radix pass in one launch (one program a row under the
+    interpreter: the same steps in the same order, barriers that never wait) gives exactly
+    the indices of a launch a pass and of the reference."""
+    inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, device=device, logits=next_n == 2)
+    fused = rcfg(profile, next_n, **over, RADIX_FUSED=True)
+    assert [f.__name__ for f, _, _ in M._plan_for(M.Workload(2, 4096, next_n, profile), fused)][1] == \
+        "_radix_fused_kernel"
+    check_exact(inp, fused)
+    inp = dict(inp, return_logits=False)
+    assert_equal("fused vs a launch a pass", M.launch(config=fused, **inp),
+                 M.launch(config=rcfg(profile, next_n, **over), **inp))
+
+
 @pytest.mark.parametrize("profile, next_n, seqs, top_k, over", ROW_CASES)
 def test_row_indices_equal_reference(profile, next_n, seqs, top_k, over, device):
     inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, device=device, logits=next_n == 2)
@@ -177,14 +206,16 @@ def test_radix_fine_first_digit_end_bins(scale, first, device):
     M.verify(idx, M.reference(**inp), inp)
 
 
-def test_radix_sampled_threshold_fallback(device):
+@pytest.mark.parametrize("fused", [False, True])
+def test_radix_sampled_threshold_fallback(fused, device):
     """``RADIX_FIRST="sampled"`` with a sample that misleads: keys 0, 16, 32, ... (exactly
     the sampled ones) score ~100x the rest, so the threshold from the sample keeps ~22
-    keys, fewer than k = 40; the fallback pass must append the rest of the row."""
+    keys, fewer than k = 40; the fallback pass must append the rest of the row (also as a
+    step of the fused launch, ``RADIX_FUSED``)."""
     inp = ragged_inputs("dsv32", 1, [1900, 700], top_k=40, device=device, seed=5)
     inp["weights"] = inp["weights"].abs()
     inp["k_scales"][:, ::16] *= 100.0
-    c = rcfg("dsv32", 1, NUM_SPLITS=4, TOPK_SPLITS=4, RADIX_FIRST="sampled")
+    c = rcfg("dsv32", 1, NUM_SPLITS=4, TOPK_SPLITS=4, RADIX_FIRST="sampled", RADIX_FUSED=fused)
     idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
     assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, 40))
     M.verify(idx, M.reference(**inp), inp)
@@ -203,20 +234,33 @@ def test_radix_ties_at_the_kth_score(place, tie_max, first, device, monkeypatch)
     score ties (the whole row is one bin of every digit). Each placing: ranking, one sort a
     row, sorted chunks of 16 (k = 256, 300: 16-19 chunks)."""
     monkeypatch.setattr(M, "_TIE_MAX", tie_max)
+    _check_radix_ties(dict(RADIX_FIRST=first, **PLACES[place]), device)
+
+
+def _check_radix_ties(over: dict, device: str) -> None:
     inp = ragged_inputs("dsv32", 1, [256], top_k=24, device=device)
     bt = inp["block_table"][0].long()
     inp["k_cache"][bt[1:4]] = inp["k_cache"][bt[0]].clone()
     inp["k_scales"][bt[1:4]] = inp["k_scales"][bt[0]].clone()
-    c = rcfg("dsv32", 1, NUM_SPLITS=4, RADIX_FIRST=first, **PLACES[place])
+    c = rcfg("dsv32", 1, NUM_SPLITS=4, **over)
     for k in (24, 22, 3, 1, 256, 300):
         idx = M.launch(config=c, **dict(inp, top_k=k))
         assert_equal(f"topk_idx k={k}", idx, M.reference(**dict(inp, top_k=k)))
     same = ragged_inputs("dsv41-flash", 2, [200, 90], top_k=50, device=device)
     same["k_cache"][:] = same["k_cache"][0, 0]
     same["k_scales"][:] = same["k_scales"][0, 0]
-    idx = M.launch(config=rcfg("dsv41-flash", 2, RADIX_FIRST=first, **PLACES[place]), **same)
+    idx = M.launch(config=rcfg("dsv41-flash", 2, **over), **same)
     assert_equal("topk_idx, all keys equal", idx, M.reference(**same))
     assert idx[0, 1, :50].tolist() == list(range(50))
+
+
+@pytest.mark.parametrize("first, place, tie_max", [("byte", "rank", 4096), ("quarter", "chunk", 3),
+                                                   ("sampled", "sort", 4096), ("sampled", "chunk", 4096)])
+def test_radix_fused_ties_at_the_kth_score(first, place, tie_max, device, monkeypatch):
+    """``test_radix_ties_at_the_kth_score`` with every radix pass in one launch: ties at the
+    k-th score (the tie list of the last digit) and a row that is one bin of every digit."""
+    monkeypatch.setattr(M, "_TIE_MAX", tie_max)
+    _check_radix_ties(dict(RADIX_FIRST=first, RADIX_FUSED=True, **PLACES[place]), device)
 
 
 @pytest.mark.parametrize("chunk", [0, 16])
@@ -240,14 +284,14 @@ def test_row_ties(chunk, device):
 
 
 def test_launches_and_graph_safety():
-    """radix: eight launches whatever the shape (scoring, six passes, placing); row: two
-    (scoring, one program per row). Fixed grids from host shapes only: nothing reads a
-    device value on the host."""
+    """radix: eight launches whatever the shape (scoring, six passes, placing), three with
+    RADIX_FUSED; row: two (scoring, one program per row). Fixed grids from host shapes only:
+    nothing reads a device value on the host."""
     for w in (M.Workload(1, 8192, 1, "dsv32"), M.Workload(32, 524288, 2, "dsv41-flash")):
         # byte: six passes; quarter: one more digit; sampled: the sampled histogram, the pick
         # at its threshold, the fallback, the exact quarter digit, then the bytes
         for first, passes in (("byte", 6), ("quarter", 7), ("sampled", 9)):
-            plan = M._plan_for(w, dict(M.radix_config(w), RADIX_FIRST=first))
+            plan = M._plan_for(w, dict(M.radix_config(w), RADIX_FIRST=first, RADIX_FUSED=False))
             assert [f.__name__ for f, _, _ in plan] == ["_score_kernel"] + ["_radix_pass_kernel"] * passes + [
                 "_radix_place_kernel"]
         for _, grid, _ in plan:
@@ -273,6 +317,42 @@ def test_launches_and_graph_safety():
         plan = M._plan_for(w, c)
         assert [(f.__name__, grid) for f, grid, _ in plan] == [
             ("_score_kernel", (w.batch, c["NUM_SPLITS"])), ("_row_topk_kernel", (w.batch * w.next_n,))]
+
+
+def test_radix_fused_launches_and_grid(monkeypatch):
+    """RADIX_FUSED: the scoring kernel, ONE launch for every radix pass (any first digit),
+    then the same placing (one launch, two when chunked), where a launch a pass makes 8-12.
+    On a GPU its grid is at most one program an SM over all rows (the row barriers need
+    them all resident): TOPK_SPLITS capped to a power of two, the launch a pass again when
+    even one program a row would not fit; under the interpreter one program a row."""
+    monkeypatch.setattr(M, "interpreting", lambda: True)
+    w = M.Workload(1, 524288, 1, "dsv32")
+    for first in M.RADIX_FIRST:
+        for chunk, place in ((0, ["_radix_place_kernel"]), (512, ["_radix_place_kernel", "_radix_merge_rank_kernel"])):
+            c = dict(M.radix_config(w), RADIX_FIRST=first, RADIX_FUSED=True, PLACE_CHUNK=chunk)
+            fused = M._plan_for(w, c)
+            unfused = M._plan_for(w, dict(c, RADIX_FUSED=False))
+            assert [f.__name__ for f, _, _ in fused] == ["_score_kernel", "_radix_fused_kernel"] + place
+            assert len(unfused) - len(fused) == {"byte": 5, "quarter": 6, "sampled": 8}[first]
+            assert fused[1][1] == (1, 1) and not fused[1][2]["GRID_SYNC"]  # the interpreter: one program a row
+            assert [g for _, g, _ in fused[2:]] == [g for _, g, _ in unfused[-len(place):]]
+    # as on an H200 (132 SMs) and on a GPU with fewer SMs than rows, one program an SM
+    monkeypatch.setattr(M, "interpreting", lambda: False)
+    monkeypatch.setattr(M, "RADIX_FUSED_PER_SM", 1)
+    for B, T, P, sms, want in ((1, 1, 256, 132, 128), (1, 2, 256, 132, 64), (3, 1, 64, 132, 32), (2, 2, 8, 132, 8),
+                               (16, 1, 256, 132, 8), (4, 1, 256, 4, 1), (5, 1, 256, 4, 0)):
+        monkeypatch.setattr(M, "sm_count", lambda dev, fallback, sms=sms: sms)
+        wl = M.Workload(B, 524288, T, "dsv41-flash")
+        c = dict(M.radix_config(wl), RADIX_FUSED=True, TOPK_SPLITS=P, TOPK_BLOCK=1024)
+        plan = M._plan_for(wl, c)
+        names = [f.__name__ for f, _, _ in plan]
+        if want:
+            kern, grid, args = plan[1]
+            assert names[1] == "_radix_fused_kernel" and grid == (B * T, want), (B, T, sms, grid)
+            assert args["TOPK_SPLITS"] == want and args["GRID_SYNC"] == (want > 1)
+            assert B * T * want <= sms
+        else:
+            assert "_radix_fused_kernel" not in names and names.count("_radix_pass_kernel") == 6
 
 
 def test_fewer_keys_than_top_k_pad_with_minus_one(device):
@@ -382,18 +462,19 @@ def test_property_random_shapes(seqs, top_k, next_n, splits, seed):
 @given(seqs=st.lists(st.integers(0, 300), min_size=1, max_size=3), top_k=st.integers(1, 90),
        next_n=st.integers(1, 2), profile=st.sampled_from(sorted(M.PROFILES)), splits=st.sampled_from([1, 2, 3]),
        blocks=st.sampled_from([(256, 16), (512, 32)]), place=st.sampled_from(sorted(PLACES)), dup=st.booleans(),
-       first=st.sampled_from(M.RADIX_FIRST), seed=st.integers(0, 2**16))
-def test_property_radix_random_shapes(seqs, top_k, next_n, profile, splits, blocks, place, dup, first, seed):
+       first=st.sampled_from(M.RADIX_FIRST), fused=st.booleans(), seed=st.integers(0, 2**16))
+def test_property_radix_random_shapes(seqs, top_k, next_n, profile, splits, blocks, place, dup, first, fused, seed):
     """Radix path on random ragged rows: exactly the top-k of the kernel's own logits (immune
     to near-ties that fp32 and float64 order apart), and ``verify`` against the reference
-    (``dup``: page 1 copies page 0, so scores tie exactly at random ranks)."""
+    (``dup``: page 1 copies page 0, so scores tie exactly at random ranks); a launch a pass
+    or all passes in one (``fused``)."""
     inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, context=max(seqs + [128]), seed=seed)
     if dup:
         bt = inp["block_table"][0].long()
         inp["k_cache"][bt[1]] = inp["k_cache"][bt[0]].clone()
         inp["k_scales"][bt[1]] = inp["k_scales"][bt[0]].clone()
     c = rcfg(profile, next_n, NUM_SPLITS=2, TOPK_SPLITS=splits, TOPK_BLOCK=blocks[0], RANK_BLOCK=blocks[1],
-             RADIX_FIRST=first, **PLACES[place])
+             RADIX_FIRST=first, RADIX_FUSED=fused, **PLACES[place])
     idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
     assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, top_k))
     M.verify(idx, M.reference(**inp), inp)
@@ -552,7 +633,9 @@ def test_search_space_defaults_and_feasibility():
     assert M.default_config(M.Workload(1, 8192, 1, "dsv41-flash"))["NUM_SPLITS"] == M.ROW_DEFAULT_MAX_SPLITS
     assert not S.constraints(dict(M.default_config(w), MX_FP8_DOT=True), w)
     # each top-k path admits many configs, and none that only varies the other path's knobs
-    for algo, fixed in (("merge", S._RADIX_ONLY), ("radix", S._MERGE_ONLY)):
+    # (RADIX_FUSED pinned off in the radix grid, which it would double from ~50 s;
+    # test_search_space_radix_fused covers it)
+    for algo, fixed in (("merge", S._RADIX_ONLY), ("radix", dict(S._MERGE_ONLY, RADIX_FUSED=False))):
         sub = S.Space({n: p for n, p in S.SPACE.items() if n not in fixed and n != "TOPK_ALGO"})
         ok = [c for c in sub.grid() if S.constraints(dict(c, TOPK_ALGO=algo, **fixed), w)]
         assert len(ok) > 100, algo
@@ -582,6 +665,36 @@ def test_search_space_defaults_and_feasibility():
     assert not S.constraints(dict(row, NUM_SPLITS=2), M.Workload(1, 524288, 1, "dsv32"))
 
 
+def test_search_space_radix_fused():
+    """RADIX_FUSED: the default up to M.RADIX_FUSED_DEFAULT_ROWS rows (TOPK_SPLITS within its
+    cap), admitted up to S.RADIX_FUSED_MAX_ROWS rows only, TOPK_SPLITS capped as the launcher
+    caps it (one program an SM), pinned off on the other top-k paths; a config from before
+    the knob runs a launch a pass."""
+    assert S.SPACE["RADIX_FUSED"].absent is False
+    assert S.SPACE.complete({k: v for k, v in M.radix_config(M.Workload(1, 8192, 1, "dsv32")).items()
+                             if k != "RADIX_FUSED"})["RADIX_FUSED"] is False
+    for B, T in ((1, 1), (1, 2), (2, 2), (4, 1), (8, 1), (4, 2), (16, 1), (8, 2), (32, 1), (128, 2)):
+        rows = B * T
+        for ctx in (8192, 524288):
+            w = M.Workload(B, ctx, T, "dsv32")
+            c = M.radix_config(w)
+            assert c["RADIX_FUSED"] == (rows <= M.RADIX_FUSED_DEFAULT_ROWS), w
+            assert M.default_config(w).get("RADIX_FUSED", False) == (rows <= M.RADIX_FUSED_DEFAULT_ROWS), w
+            fused = dict(c, RADIX_FUSED=True, TOPK_SPLITS=min(c["TOPK_SPLITS"], M.radix_fused_cap(rows)))
+            assert S.constraints(fused, w) == (rows <= S.RADIX_FUSED_MAX_ROWS), w
+            assert S.constraints(dict(fused, RADIX_FUSED=False), w), w
+            if rows <= S.RADIX_FUSED_MAX_ROWS and ctx == 524288:  # splits past one program an SM: a duplicate
+                over = dict(fused, TOPK_SPLITS=2 * M.radix_fused_cap(rows))
+                assert S.canonical(over, w) == fused and not S.constraints(over, w), w
+                assert rows * fused["TOPK_SPLITS"] <= M.RADIX_FUSED_PER_SM * S.SMS
+            if rows > S.RADIX_FUSED_MAX_ROWS:
+                assert S.canonical(fused, w)["RADIX_FUSED"] is False
+    w = M.Workload(1, 131072, 1, "dsv32")
+    for c in (M.row_config(w), M.merge_config(w)):
+        assert c["RADIX_FUSED"] is False and S.constraints(c, w)
+        assert not S.constraints(dict(c, RADIX_FUSED=True), w)
+
+
 def test_config_without_topk_algo_keeps_the_merge_path():
     """Pack entries tuned before TOPK_ALGO existed run the path they were tuned on."""
     old = {k: v for k, v in M.merge_config(M.Workload(1, 8192, 1, "dsv32")).items() if k not in S._RADIX_ONLY
@@ -602,7 +715,8 @@ from kernel_templates import sparse_mqa as M
 res = []
 for cc, prof, n in json.loads(sys.argv[1]):
     w, short = M.Workload(1, 131072, n, prof), M.Workload(1, 32768, n, prof)
-    for w, cfg in ((w, M.default_config(w)), (w, dict(M.merge_config(w), NUM_SPLITS=128, MERGE_GROUP=8)),
+    for w, cfg in ((w, dict(M.default_config(w), RADIX_FUSED=True)),
+                   (w, dict(M.merge_config(w), NUM_SPLITS=128, MERGE_GROUP=8)),
                    (short, M.row_config(short))):
       for fn, sig, cx in M.lower_signatures(w, cfg):
         c = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
@@ -627,7 +741,7 @@ def test_lowers_for_sm100():
     assert len(score) == 6
     assert all(r[4] for r in score if r[0] == 100), "sm_100: the scoring MMA should be tcgen05"
     assert sum(r[2] == "_merge_kernel" for r in res) == 2 * 3  # 128 splits, 8-way: three levels
-    assert sum(r[2] == "_radix_pass_kernel" for r in res) == 2 * 6
+    assert sum(r[2] == "_radix_fused_kernel" for r in res) == 2  # B=1 with RADIX_FUSED: every pass in one launch
     assert sum(r[2] == "_radix_place_kernel" for r in res) == 2
     assert sum(r[2] == "_row_topk_kernel" for r in res) == 2
 
@@ -641,8 +755,12 @@ from kernel_templates import sparse_mqa as M
 from search_spaces.sparse_mqa import WORKLOADS
 cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 seen = {}
-for wl in WORKLOADS:
+def configs(wl):
     cfg = M.default_config(wl)
+    yield cfg
+    if cfg["TOPK_ALGO"] == "radix" and wl.batch * wl.next_n <= 4:  # RADIX_FUSED: in the space, not a default
+        yield dict(cfg, RADIX_FUSED=True)
+for wl, cfg in ((wl, cfg) for wl in WORKLOADS for cfg in configs(wl)):
     for fn, _grid, args in M._plan_for(wl, cfg):
         sig, cx = M.lowering.signature(fn, args)
         # As the JIT specializes on the GPU: pointers and 16-divisible ints get
@@ -650,7 +768,8 @@ for wl in WORKLOADS:
         attrs = M.lowering.specialize(fn, args, sig, cx)
         # NUM_SPLITS / TOPK_SPLITS only enter scalar index math, NEXT_N only the radix passes'
         # row -> sequence division: one compile per rest
-        skip = ("NUM_SPLITS", "MERGE_GROUP", "TOPK_SPLITS") + (("NEXT_N",) if fn is M._radix_pass_kernel else ())
+        skip = ("NUM_SPLITS", "MERGE_GROUP", "TOPK_SPLITS") + (
+            ("NEXT_N",) if fn in (M._radix_pass_kernel, M._radix_fused_kernel) else ())
         key = repr((fn.__name__, sorted(sig.items()), sorted((k, v) for k, v in cx.items() if k not in skip),
                     sorted(attrs), args["num_warps"], args["num_stages"]))
         if key in seen:
@@ -672,7 +791,7 @@ for wl in WORKLOADS:
                          cp8=len(re.findall(r"cp\.async\.\w+\.shared\.global \[[^]]*\], \[[^]]*\], 0x8", ptx)),
                          v4=len(re.findall(r"ld\.global(?:\.\w+)*\.v4", ptx)), usage=usage,
                          cx={k: v for k, v in cx.items() if k in ("PICK", "HIST", "FROM_LOGITS", "PLACE_SORT", "PLACE_CHUNK",
-                                                                   "TOPK_ALGO", "RADIX_FIRST", "MODE")})
+                                                                   "TOPK_ALGO", "RADIX_FIRST", "MODE", "GRID_SYNC")})
 print(json.dumps(list(seen.values())))
 """
 
@@ -683,7 +802,7 @@ def test_default_configs_fit_sm90():
     block may have and under ``smem_estimate``; the scoring MMA is FP8 wgmma for both key
     formats and its key tile arrives through 16-byte loads (cp.async or ld.global.v4; the
     mxfp4 word decode's per-scale-block loads are 8-byte cp.async); the
-    radix and row top-k kernels do not spill, nor the scoring kernel with the row path's
+    radix (a launch a pass or all fused) and row top-k kernels do not spill, nor the scoring kernel with the row path's
     histogram (where cuobjdump is there to say: the ranking sort of 2048 keys keeps one word
     on the stack, stored once, re-read outside every loop; the row kernel's sort does not).
     Triton 3.6 numbers of the same compiles are in ``default_config``'s docstring."""
@@ -694,8 +813,11 @@ def test_default_configs_fit_sm90():
     res = json.loads(p.stdout.strip().splitlines()[-1])
     score = [r for r in res if r["fn"] == "_score_kernel"]
     assert {(r["wl"][2], r["wl"][3]) for r in score} == {(t, prof) for t in (1, 2) for prof in M.PROFILES}
-    assert {r["fn"] for r in res} == {"_score_kernel", "_radix_pass_kernel", "_radix_place_kernel",
-                                      "_radix_merge_rank_kernel", "_row_topk_kernel"}
+    assert {r["fn"] for r in res} == {"_score_kernel", "_radix_pass_kernel", "_radix_fused_kernel",
+                                      "_radix_place_kernel", "_radix_merge_rank_kernel", "_row_topk_kernel"}
+    # B = 1 (1-2 rows) with RADIX_FUSED: every pass in one launch with row barriers, byte digits
+    assert {(r["cx"]["RADIX_FIRST"], r["cx"]["GRID_SYNC"]) for r in res if r["fn"] == "_radix_fused_kernel"} == {
+        ("byte", True)}
     assert {r["cx"]["TOPK_ALGO"] for r in score} == {"radix", "row"}
     passes = [r for r in res if r["fn"] == "_radix_pass_kernel"]
     # the byte digits (six passes) and, from 32 rows at >= 128K, the sampled first digit (nine)
@@ -737,20 +859,41 @@ def test_gpu_default_configs(profile, device):
         M.verify(M.launch(config=M.default_config(w), **inp), M.reference(**inp), inp)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("first", M.RADIX_FIRST)
+def test_gpu_radix_fused_equals_the_launch_a_pass_path(first, device):
+    """RADIX_FUSED on the GPU, where a row's programs meet at real barriers (up to 128 a
+    row): exactly the indices of a launch a pass (same scoring kernel, same logits), call
+    after call (the barrier counters start from zero each call), and valid against the
+    reference; ragged rows, one shorter than top_k."""
+    for w, lens in ((M.Workload(1, 131072, 1, "dsv32"), [131072]),
+                    (M.Workload(2, 32768, 2, "dsv41-flash"), [32768, 300])):
+        inp = M.make_inputs(w, device, 0)
+        inp["seq_lens"] = torch.tensor(lens, dtype=torch.int32, device=device)
+        c = dict(M.radix_config(w), RADIX_FIRST=first, RADIX_FUSED=True)
+        assert M.radix_fused_splits(c, w.context, w.batch * w.next_n, M.sm_count(device, M.SMS)) > 1
+        want = M.launch(config=dict(c, RADIX_FUSED=False), **inp)
+        for _ in range(3):
+            assert_equal("fused vs a launch a pass", M.launch(config=c, **inp), want)
+        M.verify(want, M.reference(**inp), inp)
+
+
 def test_space_names_are_kernel_constexprs():
     import inspect
 
     import triton.language as tl
 
-    names = {n for k in (M._score_kernel, M._merge_kernel, M._radix_pass_kernel, M._radix_place_kernel,
-                         M._radix_merge_rank_kernel, M._row_topk_kernel)
+    names = {n for k in (M._score_kernel, M._merge_kernel, M._radix_pass_kernel, M._radix_fused_kernel,
+                         M._radix_place_kernel, M._radix_merge_rank_kernel, M._row_topk_kernel)
              for n, prm in inspect.signature(k.fn).parameters.items() if prm.annotation in (tl.constexpr, "tl.constexpr")}
-    assert set(S.SPACE) - {"num_warps", "num_stages"} <= names
+    # RADIX_FUSED picks the kernel (_radix_fused_kernel or _radix_pass_kernel a pass): the host's
+    assert set(S.SPACE) - {"num_warps", "num_stages", "RADIX_FUSED"} <= names
 
 
 @pytest.mark.parametrize("path, case", [("merge", CASES[1]), ("merge", CASES[4]), ("radix", RADIX_CASES[1]),
                                         ("radix", RADIX_CASES[5]), ("radix", RADIX_CASES[-1]), ("row", ROW_CASES[0]),
-                                        ("row", ROW_CASES[4])])
+                                        ("row", ROW_CASES[4]), ("radix", FUSED_CASES[3][:4] + (
+                                            dict(FUSED_CASES[3][4], RADIX_FUSED=True),))])
 def test_scratch_never_read_before_written(path, case, device, monkeypatch):
     """Every uninitialised output and scratch buffer filled with 0x7F bytes (a huge finite
     score, a huge key, a huge count) instead of whatever ``torch.empty`` returns: a kernel

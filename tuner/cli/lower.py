@@ -43,8 +43,12 @@ def lower_one(fn, signature: dict[str, str], constexprs: dict[str, Any], arch: i
 
     from tuner.lowering import pointer_alignment
 
-    src = triton.compiler.ASTSource(fn=fn, signature=signature, constexprs=constexprs,
-                                    attrs=pointer_alignment(fn, signature))
+    is_gluon = getattr(fn, "is_gluon", lambda: False)()
+    if is_gluon:  # a Gluon kernel (explicit layouts): its own front end
+        from triton.experimental.gluon._runtime import GluonASTSource as Source
+    else:
+        Source = triton.compiler.ASTSource
+    src = Source(fn=fn, signature=signature, constexprs=constexprs, attrs=pointer_alignment(fn, signature))
     c = triton.compile(src, target=GPUTarget("cuda", arch, 32),
                        options={"num_warps": num_warps, "num_stages": num_stages})
     ptx = c.asm["ptx"]
