@@ -1297,9 +1297,10 @@ def default_config(workload: Workload) -> dict[str, Any]:
             "num_warps": 4 if swap else 8, "num_stages": 2, "GLUON": swap and _on_hopper()}
 
 
-def gluon_available() -> bool:
-    """The GLUON kernel can be built here: Triton has Gluon and the interpreter is off."""
-    return gluon is not None and not interpreting()
+def gluon_available(compile_only: bool = False) -> bool:
+    """The GLUON kernel can be built here: Triton has Gluon and (unless ``compile_only``:
+    configs judged for another machine) the interpreter is off."""
+    return gluon is not None and (compile_only or not interpreting())
 
 
 def _on_hopper() -> bool:

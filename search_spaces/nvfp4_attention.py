@@ -9,7 +9,7 @@ import triton
 from kernel_templates.nvfp4_attention import (
     D_LATENT, GL_BLOCK_N, KV_DTYPES, Workload, feasible, gluon_available, n_attended,
 )
-from tuner.runtime.env import interpreting
+from tuner.runtime.env import assumed_target_cc, interpreting
 from tuner.space import Bool, Choice, Pow2, Space
 
 __all__ = ["SPACE", "constraints", "feasible", "WORKLOADS", "SMALL_WORKLOADS", "target_cc"]
@@ -64,7 +64,11 @@ GL_FIXED = {"BLOCK_N": GL_BLOCK_N, "DQ_FP16": True, "USE_DOT_SCALED": False, "SW
 
 
 def target_cc() -> int:
-    """Compute capability (e.g. 90, 100) of the visible GPU; 0 under the interpreter or without one."""
+    """Compute capability (e.g. 90, 100) of the visible GPU (or the one ``assume_target``
+    names); 0 under the interpreter or without one."""
+    assumed = assumed_target_cc()
+    if assumed is not None:
+        return assumed
     if interpreting() or not torch.cuda.is_available():
         return 0
     major, minor = torch.cuda.get_device_capability()
@@ -80,7 +84,7 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
         c.update(DQ_FP16=False, USE_DOT_SCALED=False, GLUON=False)
     if target_cc() < 100:
         c["USE_DOT_SCALED"] = False
-    if not 90 <= target_cc() < 100 or not gluon_available():
+    if not 90 <= target_cc() < 100 or not gluon_available(compile_only=assumed_target_cc() is not None):
         c["GLUON"] = False  # wgmma (sm_90 only), never under the interpreter
     if c.get("GLUON"):
         # the Gluon kernel fixes its tile; the other knobs only shape the SWA window's program

@@ -300,7 +300,7 @@ def test_gluon_in_the_search_space(monkeypatch):
     cfg = dict(A.default_config(w), GLUON=True, **S.GL_FIXED)
     assert not S.constraints(cfg, w), "never where it cannot run (here: the interpreter or no sm_90 GPU)"
     monkeypatch.setattr(S, "target_cc", lambda: 90)
-    monkeypatch.setattr(S, "gluon_available", lambda: True)
+    monkeypatch.setattr(S, "gluon_available", lambda **_: True)
     assert S.constraints(cfg, w)
     assert S.constraints(dict(cfg, BLOCK_H=32), w) is False  # 16 heads: one 16-head block is all
     assert S.constraints(dict(cfg, BLOCK_H=32), A.Workload(16, 32768, 32, "nvfp4", "dense"))
@@ -489,3 +489,15 @@ def test_dot_scaled_configs_fit_shared_memory_on_sm100(monkeypatch, tmp_path):
     # the sm_90 (non-dot-scaled) estimate is unchanged: 128 x 16 still fits, 128 x 64 does not
     assert S.constraints(dict(base, USE_DOT_SCALED=False, BLOCK_H=16, DQ_FP16=True, num_stages=3), w)
     assert not S.constraints(dict(base, USE_DOT_SCALED=False, BLOCK_H=64, DQ_FP16=True), w)
+
+
+def test_committed_pack_verifies_for_its_gpu():
+    """The H200 pack's GLUON entries are judged for the GPU it was made on (sm_90, from its
+    manifest), not for the machine verifying it (here: no GPU), and pass."""
+    from tuner.pack import _pack_cc, verify_pack
+
+    rep = verify_pack(ROOT / "packs" / "nvidia-h200")
+    assert _pack_cc(rep.pack) == 90
+    entries = rep.pack.tables["nvfp4_attention"].entries
+    assert any(e["config"].get("GLUON") for e in entries)
+    assert not [p for p in rep.problems if p.startswith("nvfp4_attention")], rep.problems

@@ -16,6 +16,7 @@ from sqlalchemy import select
 from tuner import registry
 from tuner.device import git_commit
 from tuner.runtime import PACK_SCHEMA, Pack, PackError, load_pack, sha256_file
+from tuner.runtime import env as runtime_env
 from tuner.spec import numeric_axes, workload_from_dict
 from tuner.store import Environment, Store, Winner
 from tuner.store.models import utcnow
@@ -121,6 +122,23 @@ def verify_pack(path: Path) -> PackReport:
     """Load (checksums, schema) and check every entry's config against the kernel's space."""
     pack = load_pack(path)
     problems: list[str] = []
+    with runtime_env.assume_target(_pack_cc(pack)):
+        _check_entries(pack, problems)
+    return PackReport(pack, problems)
+
+
+def _pack_cc(pack: Pack) -> int | None:
+    """The compute capability the pack was made on (``"9.0"`` -> 90), None if not recorded:
+    target-dependent constraints are judged for that GPU, not for the verifying machine."""
+    cc = (pack.manifest.get("fingerprint") or {}).get("cc")
+    try:
+        major, minor = str(cc).split(".")
+        return 10 * int(major) + int(minor)
+    except ValueError:
+        return None
+
+
+def _check_entries(pack: Pack, problems: list[str]) -> None:
     for kname, table in pack.tables.items():
         k = registry.kernels().get(kname)
         if k is None:
@@ -136,7 +154,6 @@ def verify_pack(path: Path) -> PackReport:
                 problems.append(f"{kname} {e['workload']}: config {e['config']} is outside the search space")
             elif not k.constraints(e["config"], w):
                 problems.append(f"{kname} {e['workload']}: config {e['config']} violates the constraints")
-    return PackReport(pack, problems)
 
 
 __all__ = ["ExportError", "PackError", "PackReport", "export_pack", "verify_pack"]

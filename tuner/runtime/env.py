@@ -1,15 +1,36 @@
 """The identity of the GPU and software this process runs on (torch/triton only)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Iterator
 
 
 def interpreting() -> bool:
     """True when kernels run through Triton's CPU interpreter (TRITON_INTERPRET=1)."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+_ASSUMED_CC: ContextVar[int | None] = ContextVar("assumed_cc", default=None)
+
+
+@contextlib.contextmanager
+def assume_target(cc: int | None) -> Iterator[None]:
+    """Judge target-dependent search-space constraints for compute capability ``cc`` (e.g.
+    90) instead of this machine's GPU: a pack made on an H200, verified on a laptop."""
+    token = _ASSUMED_CC.set(cc)
+    try:
+        yield
+    finally:
+        _ASSUMED_CC.reset(token)
+
+
+def assumed_target_cc() -> int | None:
+    """The compute capability set by ``assume_target``, None outside it."""
+    return _ASSUMED_CC.get()
 
 
 _COUNTERS: dict[tuple, Any] = {}
