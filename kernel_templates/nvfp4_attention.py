@@ -77,7 +77,7 @@ from kernel_templates.nvfp4 import (
     nvfp4_quantize_tile, nvfp4_tile_to_f32, quantize_fp8_ue8m0, quantize_nvfp4,
 )
 from tuner import lowering, runtime
-from tuner.runtime.env import interpreting
+from tuner.runtime.env import interpreting, target_cc
 from tuner.spec import KernelSpec
 from tuner.verify import assert_close
 
@@ -746,6 +746,16 @@ def _gl_pair(w):
 
 
 @_gluon_jit
+def _gl_latent(c):
+    """The latent index held by MMA reduction column ``c`` of the decoded chunks
+    (``_gl_decode_chunk``): chunk ``c >> 7`` column ``16 jj + 8 i + 2 t4 + e0`` is latent
+    ``128 t4 + 32 chunk + 2 e + i`` with ``e = 2 jj + e0``. q is stored in this order, and
+    the ``P V`` accumulator rows come out in it."""
+    e = 2 * ((c >> 4) & 7) + (c & 1)
+    return 128 * ((c >> 1) & 3) + 32 * (c >> 7) + 2 * e + ((c >> 3) & 1)
+
+
+@_gluon_jit
 def _gl_decode_chunk(codes, sbits, A_L: gl.constexpr):
     """Raw chunk -> ``[64, 128]`` fp16 (value * 2^-14) in wgmma's register A layout ``A_L``.
     MMA column ``c = 16 jj + 8 i + 2 t4 + e0`` holds latent ``128 t4 + 32 chunk + 2 e + i``
@@ -812,10 +822,11 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
                      PAGE: gl.constexpr, SPARSE: gl.constexpr, BLOCK_H: gl.constexpr, NUM_SPLITS: gl.constexpr):
     """One global split of one (sequence, head block): partial (m, l, acc) like ``_split_whole``.
 
-    Per 64-entry tile: the next tile's raw bytes are loaded first (registers); each of the
-    four 128-column chunks of this tile is decoded into wgmma's A registers, multiplied
-    into the scores (``K q^T``, async, chained) and stored to shared memory for ``P V``;
-    the previous tile's ``P V`` wgmmas are waited for only before the first store."""
+    Per 64-entry tile: the previous tile's ``P V`` wgmmas are issued; each of the four
+    128-column chunks of this tile is decoded into wgmma's A registers (the next tile's
+    chunk loaded into registers in its place), multiplied into the scores (``K q^T``,
+    async, chained) and stored to shared memory for ``P V``; the previous ``P V`` is
+    waited for only before the first store."""
     BLOCK_N: gl.constexpr = 64
     L3: gl.constexpr = gl.DistributedLinearLayout(  # [64, t4, w] code words of a chunk
         reg_bases=[[0, 0, 1], [0, 0, 2], [8, 0, 0]],
@@ -835,15 +846,12 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
     split = gl.program_id(2)
     seq_len = gl.load(seqlen_ptr + b)
 
-    # q^T in shared memory, its rows in the decoded chunks' order (MMA column c of chunk
-    # q = c >> 7 is latent 128 t4 + 32 q + 2 e + i, _gl_decode_chunk)
-    cq = gl.arange(0, 512, layout=gl.SliceLayout(1, QL))
-    e = 2 * ((cq >> 4) & 7) + (cq & 1)
-    dq = 128 * ((cq >> 1) & 3) + 32 * (cq >> 7) + 2 * e + ((cq >> 3) & 1)
+    # q^T in shared memory, its rows in the decoded chunks' order (_gl_latent)
+    dq = _gl_latent(gl.arange(0, 512, layout=gl.SliceLayout(1, QL)))
     hq = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, QL))
     qv = gl.load(q_ptr + b.to(gl.int64) * stride_qb + hq[None, :] * stride_qh + dq[:, None],
                  mask=(hq < H)[None, :], other=0.0)
-    # One-slot buffers indexed by a loop-variant zero (_gl_zero): the wgmma descriptors of the
+    # One-slot buffers indexed in the loop by a loop-variant zero (n0 >> 30): the wgmma descriptors of the
     # 64 MMAs a tile are then recomputed in the loop (uniform adds) instead of being hoisted
     # out of it and held in 128 registers (which spilled).
     q_buf = gl.allocate_shared_memory(gl.float16, [1, 512, BLOCK_H], HS)
@@ -959,12 +967,10 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
     cr = gl.arange(0, 128, layout=gl.SliceLayout(1, MMA))
     ab = acc_ptr + b.to(gl.int64) * stride_ab + split * stride_as + ho[None, :] * stride_ah
     hm = (ho < H)[None, :]
-    er = 2 * ((cr >> 4) & 7) + (cr & 1)
-    dr = 128 * ((cr >> 1) & 3) + 2 * er + ((cr >> 3) & 1)  # chunk q adds 32 q
-    gl.store(ab + (dr + 0)[:, None], o0 * 16384.0, mask=hm)
-    gl.store(ab + (dr + 32)[:, None], o1 * 16384.0, mask=hm)
-    gl.store(ab + (dr + 64)[:, None], o2 * 16384.0, mask=hm)
-    gl.store(ab + (dr + 96)[:, None], o3 * 16384.0, mask=hm)
+    gl.store(ab + _gl_latent(cr)[:, None], o0 * 16384.0, mask=hm)
+    gl.store(ab + _gl_latent(cr + 128)[:, None], o1 * 16384.0, mask=hm)
+    gl.store(ab + _gl_latent(cr + 256)[:, None], o2 * 16384.0, mask=hm)
+    gl.store(ab + _gl_latent(cr + 384)[:, None], o3 * 16384.0, mask=hm)
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -1305,7 +1311,7 @@ def gluon_available(compile_only: bool = False) -> bool:
 
 def _on_hopper() -> bool:
     """An sm_90 GPU is visible and GLUON kernels can run (the default's only GPU-dependent choice)."""
-    return gluon_available() and torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+    return gluon_available() and 90 <= target_cc() < 100
 
 
 def cost(workload: Workload) -> tuple[float, float]:

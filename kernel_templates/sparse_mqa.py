@@ -645,7 +645,7 @@ def _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k
                 NEXT_N: tl.constexpr, FROM_LOGITS: tl.constexpr, SRC_CNT: tl.constexpr, PICK: tl.constexpr,
                 DST_CNT: tl.constexpr, HIST: tl.constexpr, TOPK_BLOCK: tl.constexpr,
                 TOPK_SPLITS: tl.constexpr, RADIX_FIRST: tl.constexpr, MODE: tl.constexpr,
-                SRC_CNT2: tl.constexpr, SHARED_CACHE: tl.constexpr):
+                SRC_CNT2: tl.constexpr, FUSED: tl.constexpr):
     """One step of the row-parallel radix select, for program ``pid`` of the TOPK_SPLITS
     programs of row ``row`` (``_radix_pass_kernel``: one launch a step; ``_radix_fused_kernel``:
     every step in one launch).
@@ -669,9 +669,10 @@ def _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k
     behind it under a counter of their own (``_CNT_C1X``; ``SRC_CNT2``: the next passes read
     the list's length as the sum), so no program's decision sees another's appends.
 
-    ``SHARED_CACHE``: the cache modifier of every load of what other programs wrote in an
-    earlier step (the row state, candidate lists): "" between launches, ".cg" (L2, never a
-    stale L1 line) within the fused launch. The logits come from the scoring launch before."""
+    ``FUSED`` (a step of ``_radix_fused_kernel``): every load of what other programs wrote in
+    an earlier step (the row state, candidate lists) takes ".cg" (L2, never a stale L1
+    line); between launches "". The logits come from the scoring launch before."""
+    SHARED_CACHE: tl.constexpr = ".cg" if FUSED else ""
     rs = rs_ptr + row * _RS
     if FROM_LOGITS:
         t = row % NEXT_N
@@ -694,7 +695,7 @@ def _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k
     if MODE >= 2:
         d, _ = _select_digit(tl.load(rs + bins, cache_modifier=SHARED_CACHE), 2 * tl.cdiv(top_k, RADIX_SAMPLE) + 16)
         if MODE == 2:
-            if pid == 0 or SHARED_CACHE != "":  # fused: every program (as for PICK below)
+            if pid == 0 or FUSED:  # fused: every program (as for PICK below)
                 tl.store(rs + _REM + 1, top_k)
         else:
             n_kept = tl.load(rs + DST_CNT, cache_modifier=SHARED_CACHE)  # final: this step appends under _CNT_C1X
@@ -708,7 +709,7 @@ def _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k
         d, rem_next = _select_digit(tl.load(rs + PICK * 256 + bins, cache_modifier=SHARED_CACHE), rem)
         # fused: every program stores the same value (all read the same histogram and rem);
         # a pid == 0 predicate live across the whole launch cost a stack spill (sm_90)
-        if pid == 0 or SHARED_CACHE != "":
+        if pid == 0 or FUSED:
             tl.store(rs + _REM + PICK + 1, rem_next)
     offs = tl.arange(0, TOPK_BLOCK)
     acc = tl.zeros([256], tl.int32)
@@ -748,7 +749,7 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
     _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k, max_len,
                 stride_src, stride_sel, stride_dst, tl.program_id(0), tl.program_id(1),
                 NEXT_N, FROM_LOGITS, SRC_CNT, PICK, DST_CNT, HIST, TOPK_BLOCK, TOPK_SPLITS, RADIX_FIRST, MODE,
-                SRC_CNT2, "")
+                SRC_CNT2, False)
 
 
 @triton.jit
@@ -789,38 +790,38 @@ def _radix_fused_kernel(logits_ptr, seqlen_ptr, sel_ptr, ca_ptr, cb_ptr, rs_ptr,
         # histogram of digit 0 over a sample of the logits
         _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
                     stride_sel, stride_cand, row, pid, NEXT_N, True, 0, -1, 0, 0, TOPK_BLOCK, TOPK_SPLITS,
-                    RADIX_FIRST, 1, 0, ".cg")
+                    RADIX_FIRST, 1, 0, True)
         _row_sync(sync, 1 * P, GRID_SYNC)
         # every key at or above a safe digit-0 bin
         _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
                     stride_sel, stride_cand, row, pid, NEXT_N, True, 0, 0, _CNT_C1, -1, TOPK_BLOCK, TOPK_SPLITS,
-                    RADIX_FIRST, 2, 0, ".cg")
+                    RADIX_FIRST, 2, 0, True)
         _row_sync(sync, 2 * P, GRID_SYNC)
         # too few (a bad sample): the rest of the row
         _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
                     stride_sel, stride_cand, row, pid, NEXT_N, True, 0, 0, _CNT_C1, -1, TOPK_BLOCK, TOPK_SPLITS,
-                    RADIX_FIRST, 3, 0, ".cg")
+                    RADIX_FIRST, 3, 0, True)
         _row_sync(sync, 3 * P, GRID_SYNC)
         # histogram of digit 1 (digit 0 again, exact)
         _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
                     stride_sel, stride_cand, row, pid, NEXT_N, False, _CNT_C1, -1, 0, 1, TOPK_BLOCK, TOPK_SPLITS,
-                    RADIX_FIRST, 0, _CNT_C1X, ".cg")
+                    RADIX_FIRST, 0, _CNT_C1X, True)
         _row_sync(sync, 4 * P, GRID_SYNC)
     else:
         # histogram of digit 0 over the logits
         _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
                     stride_sel, stride_cand, row, pid, NEXT_N, True, 0, -1, 0, 0, TOPK_BLOCK, TOPK_SPLITS,
-                    RADIX_FIRST, 0, 0, ".cg")
+                    RADIX_FIRST, 0, 0, True)
         _row_sync(sync, 1 * P, GRID_SYNC)
         # digit 0: select above, candidates in its bin
         _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
                     stride_sel, stride_cand, row, pid, NEXT_N, True, 0, 0, _CNT_C1, -1, TOPK_BLOCK, TOPK_SPLITS,
-                    RADIX_FIRST, 0, 0, ".cg")
+                    RADIX_FIRST, 0, 0, True)
         _row_sync(sync, 2 * P, GRID_SYNC)
         # histogram of digit 1 over the candidates
         _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
                     stride_sel, stride_cand, row, pid, NEXT_N, False, _CNT_C1, -1, 0, 1, TOPK_BLOCK, TOPK_SPLITS,
-                    RADIX_FIRST, 0, 0, ".cg")
+                    RADIX_FIRST, 0, 0, True)
         _row_sync(sync, 3 * P, GRID_SYNC)
     N0: tl.constexpr = 4 if LEAD == 2 else 3  # barriers so far
     # digit j (+ histogram of digit j + 1), candidates ping-pong (list j - 1 -> list j), then
@@ -847,11 +848,11 @@ def _radix_fused_digit(logits_ptr, seqlen_ptr, sel_ptr, ca_ptr, cb_ptr, rs_ptr, 
     if J % 2 == 1:
         _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, cb_ptr, rs_ptr, top_k, max_len, stride_cand,
                     stride_sel, stride_cand, row, pid, NEXT_N, False, SRC_CNT, J, DST_CNT, HIST, TOPK_BLOCK,
-                    TOPK_SPLITS, RADIX_FIRST, 0, CNT2, ".cg")
+                    TOPK_SPLITS, RADIX_FIRST, 0, CNT2, True)
     else:
         _radix_step(logits_ptr, seqlen_ptr, cb_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
                     stride_sel, stride_cand, row, pid, NEXT_N, False, SRC_CNT, J, DST_CNT, HIST, TOPK_BLOCK,
-                    TOPK_SPLITS, RADIX_FIRST, 0, CNT2, ".cg")
+                    TOPK_SPLITS, RADIX_FIRST, 0, CNT2, True)
 
 
 @triton.jit

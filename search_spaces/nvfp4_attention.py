@@ -3,13 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 import triton
 
 from kernel_templates.nvfp4_attention import (
     D_LATENT, GL_BLOCK_N, KV_DTYPES, Workload, feasible, gluon_available, n_attended,
 )
-from tuner.runtime.env import assumed_target_cc, interpreting
+from tuner.runtime.env import assumed_target_cc, target_cc  # target_cc: this module's name for it
 from tuner.space import Bool, Choice, Pow2, Space
 
 __all__ = ["SPACE", "constraints", "feasible", "WORKLOADS", "SMALL_WORKLOADS", "target_cc"]
@@ -61,18 +60,6 @@ _DS_SMEM_PIPELINED = {True: 36872, False: 0}       # by DQ_FP16, added when num_
 
 GL_FIXED = {"BLOCK_N": GL_BLOCK_N, "DQ_FP16": True, "USE_DOT_SCALED": False, "SWAP_AB": True, "D_CHUNKS": 1,
             "num_warps": 4, "num_stages": 2}
-
-
-def target_cc() -> int:
-    """Compute capability (e.g. 90, 100) of the visible GPU (or the one ``assume_target``
-    names); 0 under the interpreter or without one."""
-    assumed = assumed_target_cc()
-    if assumed is not None:
-        return assumed
-    if interpreting() or not torch.cuda.is_available():
-        return 0
-    major, minor = torch.cuda.get_device_capability()
-    return 10 * major + minor
 
 
 def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:

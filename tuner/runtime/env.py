@@ -33,6 +33,20 @@ def assumed_target_cc() -> int | None:
     return _ASSUMED_CC.get()
 
 
+def target_cc() -> int:
+    """Compute capability (e.g. 90, 100) of the visible GPU, or the one ``assume_target``
+    names; 0 under the interpreter or without a GPU."""
+    assumed = _ASSUMED_CC.get()
+    if assumed is not None:
+        return assumed
+    import torch
+
+    if interpreting() or not torch.cuda.is_available():
+        return 0
+    major, minor = torch.cuda.get_device_capability()
+    return 10 * major + minor
+
+
 _COUNTERS: dict[tuple, Any] = {}
 
 
