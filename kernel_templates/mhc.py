@@ -51,6 +51,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernel_templates._gluon import async_copy, async_load, cta_barrier, gl, gluon_jit, hopper
 from kernel_templates._host import cdiv, next_power_of_2, sm_count
 from tuner import lowering, runtime
 from tuner.runtime.env import interpreting, stream_counters
@@ -334,10 +335,11 @@ def _epilogue(m3, gram, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t, mask_t,
 
 
 @triton.jit
-def _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, d_hi, D,
+def _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, d_hi, d_step, D,
             stride_st, stride_ss, stride_ut, BLOCK_D: tl.constexpr):
-    """u[t, d] = (sum_i pre_i X_i[d]) * urms * norm_w[d] over [d_lo, d_hi)."""
-    for d0 in range(d_lo, d_hi, BLOCK_D):
+    """u[t, d] = (sum_i pre_i X_i[d]) * urms * norm_w[d] over the BLOCK_D-column tiles at
+    d_lo, d_lo + d_step, ... below d_hi."""
+    for d0 in range(d_lo, d_hi, d_step):
         offs_d = d0 + tl.arange(0, BLOCK_D)
         h = p0[:, None] * _load2(src_ptr, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
         h += p1[:, None] * _load2(src_ptr + stride_ss, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
@@ -398,7 +400,8 @@ def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_pt
               u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr, sync_ptr,
               T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, stride_ut, eps, n_iters,
               SEAM: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr,
-              DOT_PRECISION: tl.constexpr, SYNC: tl.constexpr, PHASE: tl.constexpr):
+              DOT_PRECISION: tl.constexpr, SYNC: tl.constexpr, PHASE: tl.constexpr,
+              SPLIT_STRIDED: tl.constexpr):
     n_tb = tl.cdiv(T, BLOCK_T)
     if SYNC == 2:
         # Program ids from an atomic ticket, in the order programs actually started: a
@@ -413,11 +416,20 @@ def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_pt
         pid_k = tl.program_id(1)
     offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     mask_t = offs_t < T
-    # Program pid_k owns a D-chunk of all four streams: that is a 4*chunk slice of the
-    # 4D reduction, and the seam's new residual for it needs nothing from other chunks.
-    chunk = tl.cdiv(tl.cdiv(D, SPLIT_K), BLOCK_D) * BLOCK_D
-    d_lo = pid_k * chunk
-    d_hi = tl.minimum(d_lo + chunk, D)
+    # Program pid_k owns a share of D's columns in all four streams: that is a slice of the
+    # 4D reduction, and the seam's new residual for it needs nothing from other columns.
+    # One contiguous chunk, or (SPLIT_STRIDED) every SPLIT_K-th BLOCK_D-column step: the
+    # SPLIT_K programs of a token block, running together, then read adjacent columns of
+    # the same rows at the same time (longer runs of each DRAM row than BLOCK_D x 2 bytes).
+    if SPLIT_STRIDED:
+        d_lo = pid_k * BLOCK_D
+        d_hi = D
+        d_step = SPLIT_K * BLOCK_D
+    else:
+        chunk = tl.cdiv(tl.cdiv(D, SPLIT_K), BLOCK_D) * BLOCK_D
+        d_lo = pid_k * chunk
+        d_hi = tl.minimum(d_lo + chunk, D)
+        d_step = BLOCK_D
     # The rows u is formed from: the new residual (seam) or the input (pre).
     if SEAM:
         src_ptr = xn_ptr
@@ -438,7 +450,7 @@ def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_pt
         g = (z, z, z, z, z, z, z, z, z, z)
         if SEAM:
             coeffs = _all_post_coeffs(pin_ptr, cin_ptr, offs_t, mask_t)
-        for d0 in range(d_lo, d_hi, BLOCK_D):
+        for d0 in range(d_lo, d_hi, d_step):
             offs_d = d0 + tl.arange(0, BLOCK_D)
             if SEAM:
                 x0, x1, x2, x3 = _post_tile(x_ptr, y_ptr, coeffs, xn_ptr, offs_t, mask_t, offs_d, D,
@@ -455,7 +467,7 @@ def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_pt
             p0, p1, p2, p3, urms = _epilogue(tl.reshape(acc, [BLOCK_T, 8, 4]), gram, scale_ptr, base_ptr, post_ptr,
                                              comb_ptr, offs_t, mask_t, D, eps, n_iters, True)
             # This program read (pre) or wrote (seam) these rows during its loop: L2-hot at small T only.
-            _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, 0, D, D,
+            _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, 0, D, BLOCK_D, D,
                     stride_st, stride_ss, stride_ut, BLOCK_D)
         else:
             n = tl.arange(0, 32)
@@ -474,7 +486,7 @@ def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_pt
                     tl.debug_barrier()
                     p0, p1, p2, p3, urms = _combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr,
                                                     offs_t, mask_t, T, D, eps, n_iters, True, BLOCK_T, SPLIT_K)
-                    _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, 0, D, D,
+                    _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, 0, D, BLOCK_D, D,
                             stride_st, stride_ss, stride_ut, BLOCK_D)
             if SYNC == 2:
                 # The last of the block's programs to arrive sums the partials, runs the
@@ -499,7 +511,7 @@ def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_pt
                 pass
             tl.debug_barrier()
             p0, p1, p2, p3, urms = _load_coef(pmix_ptr, offs_t, mask_t)
-            _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, d_hi, D,
+            _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, d_hi, d_step, D,
                     stride_st, stride_ss, stride_ut, BLOCK_D)
             # The last to leave re-zeroes the block's counters (all siblings are past the wait).
             depart = sync_ptr + 2 + 2 * n_tb + pid_t
@@ -517,10 +529,11 @@ def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_pt
 def _mhc_pre_kernel(x_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr,
                     sync_ptr, T, D, stride_xt, stride_xs, stride_ut, eps, n_iters,
                     BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr,
-                    DOT_PRECISION: tl.constexpr, SYNC: tl.constexpr, PHASE: tl.constexpr):
+                    DOT_PRECISION: tl.constexpr, SYNC: tl.constexpr, PHASE: tl.constexpr,
+                    SPLIT_STRIDED: tl.constexpr):
     _mix_body(x_ptr, x_ptr, x_ptr, x_ptr, x_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr, comb_ptr,
               pmix_ptr, pgram_ptr, sync_ptr, T, D, stride_xt, stride_xs, 0, 0, 0, stride_ut, eps, n_iters,
-              False, BLOCK_T, BLOCK_D, SPLIT_K, DOT_PRECISION, SYNC, PHASE)
+              False, BLOCK_T, BLOCK_D, SPLIT_K, DOT_PRECISION, SYNC, PHASE, SPLIT_STRIDED)
 
 
 @triton.jit
@@ -528,10 +541,11 @@ def _mhc_seam_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, 
                      u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr, sync_ptr,
                      T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, stride_ut, eps, n_iters,
                      BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr,
-                     DOT_PRECISION: tl.constexpr, SYNC: tl.constexpr, PHASE: tl.constexpr):
+                     DOT_PRECISION: tl.constexpr, SYNC: tl.constexpr, PHASE: tl.constexpr,
+                     SPLIT_STRIDED: tl.constexpr):
     _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr,
               comb_ptr, pmix_ptr, pgram_ptr, sync_ptr, T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns,
-              stride_ut, eps, n_iters, True, BLOCK_T, BLOCK_D, SPLIT_K, DOT_PRECISION, SYNC, PHASE)
+              stride_ut, eps, n_iters, True, BLOCK_T, BLOCK_D, SPLIT_K, DOT_PRECISION, SYNC, PHASE, SPLIT_STRIDED)
 
 
 @triton.jit
@@ -554,8 +568,8 @@ def _mhc_finish_kernel(pmix_ptr, pgram_ptr, src_ptr, scale_ptr, base_ptr, w_ptr,
     p0, p1, p2, p3, urms = _combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t, mask_t,
                                     T, D, eps, n_iters, pid_k == 0, BLOCK_T, SPLIT_K)
     d_lo = pid_k * chunk
-    _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, tl.minimum(d_lo + chunk, D), D,
-            stride_st, stride_ss, stride_ut, U_BLOCK_D)
+    _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, tl.minimum(d_lo + chunk, D),
+            U_BLOCK_D, D, stride_st, stride_ss, stride_ut, U_BLOCK_D)
 
 
 @triton.jit
@@ -575,6 +589,353 @@ def _mhc_post_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, T, D,
     for j in tl.static_range(4):
         _post_stream(j, x0, x1, x2, x3, y, _post_coeffs(pin_ptr, cin_ptr, j, offs_t, mask_t), xn_ptr, offs_t,
                      mask_t, offs_d, D, stride_nt, stride_ns, "")
+
+
+# ----------------------------------------------------------------------------- Gluon kernel (sm_90)
+#
+# ``GLUON``: the pre / seam mix kernel written with explicit layouts, for Hopper. The
+# Triton kernel's fn GEMM puts each step's streams through shared memory as fp32 wgmma B
+# operands (a 64 x 16 step wrote and read ~4x the tile's HBM bytes there, and waited on
+# it: ncu, run 29). Here the new residual is the wgmma A operand, straight from the
+# registers it was computed in (tf32: bf16 values are exact), and fn the B operand:
+#
+# - A step is 64 tokens x 32 columns of all four streams (and y): cp.async copies them,
+#   16 B a thread, into a ``STAGES``-deep ring in shared memory, with fn's four [32, 32]
+#   fp32 tiles (rows 24..31 zero-filled: wgmma's N is 32).
+# - Each thread reads 8 contiguous columns of two rows (``_GL_XP``). Read as
+#   [64, m, q] -> [64, 32], that is exactly wgmma's tf32 A fragment if the MMA's K
+#   position 4 m + q holds column 8 q + m: a permutation of the reduction axis, which fn's
+#   tile copies apply (4-byte copies, ``_gl_issue``). ``convert_layout(...,
+#   assert_trivial=True)`` proves no data moves between the arithmetic and the MMA.
+# - The 10 Gram sums stay per thread (two rows, one quarter of each step's columns) and
+#   are reduced across lanes once, after the loop.
+# - ``SYNC`` 2 (one pass): programs take ticketed ids, the block's last
+#   split to arrive sums the partials and runs the Sinkhorn epilogue, and every split
+#   writes u for its own columns from the new residual it wrote moments ago (L2-hot), so
+#   the residual crosses HBM once. With ``SYNC`` 0 ``_mhc_finish_kernel`` does that
+#   as a second launch, re-reading it.
+
+GL_BLOCK_T = 64  # wgmma's M: one warpgroup, 4 warps
+GL_BLOCK_D = 32  # columns a step
+
+if gl is not None:
+    _GL_XP = gl.constexpr(gl.DistributedLinearLayout(  # [64 tokens, 4 (q), 8 (m)]: column 8 q + m of a step
+        reg_bases=[[0, 0, 1], [0, 0, 2], [0, 0, 4], [8, 0, 0]],
+        lane_bases=[[0, 1, 0], [0, 2, 0], [1, 0, 0], [2, 0, 0], [4, 0, 0]],
+        warp_bases=[[16, 0, 0], [32, 0, 0]], block_bases=[], shape=[64, 4, 8]))
+    _GL_MMA = gl.constexpr(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 32, 8]))
+    _GL_A = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=_GL_MMA, k_width=1))
+    _GL_LD = gl.constexpr(gl.BlockedLayout([1, 8], [16, 2], [4, 1], [1, 0]))  # [64, 32] bf16 copies, 16 B a thread
+    _GL_FL = gl.constexpr(gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0]))  # [32, 32] fp32 fn copies, 4 B each
+    _GL_XS = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
+    _GL_FS = gl.constexpr(gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2))
+    _GL_E3 = gl.constexpr(gl.BlockedLayout([1, 8, 4], [32, 1, 1], [4, 1, 1], [2, 1, 0]))  # [64, 8, 4] one token a thread
+    _GL_G3 = gl.constexpr(gl.BlockedLayout([1, 4, 4], [32, 1, 1], [4, 1, 1], [2, 1, 0]))  # [64, 4, 4]
+    _GL_U = gl.constexpr(gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0]))  # [64, 32] u pass, 16 B a thread
+else:  # pragma: no cover - no Gluon: GLUON configs are refused
+    _GL_XP = _GL_MMA = _GL_A = _GL_LD = _GL_FL = _GL_XS = _GL_FS = _GL_E3 = _GL_G3 = _GL_U = None
+
+
+@gluon_jit
+def _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, slot, t_ld, tm_ld, c_ld, fn_off,
+              fn_mask, d0, D, stride_xt, stride_xs, stride_yt, SEAM: gl.constexpr):
+    """cp.async of one step into ring slot ``slot``: the four stream tiles (and y), fn's
+    four tiles in the MMA's permuted K order. One buffer per operand: the barrier pass
+    orders copies into one buffer (one barrier between every two copies otherwise)."""
+    xp = x_ptr + t_ld[:, None] * stride_xt + d0 + c_ld[None, :]
+    m = tm_ld[:, None]
+    async_load(xb0.index(slot), xp, mask=m, eviction_policy="evict_first")
+    async_load(xb1.index(slot), xp + stride_xs, mask=m, eviction_policy="evict_first")
+    async_load(xb2.index(slot), xp + 2 * stride_xs, mask=m, eviction_policy="evict_first")
+    async_load(xb3.index(slot), xp + 3 * stride_xs, mask=m, eviction_policy="evict_first")
+    if SEAM:
+        async_load(yb.index(slot), y_ptr + t_ld[:, None] * stride_yt + d0 + c_ld[None, :],
+                                               mask=m, eviction_policy="evict_first")
+    fp = fn_ptr + fn_off + d0
+    async_load(fb0.index(slot), fp, mask=fn_mask)
+    async_load(fb1.index(slot), fp + D, mask=fn_mask)
+    async_load(fb2.index(slot), fp + 2 * D, mask=fn_mask)
+    async_load(fb3.index(slot), fp + 3 * D, mask=fn_mask)
+    async_copy.commit_group()
+
+
+@gluon_jit
+def _gl_stream(buf, slot):
+    return buf.index(slot).reshape([64, 4, 8]).load(_GL_XP).to(gl.float32)
+
+
+@gluon_jit
+def _gl_a(x):
+    """A stream's step tile as wgmma's tf32 A operand (K position 4 m + q: column 8 q + m)."""
+    return gl.convert_layout(gl.reshape(gl.permute(x, (0, 2, 1)), [64, 32]), _GL_A, assert_trivial=True)
+
+
+@gluon_jit
+def _gl_coef(cb, i: gl.constexpr, j: gl.constexpr, tm):
+    return gl.load(cb + 4 * i + j, mask=tm, other=0.0)[:, None, None]
+
+
+@gluon_jit
+def _gl_gram_store(gb, i: gl.constexpr, k: gl.constexpr, g, tm):
+    """G[i, k] (and G[k, i]) of each token: the per-thread sums reduced across the row's lanes."""
+    v = gl.sum(g, axis=1)
+    gl.store(gb + 4 * i + k, v, mask=tm)
+    if i != k:
+        gl.store(gb + 4 * k + i, v, mask=tm)
+
+
+@gluon_jit
+def _gl_combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, t0, T, D, eps, n_iters,
+                SPLIT_K: gl.constexpr):
+    """``_combine`` + ``_epilogue`` for one 64-token block, one token a thread: sums the
+    SPLIT_K partials (``.cg``: other SMs wrote them), stores post / comb, and publishes
+    pre_0..3 and u's RMS factor in slots 0..4 of split 0's partial rows."""
+    R3: gl.constexpr = gl.SliceLayout(2, _GL_E3)
+    C3: gl.constexpr = gl.SliceLayout(1, _GL_E3)
+    row = gl.arange(0, 8, layout=gl.SliceLayout(0, R3))[None, :, None]
+    col = gl.arange(0, 4, layout=gl.SliceLayout(0, C3))[None, None, :]
+    tt = t0 + gl.arange(0, 64, layout=gl.SliceLayout(1, R3))
+    tm = (tt < T)[:, None, None]
+    gi = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(2, _GL_G3)))[None, :, None]
+    gk = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, _GL_G3)))[None, None, :]
+    tg = t0 + gl.arange(0, 64, layout=gl.SliceLayout(1, gl.SliceLayout(2, _GL_G3)))
+    tgm = (tg < T)[:, None, None]
+    m3 = gl.zeros([64, 8, 4], gl.float32, _GL_E3)
+    gram = gl.zeros([64, 4, 4], gl.float32, _GL_G3)
+    for k in range(SPLIT_K):
+        m3 += gl.load(pmix_ptr + (k * T + tt)[:, None, None] * 32 + row * 4 + col, mask=tm, other=0.0,
+                      cache_modifier=".cg")
+        gram += gl.load(pgram_ptr + (k * T + tg)[:, None, None] * 16 + gi * 4 + gk, mask=tgm, other=0.0,
+                        cache_modifier=".cg")
+    ss = gl.convert_layout(gl.sum(gl.sum(gl.where(gi == gk, gram, 0.0), axis=2), axis=1), gl.SliceLayout(1, R3))
+    rms = 1.0 / gl.sqrt(ss / (4 * D) + eps)
+    sc = gl.load(scale_ptr + gl.minimum(row, 2))
+    bs = gl.load(base_ptr + row * 4 + col, mask=row < 6, other=0.0)
+    z = m3 * rms[:, None, None] * sc + bs
+    sig = 1.0 / (1.0 + gl.exp(-z))
+    pre = gl.sum(gl.where(row == 0, sig + eps, 0.0), axis=1)  # [64, 4]
+    gl.store(post_ptr + tt[:, None, None] * 4 + col + row * 0, 2.0 * sig, mask=tm & (row == 1))
+    is_comb = (row >= 2) & (row < 6)
+    e = gl.exp(z - gl.max(z, axis=2)[:, :, None])
+    c = gl.where(is_comb, e / gl.sum(e, axis=2)[:, :, None] + eps, 0.0)
+    c = c / (gl.sum(c, axis=1)[:, None, :] + eps)
+    for _ in range(n_iters - 1):
+        c = c / (gl.sum(c, axis=2)[:, :, None] + eps)
+        c = c / (gl.sum(c, axis=1)[:, None, :] + eps)
+    gl.store(comb_ptr + tt[:, None, None] * 16 + (row - 2) * 4 + col, c, mask=tm & is_comb)
+    pi = gl.convert_layout(pre, gl.SliceLayout(2, _GL_G3))
+    pk = gl.convert_layout(pre, gl.SliceLayout(1, _GL_G3))
+    hss = gl.sum(gl.sum(pi[:, :, None] * gram * pk[:, None, :], axis=2), axis=1)  # pre^T G pre
+    urms = 1.0 / gl.sqrt(hss / D + eps)
+    pc = gl.arange(0, 4, layout=gl.SliceLayout(0, C3))
+    pt = t0 + gl.arange(0, 64, layout=gl.SliceLayout(1, C3))
+    gl.store(pmix_ptr + pt[:, None] * 32 + pc[None, :], pre, mask=(pt < T)[:, None])
+    gl.store(pmix_ptr + tg * 32 + 4, urms, mask=tg < T)
+
+
+@gluon_jit
+def _gl_u_pass(src_ptr, w_ptr, u_ptr, pmix_ptr, t0, T, d_lo, n_steps, d_step, stride_st, stride_ss, stride_ut):
+    """u for this split's steps (the mix loop's columns) from the published coefficients:
+    (sum_i pre_i X_i) * urms * norm_w."""
+    tt = t0 + gl.arange(0, 64, layout=gl.SliceLayout(1, _GL_U))
+    tm = tt < T
+    cb = pmix_ptr + tt * 32
+    p0 = gl.load(cb, mask=tm, other=0.0, cache_modifier=".cg")[:, None]
+    p1 = gl.load(cb + 1, mask=tm, other=0.0, cache_modifier=".cg")[:, None]
+    p2 = gl.load(cb + 2, mask=tm, other=0.0, cache_modifier=".cg")[:, None]
+    p3 = gl.load(cb + 3, mask=tm, other=0.0, cache_modifier=".cg")[:, None]
+    urms = gl.load(cb + 4, mask=tm, other=0.0, cache_modifier=".cg")[:, None]
+    cols = gl.arange(0, 32, layout=gl.SliceLayout(0, _GL_U))
+    m = tm[:, None]
+    for s in range(n_steps):
+        dd = d_lo + s * d_step + cols
+        sp = src_ptr + tt[:, None] * stride_st + dd[None, :]
+        h = p0 * gl.load(sp, mask=m, other=0.0, eviction_policy="evict_first").to(gl.float32)
+        h += p1 * gl.load(sp + stride_ss, mask=m, other=0.0, eviction_policy="evict_first").to(gl.float32)
+        h += p2 * gl.load(sp + 2 * stride_ss, mask=m, other=0.0, eviction_policy="evict_first").to(gl.float32)
+        h += p3 * gl.load(sp + 3 * stride_ss, mask=m, other=0.0, eviction_policy="evict_first").to(gl.float32)
+        w = gl.load(w_ptr + dd).to(gl.float32)[None, :]
+        gl.store(u_ptr + tt[:, None] * stride_ut + dd[None, :], (h * urms * w).to(gl.bfloat16), mask=m)
+
+
+@gluon_jit
+def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr,
+                   u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr, sync_ptr,
+                   T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, stride_ut, eps, n_iters,
+                   SEAM: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, SYNC: gl.constexpr,
+                   SPLIT_STRIDED: gl.constexpr):
+    """pre (``SEAM`` False) or seam for one (64-token block, D-chunk); see the notes above."""
+    BLOCK_T: gl.constexpr = 64
+    BLOCK_D: gl.constexpr = 32
+    if SYNC == 2:
+        # ids from an atomic ticket, in the order programs started: a program waits only on
+        # siblings with lower tickets, which are resident or done (see _mix_body, SYNC 2)
+        ticket = gl.atomic_add(sync_ptr, 1, sem="relaxed", scope="gpu")
+        pid_t = ticket // SPLIT_K
+        pid_k = ticket % SPLIT_K
+    else:
+        pid_t = gl.program_id(0)
+        pid_k = gl.program_id(1)
+    t0 = pid_t * BLOCK_T
+    n_steps = D // (SPLIT_K * BLOCK_D)  # the launcher checks D % (SPLIT_K * 32) == 0
+    # step s: columns [d_lo + s * d_step, + 32): one chunk, or every SPLIT_K-th step (_mix_body)
+    if SPLIT_STRIDED:
+        d_lo = pid_k * BLOCK_D
+        d_step = SPLIT_K * BLOCK_D
+    else:
+        d_lo = pid_k * n_steps * BLOCK_D
+        d_step = BLOCK_D
+
+    xb0 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_T, BLOCK_D], _GL_XS)
+    xb1 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_T, BLOCK_D], _GL_XS)
+    xb2 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_T, BLOCK_D], _GL_XS)
+    xb3 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_T, BLOCK_D], _GL_XS)
+    yb = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_T, BLOCK_D], _GL_XS)
+    fb0 = gl.allocate_shared_memory(gl.float32, [STAGES, 32, BLOCK_D], _GL_FS)
+    fb1 = gl.allocate_shared_memory(gl.float32, [STAGES, 32, BLOCK_D], _GL_FS)
+    fb2 = gl.allocate_shared_memory(gl.float32, [STAGES, 32, BLOCK_D], _GL_FS)
+    fb3 = gl.allocate_shared_memory(gl.float32, [STAGES, 32, BLOCK_D], _GL_FS)
+
+    t_ld = t0 + gl.arange(0, BLOCK_T, layout=gl.SliceLayout(1, _GL_LD))
+    tm_ld = t_ld < T
+    c_ld = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, _GL_LD))
+    fn_n = gl.arange(0, 32, layout=gl.SliceLayout(1, _GL_FL))
+    fn_p = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, _GL_FL))
+    fn_off = fn_n[:, None] * (4 * D) + (8 * (fn_p % 4) + fn_p // 4)[None, :]  # K position p: column 8 (p%4) + p//4
+    fn_mask = (fn_n < 24)[:, None] & (fn_p < BLOCK_D)[None, :]
+
+    G2: gl.constexpr = gl.SliceLayout(2, _GL_XP)
+    t_r = t0 + gl.arange(0, BLOCK_T, layout=gl.SliceLayout(1, G2))
+    tm_r = t_r < T
+    col3 = (8 * gl.arange(0, 4, layout=gl.SliceLayout(0, G2)))[None, :, None] + \
+        gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(1, _GL_XP)))[None, None, :]
+    off3 = t_r[:, None, None] * stride_nt + col3  # int32 offsets: a hoisted pointer tensor took 32 registers
+    msk3 = tm_r[:, None, None] & (col3 < BLOCK_D)
+
+    for s in gl.static_range(STAGES - 1):
+        _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, s, t_ld, tm_ld, c_ld, fn_off,
+                  fn_mask, d_lo + s * d_step, D, stride_xt, stride_xs, stride_yt, SEAM)
+
+    acc = gl.zeros([BLOCK_T, 32], gl.float32, _GL_MMA)
+    z = gl.zeros([BLOCK_T, 4], gl.float32, G2)
+    g00 = z
+    g01 = z
+    g02 = z
+    g03 = z
+    g11 = z
+    g12 = z
+    g13 = z
+    g22 = z
+    g23 = z
+    g33 = z
+    cb = cin_ptr + t_r * 16
+    if SEAM:
+        p0 = gl.load(pin_ptr + t_r * 4, mask=tm_r, other=0.0)[:, None, None]
+        p1 = gl.load(pin_ptr + t_r * 4 + 1, mask=tm_r, other=0.0)[:, None, None]
+        p2 = gl.load(pin_ptr + t_r * 4 + 2, mask=tm_r, other=0.0)[:, None, None]
+        p3 = gl.load(pin_ptr + t_r * 4 + 3, mask=tm_r, other=0.0)[:, None, None]
+    for s in range(n_steps):
+        slot = s % STAGES
+        cta_barrier()  # every thread is done with the slot refilled next (read at step s - 1)
+        nxt = s + STAGES - 1
+        if nxt < n_steps:
+            _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, nxt % STAGES, t_ld, tm_ld,
+                      c_ld, fn_off, fn_mask, d_lo + nxt * d_step, D, stride_xt, stride_xs, stride_yt, SEAM)
+        else:
+            async_copy.commit_group()  # an empty group keeps the wait count uniform
+        async_copy.wait_group(STAGES - 1)
+        hopper.fence_async_shared()  # the copies into fn's tiles, before wgmma reads them
+        cta_barrier()
+        if SEAM:
+            # X'_j = post_j y + sum_i comb[i, j] X_i, one input stream at a time (4 tiles live, not 9)
+            y = _gl_stream(yb, slot)
+            x0 = p0 * y
+            x1 = p1 * y
+            x2 = p2 * y
+            x3 = p3 * y
+            for i in gl.static_range(4):
+                xi = _gl_stream((xb0, xb1, xb2, xb3)[i], slot)
+                x0 += _gl_coef(cb, i, 0, tm_r) * xi
+                x1 += _gl_coef(cb, i, 1, tm_r) * xi
+                x2 += _gl_coef(cb, i, 2, tm_r) * xi
+                x3 += _gl_coef(cb, i, 3, tm_r) * xi
+            n0 = x0.to(gl.bfloat16)
+            n1 = x1.to(gl.bfloat16)
+            n2 = x2.to(gl.bfloat16)
+            n3 = x3.to(gl.bfloat16)
+            xo = xn_ptr + (d_lo + s * d_step) + off3
+            gl.store(xo, n0, mask=msk3, eviction_policy="evict_last")  # re-read by the u pass
+            gl.store(xo + stride_ns, n1, mask=msk3, eviction_policy="evict_last")
+            gl.store(xo + 2 * stride_ns, n2, mask=msk3, eviction_policy="evict_last")
+            gl.store(xo + 3 * stride_ns, n3, mask=msk3, eviction_policy="evict_last")
+            x0 = n0.to(gl.float32)
+            x1 = n1.to(gl.float32)
+            x2 = n2.to(gl.float32)
+            x3 = n3.to(gl.float32)
+        else:
+            x0 = _gl_stream(xb0, slot)
+            x1 = _gl_stream(xb1, slot)
+            x2 = _gl_stream(xb2, slot)
+            x3 = _gl_stream(xb3, slot)
+        g00 += gl.sum(x0 * x0, axis=2)
+        g01 += gl.sum(x0 * x1, axis=2)
+        g02 += gl.sum(x0 * x2, axis=2)
+        g03 += gl.sum(x0 * x3, axis=2)
+        g11 += gl.sum(x1 * x1, axis=2)
+        g12 += gl.sum(x1 * x2, axis=2)
+        g13 += gl.sum(x1 * x3, axis=2)
+        g22 += gl.sum(x2 * x2, axis=2)
+        g23 += gl.sum(x2 * x3, axis=2)
+        g33 += gl.sum(x3 * x3, axis=2)
+        acc = hopper.warpgroup_mma(_gl_a(x0), fb0.index(slot).permute((1, 0)), acc, is_async=True)
+        acc = hopper.warpgroup_mma(_gl_a(x1), fb1.index(slot).permute((1, 0)), acc, is_async=True)
+        acc = hopper.warpgroup_mma(_gl_a(x2), fb2.index(slot).permute((1, 0)), acc, is_async=True)
+        acc = hopper.warpgroup_mma(_gl_a(x3), fb3.index(slot).permute((1, 0)), acc, is_async=True)
+        acc = hopper.warpgroup_mma_wait(0, deps=[acc])
+    async_copy.wait_group(0)
+
+    # this split's partial mix sums and Gram matrix (the layout _combine reads)
+    mt = t0 + gl.arange(0, BLOCK_T, layout=gl.SliceLayout(1, _GL_MMA))
+    mn = gl.arange(0, 32, layout=gl.SliceLayout(0, _GL_MMA))
+    gl.store(pmix_ptr + (pid_k * T + mt)[:, None] * 32 + mn[None, :], acc, mask=(mt < T)[:, None])
+    gb = pgram_ptr + (pid_k * T + t_r) * 16
+    _gl_gram_store(gb, 0, 0, g00, tm_r)
+    _gl_gram_store(gb, 0, 1, g01, tm_r)
+    _gl_gram_store(gb, 0, 2, g02, tm_r)
+    _gl_gram_store(gb, 0, 3, g03, tm_r)
+    _gl_gram_store(gb, 1, 1, g11, tm_r)
+    _gl_gram_store(gb, 1, 2, g12, tm_r)
+    _gl_gram_store(gb, 1, 3, g13, tm_r)
+    _gl_gram_store(gb, 2, 2, g22, tm_r)
+    _gl_gram_store(gb, 2, 3, g23, tm_r)
+    _gl_gram_store(gb, 3, 3, g33, tm_r)
+    if SYNC == 2:
+        n_tb = gl.cdiv(T, BLOCK_T)
+        arrive = sync_ptr + 2 + pid_t
+        ready = sync_ptr + 2 + n_tb + pid_t
+        cta_barrier()  # this CTA's partials precede the release
+        if gl.atomic_add(arrive, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1:
+            cta_barrier()
+            _gl_combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, t0, T, D, eps, n_iters,
+                        SPLIT_K)
+            cta_barrier()
+            gl.atomic_xchg(ready, 1, sem="release", scope="gpu")
+        while gl.atomic_add(ready, 0, sem="acquire", scope="gpu") == 0:
+            pass
+        cta_barrier()
+        if SEAM:
+            _gl_u_pass(xn_ptr, w_ptr, u_ptr, pmix_ptr, t0, T, d_lo, n_steps, d_step, stride_nt, stride_ns, stride_ut)
+        else:
+            _gl_u_pass(x_ptr, w_ptr, u_ptr, pmix_ptr, t0, T, d_lo, n_steps, d_step, stride_xt, stride_xs, stride_ut)
+        # the last to leave re-zeroes the block's counters; the last program out, the ticket
+        depart = sync_ptr + 2 + 2 * n_tb + pid_t
+        if gl.atomic_add(depart, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1:
+            gl.atomic_xchg(arrive, 0, sem="relaxed", scope="gpu")
+            gl.atomic_xchg(ready, 0, sem="relaxed", scope="gpu")
+            gl.atomic_xchg(depart, 0, sem="relaxed", scope="gpu")
+        if gl.atomic_add(sync_ptr + 1, 1, sem="acq_rel", scope="gpu") == n_tb * SPLIT_K - 1:
+            gl.atomic_xchg(sync_ptr, 0, sem="relaxed", scope="gpu")
+            gl.atomic_xchg(sync_ptr + 1, 0, sem="relaxed", scope="gpu")
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -645,7 +1006,7 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
                   pmix_ptr=pmix, pgram_ptr=pgram, sync_ptr=_sync_scratch(dev, 2 + 3 * n_tb) if sync
                   else torch.empty(1, dtype=torch.int32, device=dev),  # unused by SYNC 0
                   T=T, D=D)
-    meta = dict(BLOCK_T=BT, BLOCK_D=BD, SPLIT_K=SK)
+    meta = dict(BLOCK_T=BT, BLOCK_D=BD, SPLIT_K=SK, SPLIT_STRIDED=bool(config.get("SPLIT_STRIDED", False)))
     tail = dict(eps=float(eps), n_iters=int(sinkhorn_iters))
     if op == "pre":
         src, outs = X, (u, post_out, comb_out)
@@ -660,6 +1021,8 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
                     stride_nt=Xn.stride(0), stride_ns=Xn.stride(1), stride_ut=u.stride(0), **tail, **meta,
                     DOT_PRECISION=config["DOT_PRECISION"], SYNC=sync)
         kern = _mhc_seam_kernel
+    if config.get("GLUON"):
+        return _gl_launches(op, T, D, dev, args, sync, config, src, pmix, pgram, tail), outs
     # Reorder to the kernel's own argument order (the signature dict follows it).
     if sync == 2:
         # Ticketed ids: a 1-D grid. The interpreter runs programs one after another, so a
@@ -675,6 +1038,53 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
                    stride_ss=src.stride(1), stride_ut=u.stride(0), **tail, BLOCK_T=BT, U_BLOCK_D=ubd, SPLIT_K=SK)
         launches.append((_mhc_finish_kernel, (n_tb, cdiv(D, chunk)), fin))
     return launches, outs
+
+
+def gluon_config_error(config: dict[str, Any], D: int) -> str | None:
+    """Why ``config`` cannot run the GLUON kernel at hidden size ``D`` (None: it can)."""
+    sk = config["SPLIT_K"]
+    if (config["BLOCK_T"], config["BLOCK_D"], config["DOT_PRECISION"], config["num_warps"]) != (
+            GL_BLOCK_T, GL_BLOCK_D, "tf32", 4):
+        return f"GLUON takes BLOCK_T {GL_BLOCK_T}, BLOCK_D {GL_BLOCK_D}, tf32, 4 warps"
+    if sk < 2 or sk & (sk - 1) or D % (GL_BLOCK_D * sk):
+        return f"GLUON takes a power-of-two SPLIT_K >= 2 dividing D into {GL_BLOCK_D}-column steps"
+    if int(config.get("SYNC", 0)) not in (0, 2):
+        return "GLUON takes SYNC 0 (a finish launch) or 2 (one pass)"
+    if not 2 <= config["num_stages"] <= 4:
+        return "GLUON pipelines 2-4 stages"
+    return None
+
+
+def _gl_launches(op: str, T: int, D: int, dev: Any, args: dict[str, Any], sync: int, config: dict[str, Any],
+                 src: torch.Tensor, pmix: torch.Tensor, pgram: torch.Tensor,
+                 tail: dict[str, Any]) -> list[tuple[Any, tuple[int, ...], dict[str, Any]]]:
+    """The GLUON launches of a pre / seam call: the mix kernel (ticketed 1-D grid for one
+    pass), then for ``SYNC`` 0 the Triton finish kernel as for the Triton mix kernel."""
+    why = gluon_config_error(config, D)
+    if why is None and gl is None:
+        why = "GLUON needs Triton's Gluon (triton >= 3.5)"
+    if why is None and interpreting() and not meta_device(dev):
+        why = "GLUON kernels do not run under TRITON_INTERPRET"
+    if why:
+        raise ValueError(f"mhc: {why}")
+    sk, n_tb = config["SPLIT_K"], cdiv(T, GL_BLOCK_T)
+    seam = op == "seam"
+    # num_stages, a launch option Gluon has no use for (no pipeliner), is the cp.async ring's depth
+    gl_args = dict(args, SEAM=seam, STAGES=int(config["num_stages"]))
+    if not seam:  # pre: no y, no post / comb inputs, u from X itself
+        gl_args.update(y_ptr=args["x_ptr"], pin_ptr=args["post_ptr"], cin_ptr=args["comb_ptr"], xn_ptr=args["x_ptr"],
+                       stride_yt=0, stride_nt=0, stride_ns=0)
+    gl_args = {k: gl_args[k] for k in _gl_mix_kernel.arg_names}
+    if sync == 2:
+        return [(_gl_mix_kernel, (n_tb * sk,), gl_args)]
+    launches = [(_gl_mix_kernel, (n_tb, sk), gl_args)]
+    ubd, chunk = finish_tiles(T, D, GL_BLOCK_T, 4, GL_BLOCK_D, _sm_count(dev))
+    fin = dict(pmix_ptr=pmix, pgram_ptr=pgram, src_ptr=src, scale_ptr=args["scale_ptr"], base_ptr=args["base_ptr"],
+               w_ptr=args["w_ptr"], u_ptr=args["u_ptr"], post_ptr=args["post_ptr"], comb_ptr=args["comb_ptr"], T=T, D=D,
+               chunk=chunk, stride_st=src.stride(0), stride_ss=src.stride(1), stride_ut=args["u_ptr"].stride(0), **tail,
+               BLOCK_T=GL_BLOCK_T, U_BLOCK_D=ubd, SPLIT_K=sk)
+    launches.append((_mhc_finish_kernel, (n_tb, cdiv(D, chunk)), fin))
+    return launches
 
 
 FINISH_PROGRAMS_PER_SM = 4
@@ -805,7 +1215,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     T, D = workload.tokens, workload.dim
     if workload.op == "post":
         return dict(BLOCK_T=min(4, next_power_of_2(max(1, T))), BLOCK_D=256, SPLIT_K=1, DOT_PRECISION="fma", SYNC=0,
-                    num_warps=4, num_stages=1)
+                    num_warps=4, num_stages=1, GLUON=False, SPLIT_STRIDED=False)
     # Calibrated by compiling for sm_90 (Triton 3.6, cuobjdump; transposed tf32 GEMM).
     # Large T takes 64-token blocks: 4x fewer re-reads of fn from L2 (2 MB per token
     # block) and 4x less per-token overhead per byte than 16-token blocks. 64 x 16 at 4
@@ -832,7 +1242,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     # D = 4096 and 7168 (T = 1024, 4096) and D = 5120 T = 4096 (H200 runs 27, 43: 227.1 -> 202.2,
     # 381.5 -> 338.4, 282.6 -> 252.8 us at T = 4096); 16 x 32 keeps 2.
     return dict(BLOCK_T=BT, BLOCK_D=BD, SPLIT_K=sk, DOT_PRECISION="tf32", SYNC=0, num_warps=4,
-                num_stages=3 if BT == 64 else 2)
+                num_stages=3 if BT == 64 else 2, GLUON=False, SPLIT_STRIDED=False)
 
 
 def split_chunk(D: int, config: dict[str, Any]) -> int:

@@ -71,30 +71,18 @@ import torch
 import triton
 import triton.language as tl
 
+from kernel_templates._gluon import cta_barrier, gl, gluon, gluon_jit, gluon_on_hopper, hopper
 from kernel_templates._host import cdiv, next_power_of_2
 from kernel_templates.nvfp4 import (
     F16_SHIFT, dequantize_fp8_ue8m0, dequantize_nvfp4, e4m3_bits_to_f32, fp8_ue8m0_tile_to_f32,
     nvfp4_quantize_tile, nvfp4_tile_to_f32, quantize_fp8_ue8m0, quantize_nvfp4,
 )
 from tuner import lowering, runtime
-from tuner.runtime.env import interpreting, target_cc
+from tuner.runtime.env import interpreting
 from tuner.spec import KernelSpec
 from tuner.verify import assert_close
 
 log = logging.getLogger(__name__)
-
-try:  # Gluon (Triton >= 3.5): the GLUON split kernel; absent, configs with GLUON are refused
-    from triton.experimental import gluon
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.language.nvidia import hopper
-    _gluon_jit = gluon.jit
-    # a CTA-wide barrier: gl.thread_barrier in Triton 3.5-3.6, gl.barrier from 3.7 on
-    _cta_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
-except ImportError:  # pragma: no cover - old Triton
-    gluon = gl = hopper = None
-
-    def _gluon_jit(fn):
-        return None
 
 D_LATENT = 512
 SWA_WINDOW = 128
@@ -728,7 +716,7 @@ mul.rn.f16x2 $3, $3, s;
 }""")
 
 
-@_gluon_jit
+@gluon_jit
 def _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, c: gl.constexpr):
     """Chunk ``c`` of a tile's raw bytes: code words ``[64, 4, 4]`` int32 (row, t4, w: bytes
     ``64 t4 + 16 c + 4 w`` .. + 4 of the row, one 16-byte load a thread and row) and the
@@ -739,13 +727,13 @@ def _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, c: gl.constexpr)
     return codes, sbits
 
 
-@_gluon_jit
+@gluon_jit
 def _gl_pair(w):
     """An f16x2 word as ``[..., 2]`` fp16 (the low half first)."""
     return gl.join(w.to(gl.uint16).to(gl.float16, bitcast=True), (w >> 16).to(gl.uint16).to(gl.float16, bitcast=True))
 
 
-@_gluon_jit
+@gluon_jit
 def _gl_latent(c):
     """The latent index held by MMA reduction column ``c`` of the decoded chunks
     (``_gl_decode_chunk``): chunk ``c >> 7`` column ``16 jj + 8 i + 2 t4 + e0`` is latent
@@ -755,7 +743,7 @@ def _gl_latent(c):
     return 128 * ((c >> 1) & 3) + 32 * (c >> 7) + 2 * e + ((c >> 3) & 1)
 
 
-@_gluon_jit
+@gluon_jit
 def _gl_decode_chunk(codes, sbits, A_L: gl.constexpr):
     """Raw chunk -> ``[64, 128]`` fp16 (value * 2^-14) in wgmma's register A layout ``A_L``.
     MMA column ``c = 16 jj + 8 i + 2 t4 + e0`` holds latent ``128 t4 + 32 chunk + 2 e + i``
@@ -775,7 +763,7 @@ def _gl_decode_chunk(codes, sbits, A_L: gl.constexpr):
     return gl.convert_layout(gl.reshape(v, [R, 128]), A_L, assert_trivial=True)
 
 
-@_gluon_jit
+@gluon_jit
 def _gl_ahead(n0, end, rows, bt_row, tk_row, PAGE: gl.constexpr, SPARSE: gl.constexpr):
     """What the tile at ``n0`` needs from memory before its own loads can be addressed,
     loaded a tile early: its page (dense) or its top-k indices (sparse)."""
@@ -786,7 +774,7 @@ def _gl_ahead(n0, end, rows, bt_row, tk_row, PAGE: gl.constexpr, SPARSE: gl.cons
         return gl.load(bt_row + n0 // PAGE, mask=n0 < end, other=0)
 
 
-@_gluon_jit
+@gluon_jit
 def _gl_rows(n0, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks, stride_sp, stride_ss,
              PAGE: gl.constexpr, SPARSE: gl.constexpr):
     """Row offsets (codes, scales) and validity of the tile at ``n0`` (``_tile_rows``), from
@@ -803,7 +791,7 @@ def _gl_rows(n0, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks, stride
     return page * stride_kp + slot * stride_ks, page * stride_sp + slot * stride_ss, valid
 
 
-@_gluon_jit
+@gluon_jit
 def _gl_pv(v_smem, p_smem, o0, o1, o2, o3, BLOCK_N: gl.constexpr):
     """``o_k += V_k^T P^T`` for the four 128-column chunks, async (tokens). The accumulators
     come in already rescaled: arithmetic on them between these wgmmas makes ptxas wait."""
@@ -814,7 +802,7 @@ def _gl_pv(v_smem, p_smem, o0, o1, o2, o3, BLOCK_N: gl.constexpr):
     return t0, t1, t2, t3
 
 
-@_gluon_jit
+@gluon_jit
 def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr, l_ptr, acc_ptr,
                      H, n_topk, qk_scale,
                      stride_qb, stride_qh, stride_kp, stride_ks, stride_sp, stride_ss, stride_btb, stride_tb,
@@ -859,7 +847,7 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
     v_buf = gl.allocate_shared_memory(gl.float16, [1, 4 * BLOCK_N, 128], VS)
     p_buf = gl.allocate_shared_memory(gl.float16, [1, BLOCK_N, BLOCK_H], HS)
     hopper.fence_async_shared()  # q's generic-proxy stores before wgmma (async proxy) reads them
-    _cta_barrier()
+    cta_barrier()
 
     if SPARSE:
         n_items = n_topk
@@ -893,7 +881,7 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
     v_buf.index(0).store(gl.zeros([4 * BLOCK_N, 128], gl.float16, A_L))
     p_buf.index(0).store(gl.zeros([BLOCK_N, BLOCK_H], gl.float16, MMA))
     hopper.fence_async_shared()
-    _cta_barrier()
+    cta_barrier()
 
     ahead = _gl_ahead(start, end, rows, bt_row, tk_row, PAGE, SPARSE)
     rc, rsc, valid = _gl_rows(start, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks, stride_sp,
@@ -955,7 +943,7 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
         o2 = o2 * al
         o3 = o3 * al
         hopper.fence_async_shared()
-        _cta_barrier()
+        cta_barrier()
     t0, t1, t2, t3 = _gl_pv(v_buf.index(0), p_buf.index(0), o0, o1, o2, o3, BLOCK_N)  # the last tile's
     o0, o1, o2, o3 = hopper.warpgroup_mma_wait(0, deps=[t0, t1, t2, t3])
 
@@ -1300,18 +1288,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     swap = nvfp4 and bh == 16
     return {"BLOCK_N": bn, "BLOCK_H": bh, "NUM_SPLITS": default_splits(w, bh, bn),
             "DQ_FP16": nvfp4, "USE_DOT_SCALED": False, "SWAP_AB": swap, "D_CHUNKS": 4 if nvfp4 and bh == 64 else 1,
-            "num_warps": 4 if swap else 8, "num_stages": 2, "GLUON": swap and _on_hopper()}
-
-
-def gluon_available(compile_only: bool = False) -> bool:
-    """The GLUON kernel can be built here: Triton has Gluon and (unless ``compile_only``:
-    configs judged for another machine) the interpreter is off."""
-    return gluon is not None and (compile_only or not interpreting())
-
-
-def _on_hopper() -> bool:
-    """An sm_90 GPU is visible and GLUON kernels can run (the default's only GPU-dependent choice)."""
-    return gluon_available() and 90 <= target_cc() < 100
+            "num_warps": 4 if swap else 8, "num_stages": 2, "GLUON": swap and gluon_on_hopper()}
 
 
 def cost(workload: Workload) -> tuple[float, float]:

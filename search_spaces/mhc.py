@@ -1,13 +1,16 @@
 """Search space for the mHC kernels (``kernel_templates/mhc.py``).
 
 ``BLOCK_T`` tokens per program, ``BLOCK_D`` columns of D per step (all four streams),
-``SPLIT_K`` programs sharing one token block's 4D reduction (1 = one fused launch),
+``SPLIT_K`` programs sharing one token block's 4D reduction (1 = one fused launch), each
+owning a contiguous chunk of D or (``SPLIT_STRIDED``) every ``SPLIT_K``-th ``BLOCK_D`` step,
 ``DOT_PRECISION`` how the fn GEMM runs (``fma`` without tensor cores, or ``tl.dot``'s
 tf32 / tf32x3 / ieee), ``SYNC`` how a split token block is combined (0: a second launch,
 which re-reads the new residual after the whole grid wrote it, from HBM at large T;
 1: one launch, the block's last program to finish writes u for its whole rows; 2: one
 launch, the block's programs wait for each other and each writes u for its own chunk;
-only 0 is admitted, see ``constraints``). The Sinkhorn layout is not a knob: it is a packed
+only 0 is admitted, see ``constraints``), ``GLUON`` the Gluon mix kernel on sm_90 (register-A
+tf32 wgmma, its tile fixed at 64 x 32 with 4 warps; ``num_stages`` is its cp.async ring's depth
+and ``SYNC`` 0 or 2 its finish: a second launch, or one pass). The Sinkhorn layout is not a knob: it is a packed
 ``[BLOCK_T, 8, 4]`` register tile (pre, post and the 4 comb rows of a token together),
 a few hundred flops per token, so the token block (``BLOCK_T``) is what lays it out.
 """
@@ -15,9 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernel_templates._gluon import gluon_available
 from kernel_templates._host import next_power_of_2
-from kernel_templates.mhc import DOT_PRECISIONS, TENSOR_CORE_PRECISIONS, Workload, split_chunk
-from tuner.space import Choice, Pow2, Space
+from kernel_templates.mhc import (
+    DOT_PRECISIONS, GL_BLOCK_D, GL_BLOCK_T, TENSOR_CORE_PRECISIONS, Workload, gluon_config_error, split_chunk,
+)
+from tuner.runtime.env import assumed_target_cc, target_cc
+from tuner.space import Bool, Choice, Pow2, Space
 
 SPACE = Space(
     BLOCK_T=Pow2(1, 64),
@@ -27,7 +34,12 @@ SPACE = Space(
     SYNC=Choice((0, 1, 2)),
     num_warps=Pow2(1, 8),
     num_stages=Choice((1, 2, 3, 4)),
+    GLUON=Bool(absent=False),
+    SPLIT_STRIDED=Bool(absent=False),
 )
+
+GL_FIXED = {"BLOCK_T": GL_BLOCK_T, "BLOCK_D": GL_BLOCK_D, "DOT_PRECISION": "tf32", "num_warps": 4}
+"""The Gluon kernel's fixed tile: the other keys a GLUON draw sets only duplicate trials."""
 
 _POST_FIXED = {"SPLIT_K": 1, "DOT_PRECISION": "fma", "SYNC": 0}
 """post has no GEMM: one value of each unused key, so the study never times duplicates."""
@@ -96,14 +108,26 @@ def reg_estimate(config: dict[str, Any], op: str) -> float:
 
 
 def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
-    """The config the study evaluates for a draw: ``SYNC`` 0, and for ``post`` the keys it has
-    no use for at ``_POST_FIXED``; ``constraints`` rejects every config this changes.
+    """The config the study evaluates for a draw: ``SYNC`` 0 (2 too for GLUON), for ``post``
+    the keys it has no use for at ``_POST_FIXED``, GLUON off where it cannot run (not sm_90,
+    no Gluon, the interpreter) and its fixed tile on where it is drawn; ``constraints``
+    rejects every config this changes.
 
-    SYNC 1 / 2 (the one-launch split) measured 1.06-1.41x slower than SYNC 0 on the H200
-    (benchmarks/NOTES.md, run 11), SYNC 2 needs SPLIT_K programs resident at once, and both
-    share per-stream counters that a concurrent launch on the same stream would corrupt:
-    not admitted for tuning; the kernels stay, tested, for later experiments."""
-    c = dict(config, SYNC=0)
+    SYNC 1 / 2 on the Triton kernel (the one-launch split) measured 1.06-1.41x slower than
+    SYNC 0 on the H200 (benchmarks/NOTES.md, runs 11, 28): not admitted; they stay, tested.
+    Both share per-stream counters that a concurrent launch on the same stream would corrupt."""
+    c = dict(config)
+    if c.get("GLUON") and (workload.op == "post" or not 90 <= target_cc() < 100
+                           or not gluon_available(compile_only=assumed_target_cc() is not None)):
+        c["GLUON"] = False
+    if c.get("GLUON"):
+        c.update(GL_FIXED)
+        if c.get("SYNC") != 2:
+            c["SYNC"] = 0
+    else:
+        c["SYNC"] = 0
+    if c.get("SPLIT_STRIDED") and c["SPLIT_K"] == 1:
+        c["SPLIT_STRIDED"] = False  # one program a block (post too): nothing to interleave
     if workload.op == "post":
         c.update(_POST_FIXED)
     return c
@@ -121,9 +145,14 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         return False  # SYNC != 0, or a post key off _POST_FIXED (see canonical)
     if workload.op == "post":
         return 6 * bt * bd <= _REGS_PER_THREAD * threads  # 4 streams + y + the new stream
+    if config.get("GLUON"):
+        # its own tile and ring (shared memory <= 4 x 36 KB, 168-183 registers: no estimate needed)
+        if gluon_config_error(config, D) or (T + bt - 1) // bt * sk > 4096:
+            return False
+        return True
     if prec != "fma" and bt < 16:
         return False  # an MMA needs M >= 16
-    if bd > D or (sk - 1) * split_chunk(D, config) >= D:
+    if bd > D or (sk - 1) * (bd if config.get("SPLIT_STRIDED") else split_chunk(D, config)) >= D:
         return False  # some split program would own no columns
     if sk > 1 and (T + bt - 1) // bt * sk > 4096:
         return False  # far past filling the GPU; partials traffic grows as SPLIT_K^2

@@ -5,9 +5,8 @@ from typing import Any
 
 import triton
 
-from kernel_templates.nvfp4_attention import (
-    D_LATENT, GL_BLOCK_N, KV_DTYPES, Workload, feasible, gluon_available, n_attended,
-)
+from kernel_templates._gluon import gluon_available
+from kernel_templates.nvfp4_attention import D_LATENT, GL_BLOCK_N, KV_DTYPES, Workload, feasible, n_attended
 from tuner.runtime.env import assumed_target_cc, target_cc  # target_cc: this module's name for it
 from tuner.space import Bool, Choice, Pow2, Space
 

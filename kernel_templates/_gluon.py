@@ -1,0 +1,36 @@
+"""Triton's Gluon (explicit layouts), where the installed Triton has it.
+
+Shared by the templates with a Gluon kernel (``nvfp4_attention``'s and ``mhc``'s ``GLUON``
+configs). Without Gluon every name is None, ``gluon_jit`` turns a kernel into None, and configs
+that ask for a Gluon kernel are refused by their launcher and search space.
+"""
+from __future__ import annotations
+
+from tuner.runtime.env import interpreting, target_cc
+
+try:  # Gluon: Triton >= 3.5
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.language.nvidia import hopper
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy
+    # cp.async into shared memory: async_copy_global_to_shared up to Triton 3.6, async_load later
+    async_load = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
+    gluon_jit = gluon.jit
+    # a CTA-wide barrier: gl.thread_barrier in Triton 3.5-3.6, gl.barrier from 3.7 on
+    cta_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
+except ImportError:  # pragma: no cover - old Triton
+    gluon = gl = hopper = async_copy = async_load = cta_barrier = None
+
+    def gluon_jit(fn):
+        return None
+
+
+def gluon_available(compile_only: bool = False) -> bool:
+    """Gluon kernels can be built here: Triton has Gluon and (unless ``compile_only``:
+    configs judged for another machine) the interpreter is off."""
+    return gluon is not None and (compile_only or not interpreting())
+
+
+def gluon_on_hopper() -> bool:
+    """An sm_90 GPU is visible and Gluon kernels can run: where a ``GLUON`` default applies."""
+    return gluon_available() and 90 <= target_cc() < 100
