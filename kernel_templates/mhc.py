@@ -626,7 +626,9 @@ if gl is not None:
     _GL_MMA = gl.constexpr(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 32, 8]))
     _GL_A = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=_GL_MMA, k_width=1))
     _GL_LD = gl.constexpr(gl.BlockedLayout([1, 8], [16, 2], [4, 1], [1, 0]))  # [64, 32] bf16 copies, 16 B a thread
-    _GL_FL = gl.constexpr(gl.BlockedLayout([1, 1], [1, 32], [4, 1], [1, 0]))  # [32, 32] fp32 fn copies, 4 B each
+    # [32, 32] fp32 fn copies, 4 B each; a thread's 8 of one row sit at constant offsets (8 (p % 4) + p // 4
+    # for p = 8a .. 8a + 7) from one address: one pointer a thread and immediates
+    _GL_FL = gl.constexpr(gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0]))
     _GL_XS = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
     _GL_FS = gl.constexpr(gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2))
     _GL_E3 = gl.constexpr(gl.BlockedLayout([1, 8, 4], [32, 1, 1], [4, 1, 1], [2, 1, 0]))  # [64, 8, 4] one token a thread
@@ -671,8 +673,19 @@ def _gl_a(x):
 
 
 @gluon_jit
-def _gl_coef(cb, i: gl.constexpr, j: gl.constexpr, tm):
-    return gl.load(cb + 4 * i + j, mask=tm, other=0.0)[:, None, None]
+def _gl_post_coeffs(pin_ptr, cin_ptr, j: gl.constexpr, t, tm):
+    """``_post_coeffs`` (a Gluon function cannot call a Triton one): post_j, comb[0..3, j]."""
+    cb = cin_ptr + t * 16 + j
+    return (gl.load(pin_ptr + t * 4 + j, mask=tm, other=0.0), gl.load(cb, mask=tm, other=0.0),
+            gl.load(cb + 4, mask=tm, other=0.0), gl.load(cb + 8, mask=tm, other=0.0),
+            gl.load(cb + 12, mask=tm, other=0.0))
+
+
+@gluon_jit
+def _gl_mix_in(xi, c0, c1, c2, c3, x0, x1, x2, x3):
+    """Input stream i's share of the four new streams: X'_j += comb[i, j] X_i."""
+    return (x0 + c0[:, None, None] * xi, x1 + c1[:, None, None] * xi, x2 + c2[:, None, None] * xi,
+            x3 + c3[:, None, None] * xi)
 
 
 @gluon_jit
@@ -828,12 +841,13 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
     g22 = z
     g23 = z
     g33 = z
-    cb = cin_ptr + t_r * 16
     if SEAM:
-        p0 = gl.load(pin_ptr + t_r * 4, mask=tm_r, other=0.0)[:, None, None]
-        p1 = gl.load(pin_ptr + t_r * 4 + 1, mask=tm_r, other=0.0)[:, None, None]
-        p2 = gl.load(pin_ptr + t_r * 4 + 2, mask=tm_r, other=0.0)[:, None, None]
-        p3 = gl.load(pin_ptr + t_r * 4 + 3, mask=tm_r, other=0.0)[:, None, None]
+        # the 20 coefficients of each token, once: loaded in the loop they were 32 global loads a
+        # thread a step, waited on (long scoreboard, behind the copies in the LSU queue: run 57)
+        p0, c00, c10, c20, c30 = _gl_post_coeffs(pin_ptr, cin_ptr, 0, t_r, tm_r)
+        p1, c01, c11, c21, c31 = _gl_post_coeffs(pin_ptr, cin_ptr, 1, t_r, tm_r)
+        p2, c02, c12, c22, c32 = _gl_post_coeffs(pin_ptr, cin_ptr, 2, t_r, tm_r)
+        p3, c03, c13, c23, c33 = _gl_post_coeffs(pin_ptr, cin_ptr, 3, t_r, tm_r)
     for s in range(n_steps):
         slot = s % STAGES
         cta_barrier()  # every thread is done with the slot refilled next (read at step s - 1)
@@ -849,16 +863,18 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
         if SEAM:
             # X'_j = post_j y + sum_i comb[i, j] X_i, one input stream at a time (4 tiles live, not 9)
             y = _gl_stream(yb, slot)
-            x0 = p0 * y
-            x1 = p1 * y
-            x2 = p2 * y
-            x3 = p3 * y
-            for i in gl.static_range(4):
-                xi = _gl_stream((xb0, xb1, xb2, xb3)[i], slot)
-                x0 += _gl_coef(cb, i, 0, tm_r) * xi
-                x1 += _gl_coef(cb, i, 1, tm_r) * xi
-                x2 += _gl_coef(cb, i, 2, tm_r) * xi
-                x3 += _gl_coef(cb, i, 3, tm_r) * xi
+            x0 = p0[:, None, None] * y
+            x1 = p1[:, None, None] * y
+            x2 = p2[:, None, None] * y
+            x3 = p3[:, None, None] * y
+            xi = _gl_stream(xb0, slot)
+            x0, x1, x2, x3 = _gl_mix_in(xi, c00, c01, c02, c03, x0, x1, x2, x3)
+            xi = _gl_stream(xb1, slot)
+            x0, x1, x2, x3 = _gl_mix_in(xi, c10, c11, c12, c13, x0, x1, x2, x3)
+            xi = _gl_stream(xb2, slot)
+            x0, x1, x2, x3 = _gl_mix_in(xi, c20, c21, c22, c23, x0, x1, x2, x3)
+            xi = _gl_stream(xb3, slot)
+            x0, x1, x2, x3 = _gl_mix_in(xi, c30, c31, c32, c33, x0, x1, x2, x3)
             n0 = x0.to(gl.bfloat16)
             n1 = x1.to(gl.bfloat16)
             n2 = x2.to(gl.bfloat16)
