@@ -604,9 +604,11 @@ def _mhc_post_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, T, D,
 #   fp32 tiles (rows 24..31 zero-filled: wgmma's N is 32).
 # - Each thread reads 8 contiguous columns of two rows (``_GL_XP``). Read as
 #   [64, m, q] -> [64, 32], that is exactly wgmma's tf32 A fragment if the MMA's K
-#   position 4 m + q holds column 8 q + m: a permutation of the reduction axis, which fn's
-#   tile copies apply (4-byte copies, ``_gl_issue``). ``convert_layout(...,
-#   assert_trivial=True)`` proves no data moves between the arithmetic and the MMA.
+#   position 4 m + q holds column 8 q + m: a permutation of the reduction axis, applied to
+#   fn once a call (``_fn_k_order_kernel``, 2 MB) so its tiles come in 16 B a thread too
+#   (4-byte copies in the permuted order were 32 cp.async a thread a step, and the LSU
+#   queue was the wall: run 58's ncu). ``convert_layout(..., assert_trivial=True)``
+#   proves no data moves between the arithmetic and the MMA.
 # - The 10 Gram sums stay per thread (two rows, one quarter of each step's columns) and
 #   are reduced across lanes once, after the loop.
 # - ``SYNC`` 2 (one pass): programs take ticketed ids, the block's last
@@ -614,6 +616,30 @@ def _mhc_post_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, T, D,
 #   writes u for its own columns from the new residual it wrote moments ago (L2-hot), so
 #   the residual crosses HBM once. With ``SYNC`` 0 ``_mhc_finish_kernel`` does that
 #   as a second launch, re-reading it.
+
+@triton.jit
+def _fn_k_order_kernel(fn_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    """fn in the GLUON kernel's K order: within each 32-column block, position p holds
+    column 8 (p % 4) + p // 4 (row by row; ``n_cols`` = 4D, a multiple of 32)."""
+    row = tl.program_id(0)
+    p = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    src = p - p % 32 + 8 * (p % 4) + (p % 32) // 4
+    m = p < n_cols
+    tl.store(out_ptr + row * n_cols + p, tl.load(fn_ptr + row * n_cols + src, mask=m), mask=m)
+
+
+def _fn_k_order_launch(fn: torch.Tensor, out: torch.Tensor) -> tuple[Any, tuple[int, int], dict[str, Any]]:
+    return _fn_k_order_kernel, (fn.shape[0], cdiv(fn.shape[1], 1024)), dict(fn_ptr=fn, out_ptr=out,
+                                                                             n_cols=fn.shape[1], BLOCK=1024)
+
+
+def fn_k_order(fn: torch.Tensor) -> torch.Tensor:
+    """``fn [24, 4D]`` with each 32-column block permuted as the GLUON kernel's MMA reads it."""
+    out = torch.empty_like(fn)
+    kern, grid, args = _fn_k_order_launch(fn, out)
+    kern[grid](**args)
+    return out
+
 
 GL_BLOCK_T = 64  # wgmma's M: one warpgroup, 4 warps
 GL_BLOCK_D = 32  # columns a step
@@ -626,9 +652,7 @@ if gl is not None:
     _GL_MMA = gl.constexpr(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 32, 8]))
     _GL_A = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=_GL_MMA, k_width=1))
     _GL_LD = gl.constexpr(gl.BlockedLayout([1, 8], [16, 2], [4, 1], [1, 0]))  # [64, 32] bf16 copies, 16 B a thread
-    # [32, 32] fp32 fn copies, 4 B each; a thread's 8 of one row sit at constant offsets (8 (p % 4) + p // 4
-    # for p = 8a .. 8a + 7) from one address: one pointer a thread and immediates
-    _GL_FL = gl.constexpr(gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0]))
+    _GL_FL = gl.constexpr(gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0]))  # [32, 32] fp32 fn copies, 16 B a thread
     _GL_XS = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
     _GL_FS = gl.constexpr(gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2))
     _GL_E3 = gl.constexpr(gl.BlockedLayout([1, 8, 4], [32, 1, 1], [4, 1, 1], [2, 1, 0]))  # [64, 8, 4] one token a thread
@@ -670,6 +694,23 @@ def _gl_stream(buf, slot):
 def _gl_a(x):
     """A stream's step tile as wgmma's tf32 A operand (K position 4 m + q: column 8 q + m)."""
     return gl.convert_layout(gl.reshape(gl.permute(x, (0, 2, 1)), [64, 32]), _GL_A, assert_trivial=True)
+
+
+_GL_ROUND_BF16 = tl.constexpr("""
+cvt.rn.bf16x2.f32 $0, $4, $3;
+shl.b32 $1, $0, 16;
+and.b32 $2, $0, 0xffff0000;
+""")
+
+
+@gluon_jit
+def _gl_round_bf16(x):
+    """x rounded to bf16 (nearest even) twice over: packed two a register for the stores, and
+    as fp32 values for the MMA and the Gram sums. One ``cvt.rn.bf16x2.f32`` and a shift / mask
+    per pair; ``.to(bf16)`` then ``.to(fp32)`` took an F2F an element, a PRMT a pair to pack
+    and a PRMT / SHF an element to unpack (Triton 3.6)."""
+    return gl.inline_asm_elementwise(_GL_ROUND_BF16, "=r,=r,=r,r,r", [x], dtype=(gl.bfloat16, gl.float32),
+                                     is_pure=True, pack=2)
 
 
 @gluon_jit
@@ -814,7 +855,7 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
     c_ld = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, _GL_LD))
     fn_n = gl.arange(0, 32, layout=gl.SliceLayout(1, _GL_FL))
     fn_p = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, _GL_FL))
-    fn_off = fn_n[:, None] * (4 * D) + (8 * (fn_p % 4) + fn_p // 4)[None, :]  # K position p: column 8 (p%4) + p//4
+    fn_off = fn_n[:, None] * (4 * D) + fn_p[None, :]  # fn_ptr is fn in the MMA's K order (_fn_k_order_kernel)
     fn_mask = (fn_n < 24)[:, None] & (fn_p < BLOCK_D)[None, :]
 
     G2: gl.constexpr = gl.SliceLayout(2, _GL_XP)
@@ -875,19 +916,15 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
             x0, x1, x2, x3 = _gl_mix_in(xi, c20, c21, c22, c23, x0, x1, x2, x3)
             xi = _gl_stream(xb3, slot)
             x0, x1, x2, x3 = _gl_mix_in(xi, c30, c31, c32, c33, x0, x1, x2, x3)
-            n0 = x0.to(gl.bfloat16)
-            n1 = x1.to(gl.bfloat16)
-            n2 = x2.to(gl.bfloat16)
-            n3 = x3.to(gl.bfloat16)
+            n0, x0 = _gl_round_bf16(x0)
+            n1, x1 = _gl_round_bf16(x1)
+            n2, x2 = _gl_round_bf16(x2)
+            n3, x3 = _gl_round_bf16(x3)
             xo = xn_ptr + (d_lo + s * d_step) + off3
             gl.store(xo, n0, mask=msk3, eviction_policy="evict_last")  # re-read by the u pass
             gl.store(xo + stride_ns, n1, mask=msk3, eviction_policy="evict_last")
             gl.store(xo + 2 * stride_ns, n2, mask=msk3, eviction_policy="evict_last")
             gl.store(xo + 3 * stride_ns, n3, mask=msk3, eviction_policy="evict_last")
-            x0 = n0.to(gl.float32)
-            x1 = n1.to(gl.float32)
-            x2 = n2.to(gl.float32)
-            x3 = n3.to(gl.float32)
         else:
             x0 = _gl_stream(xb0, slot)
             x1 = _gl_stream(xb1, slot)
@@ -1090,10 +1127,12 @@ def _gl_launches(op: str, T: int, D: int, dev: Any, args: dict[str, Any], sync: 
     if not seam:  # pre: no y, no post / comb inputs, u from X itself
         gl_args.update(y_ptr=args["x_ptr"], pin_ptr=args["post_ptr"], cin_ptr=args["comb_ptr"], xn_ptr=args["x_ptr"],
                        stride_yt=0, stride_nt=0, stride_ns=0)
-    gl_args = {k: gl_args[k] for k in _gl_mix_kernel.arg_names}
+    fnk = torch.empty_like(args["fn_ptr"])
+    gl_args = {k: gl_args[k] for k in _gl_mix_kernel.arg_names} | {"fn_ptr": fnk}
+    order = _fn_k_order_launch(args["fn_ptr"], fnk)
     if sync == 2:
-        return [(_gl_mix_kernel, (n_tb * sk,), gl_args)]
-    launches = [(_gl_mix_kernel, (n_tb, sk), gl_args)]
+        return [order, (_gl_mix_kernel, (n_tb * sk,), gl_args)]
+    launches = [order, (_gl_mix_kernel, (n_tb, sk), gl_args)]
     ubd, chunk = finish_tiles(T, D, GL_BLOCK_T, 4, GL_BLOCK_D, _sm_count(dev))
     fin = dict(pmix_ptr=pmix, pgram_ptr=pgram, src_ptr=src, scale_ptr=args["scale_ptr"], base_ptr=args["base_ptr"],
                w_ptr=args["w_ptr"], u_ptr=args["u_ptr"], post_ptr=args["post_ptr"], comb_ptr=args["comb_ptr"], T=T, D=D,

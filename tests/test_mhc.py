@@ -383,6 +383,16 @@ def test_gpu_gluon(op, T, D, sk, sync, stages, strided, device):
         assert not mhc._sync_scratch(inputs["X"].device, 2 + 3 * 4096).any()
 
 
+def test_fn_k_order(device):
+    """fn in the GLUON kernel's K order: in each 32-column block, position 4 m + q holds
+    column 8 q + m (the columns a thread's registers hold, as the tf32 A fragment reads them)."""
+    fn = torch.randn(24, 4 * 96, device=device)
+    want = fn.view(24, -1, 4, 8).transpose(-1, -2).reshape(24, -1)
+    assert torch.equal(mhc.fn_k_order(fn), want)
+    p = torch.arange(32)
+    assert torch.equal(want[:, :32], fn[:, 8 * (p % 4) + p // 4])
+
+
 def test_gluon_in_the_search_space(monkeypatch):
     """GLUON is drawn only where it runs (sm_90 with Gluon, not for post), with its tile fixed
     and SYNC 0 or 2; the launcher refuses it under the interpreter with one line."""
@@ -455,8 +465,10 @@ def test_gluon_lowers_for_sm90():
                        timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     res = json.loads(r.stdout.strip().splitlines()[-1])
-    assert [(r[0], r[2]) for r in res] == [("seam", "_gl_mix_kernel"), ("seam", "_mhc_finish_kernel"),
-                                           ("seam", "_gl_mix_kernel"), ("pre", "_gl_mix_kernel")]
+    assert [(r[0], r[2]) for r in res] == [
+        ("seam", "_fn_k_order_kernel"), ("seam", "_gl_mix_kernel"), ("seam", "_mhc_finish_kernel"),
+        ("seam", "_fn_k_order_kernel"), ("seam", "_gl_mix_kernel"), ("pre", "_fn_k_order_kernel"),
+        ("pre", "_gl_mix_kernel")]
     for op, sync, name, n_wgmma, cp_async, stack, shared in res:
         assert stack == 0, (op, sync, name)
         if name == "_gl_mix_kernel":
