@@ -51,7 +51,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_templates._gluon import async_copy, async_load, cta_barrier, gl, gluon_jit, hopper
+from kernel_templates._gluon import async_copy, async_load, cta_barrier, gl, gluon_jit, gluon_on_hopper, hopper
 from kernel_templates._host import cdiv, next_power_of_2, sm_count
 from tuner import lowering, runtime
 from tuner.runtime.env import interpreting, stream_counters
@@ -335,11 +335,10 @@ def _epilogue(m3, gram, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t, mask_t,
 
 
 @triton.jit
-def _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, d_hi, d_step, D,
+def _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, d_hi, D,
             stride_st, stride_ss, stride_ut, BLOCK_D: tl.constexpr):
-    """u[t, d] = (sum_i pre_i X_i[d]) * urms * norm_w[d] over the BLOCK_D-column tiles at
-    d_lo, d_lo + d_step, ... below d_hi."""
-    for d0 in range(d_lo, d_hi, d_step):
+    """u[t, d] = (sum_i pre_i X_i[d]) * urms * norm_w[d] over [d_lo, d_hi)."""
+    for d0 in range(d_lo, d_hi, BLOCK_D):
         offs_d = d0 + tl.arange(0, BLOCK_D)
         h = p0[:, None] * _load2(src_ptr, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
         h += p1[:, None] * _load2(src_ptr + stride_ss, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
@@ -400,8 +399,7 @@ def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_pt
               u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr, sync_ptr,
               T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, stride_ut, eps, n_iters,
               SEAM: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr,
-              DOT_PRECISION: tl.constexpr, SYNC: tl.constexpr, PHASE: tl.constexpr,
-              SPLIT_STRIDED: tl.constexpr):
+              DOT_PRECISION: tl.constexpr, SYNC: tl.constexpr, PHASE: tl.constexpr):
     n_tb = tl.cdiv(T, BLOCK_T)
     if SYNC == 2:
         # Program ids from an atomic ticket, in the order programs actually started: a
@@ -416,20 +414,13 @@ def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_pt
         pid_k = tl.program_id(1)
     offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     mask_t = offs_t < T
-    # Program pid_k owns a share of D's columns in all four streams: that is a slice of the
-    # 4D reduction, and the seam's new residual for it needs nothing from other columns.
-    # One contiguous chunk, or (SPLIT_STRIDED) every SPLIT_K-th BLOCK_D-column step: the
-    # SPLIT_K programs of a token block, running together, then read adjacent columns of
-    # the same rows at the same time (longer runs of each DRAM row than BLOCK_D x 2 bytes).
-    if SPLIT_STRIDED:
-        d_lo = pid_k * BLOCK_D
-        d_hi = D
-        d_step = SPLIT_K * BLOCK_D
-    else:
-        chunk = tl.cdiv(tl.cdiv(D, SPLIT_K), BLOCK_D) * BLOCK_D
-        d_lo = pid_k * chunk
-        d_hi = tl.minimum(d_lo + chunk, D)
-        d_step = BLOCK_D
+    # Program pid_k owns a D-chunk of all four streams: that is a 4*chunk slice of the
+    # 4D reduction, and the seam's new residual for it needs nothing from other chunks.
+    # (Interleaving the splits' steps instead, so a block's splits read adjacent pieces of
+    # the same rows together, changed nothing on the H200: run 57.)
+    chunk = tl.cdiv(tl.cdiv(D, SPLIT_K), BLOCK_D) * BLOCK_D
+    d_lo = pid_k * chunk
+    d_hi = tl.minimum(d_lo + chunk, D)
     # The rows u is formed from: the new residual (seam) or the input (pre).
     if SEAM:
         src_ptr = xn_ptr
@@ -450,7 +441,7 @@ def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_pt
         g = (z, z, z, z, z, z, z, z, z, z)
         if SEAM:
             coeffs = _all_post_coeffs(pin_ptr, cin_ptr, offs_t, mask_t)
-        for d0 in range(d_lo, d_hi, d_step):
+        for d0 in range(d_lo, d_hi, BLOCK_D):
             offs_d = d0 + tl.arange(0, BLOCK_D)
             if SEAM:
                 x0, x1, x2, x3 = _post_tile(x_ptr, y_ptr, coeffs, xn_ptr, offs_t, mask_t, offs_d, D,
@@ -467,7 +458,7 @@ def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_pt
             p0, p1, p2, p3, urms = _epilogue(tl.reshape(acc, [BLOCK_T, 8, 4]), gram, scale_ptr, base_ptr, post_ptr,
                                              comb_ptr, offs_t, mask_t, D, eps, n_iters, True)
             # This program read (pre) or wrote (seam) these rows during its loop: L2-hot at small T only.
-            _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, 0, D, BLOCK_D, D,
+            _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, 0, D, D,
                     stride_st, stride_ss, stride_ut, BLOCK_D)
         else:
             n = tl.arange(0, 32)
@@ -486,7 +477,7 @@ def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_pt
                     tl.debug_barrier()
                     p0, p1, p2, p3, urms = _combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr,
                                                     offs_t, mask_t, T, D, eps, n_iters, True, BLOCK_T, SPLIT_K)
-                    _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, 0, D, BLOCK_D, D,
+                    _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, 0, D, D,
                             stride_st, stride_ss, stride_ut, BLOCK_D)
             if SYNC == 2:
                 # The last of the block's programs to arrive sums the partials, runs the
@@ -511,7 +502,7 @@ def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_pt
                 pass
             tl.debug_barrier()
             p0, p1, p2, p3, urms = _load_coef(pmix_ptr, offs_t, mask_t)
-            _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, d_hi, d_step, D,
+            _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, d_hi, D,
                     stride_st, stride_ss, stride_ut, BLOCK_D)
             # The last to leave re-zeroes the block's counters (all siblings are past the wait).
             depart = sync_ptr + 2 + 2 * n_tb + pid_t
@@ -529,11 +520,10 @@ def _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_pt
 def _mhc_pre_kernel(x_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr,
                     sync_ptr, T, D, stride_xt, stride_xs, stride_ut, eps, n_iters,
                     BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr,
-                    DOT_PRECISION: tl.constexpr, SYNC: tl.constexpr, PHASE: tl.constexpr,
-                    SPLIT_STRIDED: tl.constexpr):
+                    DOT_PRECISION: tl.constexpr, SYNC: tl.constexpr, PHASE: tl.constexpr):
     _mix_body(x_ptr, x_ptr, x_ptr, x_ptr, x_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr, comb_ptr,
               pmix_ptr, pgram_ptr, sync_ptr, T, D, stride_xt, stride_xs, 0, 0, 0, stride_ut, eps, n_iters,
-              False, BLOCK_T, BLOCK_D, SPLIT_K, DOT_PRECISION, SYNC, PHASE, SPLIT_STRIDED)
+              False, BLOCK_T, BLOCK_D, SPLIT_K, DOT_PRECISION, SYNC, PHASE)
 
 
 @triton.jit
@@ -541,11 +531,10 @@ def _mhc_seam_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, 
                      u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr, sync_ptr,
                      T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, stride_ut, eps, n_iters,
                      BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr,
-                     DOT_PRECISION: tl.constexpr, SYNC: tl.constexpr, PHASE: tl.constexpr,
-                     SPLIT_STRIDED: tl.constexpr):
+                     DOT_PRECISION: tl.constexpr, SYNC: tl.constexpr, PHASE: tl.constexpr):
     _mix_body(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr,
               comb_ptr, pmix_ptr, pgram_ptr, sync_ptr, T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns,
-              stride_ut, eps, n_iters, True, BLOCK_T, BLOCK_D, SPLIT_K, DOT_PRECISION, SYNC, PHASE, SPLIT_STRIDED)
+              stride_ut, eps, n_iters, True, BLOCK_T, BLOCK_D, SPLIT_K, DOT_PRECISION, SYNC, PHASE)
 
 
 @triton.jit
@@ -568,8 +557,8 @@ def _mhc_finish_kernel(pmix_ptr, pgram_ptr, src_ptr, scale_ptr, base_ptr, w_ptr,
     p0, p1, p2, p3, urms = _combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t, mask_t,
                                     T, D, eps, n_iters, pid_k == 0, BLOCK_T, SPLIT_K)
     d_lo = pid_k * chunk
-    _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, tl.minimum(d_lo + chunk, D),
-            U_BLOCK_D, D, stride_st, stride_ss, stride_ut, U_BLOCK_D)
+    _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, tl.minimum(d_lo + chunk, D), D,
+            stride_st, stride_ss, stride_ut, U_BLOCK_D)
 
 
 @triton.jit
@@ -788,7 +777,7 @@ def _gl_combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, t0
 
 
 @gluon_jit
-def _gl_u_pass(src_ptr, w_ptr, u_ptr, pmix_ptr, t0, T, d_lo, n_steps, d_step, stride_st, stride_ss, stride_ut):
+def _gl_u_pass(src_ptr, w_ptr, u_ptr, pmix_ptr, t0, T, d_lo, n_steps, stride_st, stride_ss, stride_ut):
     """u for this split's steps (the mix loop's columns) from the published coefficients:
     (sum_i pre_i X_i) * urms * norm_w."""
     tt = t0 + gl.arange(0, 64, layout=gl.SliceLayout(1, _GL_U))
@@ -802,7 +791,7 @@ def _gl_u_pass(src_ptr, w_ptr, u_ptr, pmix_ptr, t0, T, d_lo, n_steps, d_step, st
     cols = gl.arange(0, 32, layout=gl.SliceLayout(0, _GL_U))
     m = tm[:, None]
     for s in range(n_steps):
-        dd = d_lo + s * d_step + cols
+        dd = d_lo + 32 * s + cols
         sp = src_ptr + tt[:, None] * stride_st + dd[None, :]
         h = p0 * gl.load(sp, mask=m, other=0.0, eviction_policy="evict_first").to(gl.float32)
         h += p1 * gl.load(sp + stride_ss, mask=m, other=0.0, eviction_policy="evict_first").to(gl.float32)
@@ -816,8 +805,7 @@ def _gl_u_pass(src_ptr, w_ptr, u_ptr, pmix_ptr, t0, T, d_lo, n_steps, d_step, st
 def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr,
                    u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr, sync_ptr,
                    T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, stride_ut, eps, n_iters,
-                   SEAM: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, SYNC: gl.constexpr,
-                   SPLIT_STRIDED: gl.constexpr):
+                   SEAM: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, SYNC: gl.constexpr):
     """pre (``SEAM`` False) or seam for one (64-token block, D-chunk); see the notes above."""
     BLOCK_T: gl.constexpr = 64
     BLOCK_D: gl.constexpr = 32
@@ -832,13 +820,7 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
         pid_k = gl.program_id(1)
     t0 = pid_t * BLOCK_T
     n_steps = D // (SPLIT_K * BLOCK_D)  # the launcher checks D % (SPLIT_K * 32) == 0
-    # step s: columns [d_lo + s * d_step, + 32): one chunk, or every SPLIT_K-th step (_mix_body)
-    if SPLIT_STRIDED:
-        d_lo = pid_k * BLOCK_D
-        d_step = SPLIT_K * BLOCK_D
-    else:
-        d_lo = pid_k * n_steps * BLOCK_D
-        d_step = BLOCK_D
+    d_lo = pid_k * n_steps * BLOCK_D  # step s: columns [d_lo + 32 s, + 32)
 
     xb0 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_T, BLOCK_D], _GL_XS)
     xb1 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_T, BLOCK_D], _GL_XS)
@@ -868,7 +850,7 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
 
     for s in gl.static_range(STAGES - 1):
         _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, s, t_ld, tm_ld, c_ld, fn_off,
-                  fn_mask, d_lo + s * d_step, D, stride_xt, stride_xs, stride_yt, SEAM)
+                  fn_mask, d_lo + s * BLOCK_D, D, stride_xt, stride_xs, stride_yt, SEAM)
 
     acc = gl.zeros([BLOCK_T, 32], gl.float32, _GL_MMA)
     z = gl.zeros([BLOCK_T, 4], gl.float32, G2)
@@ -895,7 +877,7 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
         nxt = s + STAGES - 1
         if nxt < n_steps:
             _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, nxt % STAGES, t_ld, tm_ld,
-                      c_ld, fn_off, fn_mask, d_lo + nxt * d_step, D, stride_xt, stride_xs, stride_yt, SEAM)
+                      c_ld, fn_off, fn_mask, d_lo + nxt * BLOCK_D, D, stride_xt, stride_xs, stride_yt, SEAM)
         else:
             async_copy.commit_group()  # an empty group keeps the wait count uniform
         async_copy.wait_group(STAGES - 1)
@@ -920,7 +902,7 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
             n1, x1 = _gl_round_bf16(x1)
             n2, x2 = _gl_round_bf16(x2)
             n3, x3 = _gl_round_bf16(x3)
-            xo = xn_ptr + (d_lo + s * d_step) + off3
+            xo = xn_ptr + (d_lo + s * BLOCK_D) + off3
             gl.store(xo, n0, mask=msk3, eviction_policy="evict_last")  # re-read by the u pass
             gl.store(xo + stride_ns, n1, mask=msk3, eviction_policy="evict_last")
             gl.store(xo + 2 * stride_ns, n2, mask=msk3, eviction_policy="evict_last")
@@ -977,9 +959,9 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
             pass
         cta_barrier()
         if SEAM:
-            _gl_u_pass(xn_ptr, w_ptr, u_ptr, pmix_ptr, t0, T, d_lo, n_steps, d_step, stride_nt, stride_ns, stride_ut)
+            _gl_u_pass(xn_ptr, w_ptr, u_ptr, pmix_ptr, t0, T, d_lo, n_steps, stride_nt, stride_ns, stride_ut)
         else:
-            _gl_u_pass(x_ptr, w_ptr, u_ptr, pmix_ptr, t0, T, d_lo, n_steps, d_step, stride_xt, stride_xs, stride_ut)
+            _gl_u_pass(x_ptr, w_ptr, u_ptr, pmix_ptr, t0, T, d_lo, n_steps, stride_xt, stride_xs, stride_ut)
         # the last to leave re-zeroes the block's counters; the last program out, the ticket
         depart = sync_ptr + 2 + 2 * n_tb + pid_t
         if gl.atomic_add(depart, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1:
@@ -1059,7 +1041,7 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
                   pmix_ptr=pmix, pgram_ptr=pgram, sync_ptr=_sync_scratch(dev, 2 + 3 * n_tb) if sync
                   else torch.empty(1, dtype=torch.int32, device=dev),  # unused by SYNC 0
                   T=T, D=D)
-    meta = dict(BLOCK_T=BT, BLOCK_D=BD, SPLIT_K=SK, SPLIT_STRIDED=bool(config.get("SPLIT_STRIDED", False)))
+    meta = dict(BLOCK_T=BT, BLOCK_D=BD, SPLIT_K=SK)
     tail = dict(eps=float(eps), n_iters=int(sinkhorn_iters))
     if op == "pre":
         src, outs = X, (u, post_out, comb_out)
@@ -1270,7 +1252,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     T, D = workload.tokens, workload.dim
     if workload.op == "post":
         return dict(BLOCK_T=min(4, next_power_of_2(max(1, T))), BLOCK_D=256, SPLIT_K=1, DOT_PRECISION="fma", SYNC=0,
-                    num_warps=4, num_stages=1, GLUON=False, SPLIT_STRIDED=False)
+                    num_warps=4, num_stages=1, GLUON=False)
     # Calibrated by compiling for sm_90 (Triton 3.6, cuobjdump; transposed tf32 GEMM).
     # Large T takes 64-token blocks: 4x fewer re-reads of fn from L2 (2 MB per token
     # block) and 4x less per-token overhead per byte than 16-token blocks. 64 x 16 at 4
@@ -1286,6 +1268,8 @@ def default_config(workload: Workload) -> dict[str, Any]:
     # 111.9 us at T = 1024 and 490.3 us at T = 4096 against 105.6 / 348.5 for these
     # two-launch defaults (the waiting siblings idle their SMs; SYNC 1's single combiner
     # per block is a long tail: 810 us at T = 4096).
+    if T >= 1024 and gluon_on_hopper():
+        return gluon_default(T, D)
     BT, BD = (16, 32) if T < 1024 else (64, 16)
     n_tb = cdiv(T, BT)
     sk = 1
@@ -1297,7 +1281,22 @@ def default_config(workload: Workload) -> dict[str, Any]:
     # D = 4096 and 7168 (T = 1024, 4096) and D = 5120 T = 4096 (H200 runs 27, 43: 227.1 -> 202.2,
     # 381.5 -> 338.4, 282.6 -> 252.8 us at T = 4096); 16 x 32 keeps 2.
     return dict(BLOCK_T=BT, BLOCK_D=BD, SPLIT_K=sk, DOT_PRECISION="tf32", SYNC=0, num_warps=4,
-                num_stages=3 if BT == 64 else 2, GLUON=False, SPLIT_STRIDED=False)
+                num_stages=3 if BT == 64 else 2, GLUON=False)
+
+
+def gluon_default(T: int, D: int) -> dict[str, Any]:
+    """The GLUON config for T >= 1024 on Hopper (H200 runs 58-59, D = 5120, vs the Triton defaults
+    / pack entries: seam 74.5 vs 88.7 us at T = 1024, 219 vs 252 at 4096, 430 vs 490 at 8192; pre
+    56 vs 78, 148 vs 178, 285 vs 343; at T = 256 it lost, 53-59 vs 44). About 2 programs an SM
+    (256, 2 CTAs an SM fit: 225 registers, 74 KB of ring at 2 stages), but at least 16 steps a
+    split (SPLIT_K 16 at T = 1024 was 88 us, 8 74.5: a 10-step loop is mostly its prologue and
+    tail); SYNC 0 (the one pass was 10-30% slower at every shape measured)."""
+    n_tb = cdiv(T, GL_BLOCK_T)
+    sk = 2
+    while sk * 2 * n_tb <= 256 and D % (2 * sk * GL_BLOCK_D) == 0 and D // (2 * sk * GL_BLOCK_D) >= 16:
+        sk *= 2
+    return dict(BLOCK_T=GL_BLOCK_T, BLOCK_D=GL_BLOCK_D, SPLIT_K=sk, DOT_PRECISION="tf32", SYNC=0, num_warps=4,
+                num_stages=2, GLUON=True)
 
 
 def split_chunk(D: int, config: dict[str, Any]) -> int:

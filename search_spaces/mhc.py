@@ -1,8 +1,7 @@
 """Search space for the mHC kernels (``kernel_templates/mhc.py``).
 
 ``BLOCK_T`` tokens per program, ``BLOCK_D`` columns of D per step (all four streams),
-``SPLIT_K`` programs sharing one token block's 4D reduction (1 = one fused launch), each
-owning a contiguous chunk of D or (``SPLIT_STRIDED``) every ``SPLIT_K``-th ``BLOCK_D`` step,
+``SPLIT_K`` programs sharing one token block's 4D reduction (1 = one fused launch),
 ``DOT_PRECISION`` how the fn GEMM runs (``fma`` without tensor cores, or ``tl.dot``'s
 tf32 / tf32x3 / ieee), ``SYNC`` how a split token block is combined (0: a second launch,
 which re-reads the new residual after the whole grid wrote it, from HBM at large T;
@@ -10,7 +9,7 @@ which re-reads the new residual after the whole grid wrote it, from HBM at large
 launch, the block's programs wait for each other and each writes u for its own chunk;
 only 0 is admitted, see ``constraints``), ``GLUON`` the Gluon mix kernel on sm_90 (register-A
 tf32 wgmma, its tile fixed at 64 x 32 with 4 warps; ``num_stages`` is its cp.async ring's depth
-and ``SYNC`` 0 or 2 its finish: a second launch, or one pass). The Sinkhorn layout is not a knob: it is a packed
+and ``SYNC`` 2 its one-pass form, tested but not admitted like the Triton kernel's). The Sinkhorn layout is not a knob: it is a packed
 ``[BLOCK_T, 8, 4]`` register tile (pre, post and the 4 comb rows of a token together),
 a few hundred flops per token, so the token block (``BLOCK_T``) is what lays it out.
 """
@@ -35,7 +34,6 @@ SPACE = Space(
     num_warps=Pow2(1, 8),
     num_stages=Choice((1, 2, 3, 4)),
     GLUON=Bool(absent=False),
-    SPLIT_STRIDED=Bool(absent=False),
 )
 
 GL_FIXED = {"BLOCK_T": GL_BLOCK_T, "BLOCK_D": GL_BLOCK_D, "DOT_PRECISION": "tf32", "num_warps": 4}
@@ -108,13 +106,14 @@ def reg_estimate(config: dict[str, Any], op: str) -> float:
 
 
 def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
-    """The config the study evaluates for a draw: ``SYNC`` 0 (2 too for GLUON), for ``post``
+    """The config the study evaluates for a draw: ``SYNC`` 0, for ``post``
     the keys it has no use for at ``_POST_FIXED``, GLUON off where it cannot run (not sm_90,
     no Gluon, the interpreter) and its fixed tile on where it is drawn; ``constraints``
     rejects every config this changes.
 
     SYNC 1 / 2 on the Triton kernel (the one-launch split) measured 1.06-1.41x slower than
-    SYNC 0 on the H200 (benchmarks/NOTES.md, runs 11, 28): not admitted; they stay, tested.
+    SYNC 0 on the H200 (benchmarks/NOTES.md, runs 11, 28), GLUON's one pass (SYNC 2) 1.1-1.3x
+    (runs 56-59): not admitted; they stay, tested.
     Both share per-stream counters that a concurrent launch on the same stream would corrupt."""
     c = dict(config)
     if c.get("GLUON") and (workload.op == "post" or not 90 <= target_cc() < 100
@@ -122,12 +121,7 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
         c["GLUON"] = False
     if c.get("GLUON"):
         c.update(GL_FIXED)
-        if c.get("SYNC") != 2:
-            c["SYNC"] = 0
-    else:
-        c["SYNC"] = 0
-    if c.get("SPLIT_STRIDED") and c["SPLIT_K"] == 1:
-        c["SPLIT_STRIDED"] = False  # one program a block (post too): nothing to interleave
+    c["SYNC"] = 0
     if workload.op == "post":
         c.update(_POST_FIXED)
     return c
@@ -152,7 +146,7 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         return True
     if prec != "fma" and bt < 16:
         return False  # an MMA needs M >= 16
-    if bd > D or (sk - 1) * (bd if config.get("SPLIT_STRIDED") else split_chunk(D, config)) >= D:
+    if bd > D or (sk - 1) * split_chunk(D, config) >= D:
         return False  # some split program would own no columns
     if sk > 1 and (T + bt - 1) // bt * sk > 4096:
         return False  # far past filling the GPU; partials traffic grows as SPLIT_K^2

@@ -69,15 +69,11 @@ CONFIGS = [
     dict(BLOCK_T=16, BLOCK_D=16, SPLIT_K=2, DOT_PRECISION="tf32", SYNC=1, num_warps=4, num_stages=2),
     dict(BLOCK_T=16, BLOCK_D=32, SPLIT_K=2, DOT_PRECISION="ieee", SYNC=2, num_warps=4, num_stages=2),
     dict(BLOCK_T=4, BLOCK_D=16, SPLIT_K=2, DOT_PRECISION="fma", SYNC=2, num_warps=2, num_stages=1),
-    # splits own every SPLIT_K-th BLOCK_D step (5 steps of 16 over 2 / 4 splits: uneven shares)
-    dict(BLOCK_T=16, BLOCK_D=16, SPLIT_K=2, DOT_PRECISION="ieee", SYNC=0, num_warps=4, num_stages=2, SPLIT_STRIDED=True),
-    dict(BLOCK_T=4, BLOCK_D=16, SPLIT_K=4, DOT_PRECISION="fma", SYNC=2, num_warps=2, num_stages=1, SPLIT_STRIDED=True),
 ]
 
 
 @pytest.mark.parametrize("config", CONFIGS,
-                         ids=lambda c: f"T{c['BLOCK_T']}-D{c['BLOCK_D']}-K{c['SPLIT_K']}-{c['DOT_PRECISION']}-S{c['SYNC']}"
-                                       + ("-strided" if c.get("SPLIT_STRIDED") else ""))
+                         ids=lambda c: f"T{c['BLOCK_T']}-D{c['BLOCK_D']}-K{c['SPLIT_K']}-{c['DOT_PRECISION']}-S{c['SYNC']}")
 @pytest.mark.parametrize("op", ["pre", "seam"])
 def test_configs(op, config, device):
     # Only configs the tuner could pick: on a GPU an unpruned one may not even launch
@@ -88,17 +84,15 @@ def test_configs(op, config, device):
     mhc.verify(out, mhc.reference(**inputs), inputs)
 
 
-@pytest.mark.parametrize("strided", [False, True])
 @pytest.mark.parametrize("sync", [1, 2])
 @pytest.mark.parametrize("op", ["pre", "seam"])
-def test_one_launch_split(op, sync, strided, device):
+def test_one_launch_split(op, sync, device):
     """SYNC 1 / 2 with several programs per token block and several blocks (last block
     partial) match the reference and the two-launch split bit for bit (same partials,
     same summation order), and leave the counters zero for the next call."""
     wl = mhc.Workload(op, 21, 128)
     inputs = mhc.make_inputs(wl, device, 11)
-    base = dict(BLOCK_T=4, BLOCK_D=16, SPLIT_K=8, DOT_PRECISION="fma", SYNC=0, num_warps=2, num_stages=1,
-                SPLIT_STRIDED=strided)
+    base = dict(BLOCK_T=4, BLOCK_D=16, SPLIT_K=8, DOT_PRECISION="fma", SYNC=0, num_warps=2, num_stages=1)
     cfg = dict(base, SYNC=sync)
     assert constraints(base, wl) and not constraints(cfg, wl)  # tested, not tuned
     out = mhc.launch(config=cfg, **inputs)
@@ -348,30 +342,31 @@ def test_gpu_model_shapes(op, T, device):
 
 # ----------------------------------------------------------------------------- GLUON (sm_90)
 
-GL_CASES = [  # op, T, D, SPLIT_K, SYNC, stages, strided: token tails, one block, many blocks, model widths
-    ("seam", 1, 256, 2, 0, 2, False), ("seam", 37, 512, 4, 2, 3, False), ("seam", 200, 1024, 8, 2, 3, True),
-    ("seam", 130, 256, 8, 0, 4, True), ("pre", 100, 256, 8, 0, 3, False), ("pre", 64, 512, 2, 2, 2, True),
-    ("seam", 1024, 5120, 16, 2, 3, False), ("seam", 1024, 5120, 32, 2, 3, True), ("seam", 4096, 5120, 4, 0, 3, True),
-    ("seam", 4096, 7168, 8, 2, 3, False), ("pre", 1024, 4096, 16, 2, 3, True),
+GL_CASES = [  # op, T, D, SPLIT_K, SYNC, stages: token tails, one block, many blocks, model widths
+    ("seam", 1, 256, 2, 0, 2), ("seam", 37, 512, 4, 2, 3), ("seam", 200, 1024, 8, 2, 3), ("seam", 130, 256, 8, 0, 4),
+    ("pre", 100, 256, 8, 0, 3), ("pre", 64, 512, 2, 2, 2), ("seam", 1024, 5120, 16, 2, 3),
+    ("seam", 1024, 5120, 32, 2, 3), ("seam", 4096, 5120, 4, 0, 3), ("seam", 4096, 7168, 8, 2, 3),
+    ("pre", 1024, 4096, 16, 2, 3),
 ]
 
 
-def _gl_config(op: str, T: int, D: int, sk: int, sync: int, stages: int, strided: bool = False) -> dict:
+def _gl_config(op: str, T: int, D: int, sk: int, sync: int, stages: int) -> dict:
     from search_spaces.mhc import GL_FIXED
 
     return dict(mhc.default_config(mhc.Workload(op, T, D)), GLUON=True, SPLIT_K=sk, SYNC=sync, num_stages=stages,
-                SPLIT_STRIDED=strided, **GL_FIXED)
+                **GL_FIXED)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("op, T, D, sk, sync, stages, strided", GL_CASES)
-def test_gpu_gluon(op, T, D, sk, sync, stages, strided, device):
+@pytest.mark.parametrize("op, T, D, sk, sync, stages", GL_CASES)
+def test_gpu_gluon(op, T, D, sk, sync, stages, device):
     """The Gluon mix kernel (register-A tf32 wgmma, fn's K axis permuted) against the
     reference, with its finish launch (SYNC 0) or in one pass (SYNC 2); a second call
     finds the one-pass counters zero again."""
     wl = mhc.Workload(op, T, D)
-    cfg = _gl_config(op, T, D, sk, sync, stages, strided)
-    assert constraints(cfg, wl) or T < 16, cfg  # the search space keeps 64-token blocks from tiny T
+    cfg = _gl_config(op, T, D, sk, sync, stages)
+    # the search space keeps 64-token blocks from tiny T, and the one pass from tuning (slower)
+    assert constraints(dict(cfg, SYNC=0), wl) or T < 16, cfg
     inputs = mhc.make_inputs(wl, device, T + D)
     ref = mhc.reference(**inputs)
     out = mhc.launch(config=cfg, **inputs)
@@ -395,21 +390,25 @@ def test_fn_k_order(device):
 
 def test_gluon_in_the_search_space(monkeypatch):
     """GLUON is drawn only where it runs (sm_90 with Gluon, not for post), with its tile fixed
-    and SYNC 0 or 2; the launcher refuses it under the interpreter with one line."""
+    and SYNC 0; the launcher refuses it under the interpreter with one line."""
     import search_spaces.mhc as S
 
     wl = mhc.Workload("seam", 1024, 5120)
-    cfg = _gl_config("seam", 1024, 5120, 16, 2, 3)
+    cfg = _gl_config("seam", 1024, 5120, 16, 0, 3)
     monkeypatch.setattr(S, "target_cc", lambda: 90)
     monkeypatch.setattr(S, "gluon_available", lambda **_: True)
-    assert S.constraints(cfg, wl) and S.constraints(dict(cfg, SYNC=0), wl)
-    assert not S.constraints(dict(cfg, SYNC=1), wl)
+    assert S.constraints(cfg, wl)
+    assert not S.constraints(dict(cfg, SYNC=1), wl) and not S.constraints(dict(cfg, SYNC=2), wl)
     assert not S.constraints(dict(cfg, BLOCK_D=16), wl)  # the tile is fixed
     assert not S.constraints(dict(cfg, SPLIT_K=1), wl)  # partials need a split
     assert not S.constraints(dict(cfg, SPLIT_K=64), wl)  # 5120 / 64 is not whole 32-column steps
     assert not S.constraints(dict(cfg, num_stages=1), wl)
     assert not S.constraints(_gl_config("post", 64, 5120, 1, 0, 2), mhc.Workload("post", 64, 5120))
     assert S.canonical(dict(cfg, num_warps=8, BLOCK_T=16), wl) == cfg
+    for T, D in ((1024, 5120), (4096, 5120), (8192, 4096), (1024, 7168), (65536, 5120)):
+        g = mhc.gluon_default(T, D)
+        assert S.SPACE.contains(g) and S.constraints(g, mhc.Workload("seam", T, D)), (T, D, g)
+    assert [mhc.gluon_default(T, 5120)["SPLIT_K"] for T in (1024, 4096, 8192)] == [8, 4, 2]  # runs 58-59
     monkeypatch.setattr(S, "target_cc", lambda: 100)
     assert not S.constraints(cfg, wl)
     assert S.SPACE.complete(mhc.default_config(wl))["GLUON"] is False
@@ -432,7 +431,7 @@ m = lambda *s, dt=torch.float32: torch.empty(*s, dtype=dt, device="meta")
 bf = torch.bfloat16
 res = []
 for op, T, sk, sync in (("seam", 4096, 4, 0), ("seam", 1024, 16, 2), ("pre", 256, 8, 2)):
-    cfg = dict(mhc.default_config(mhc.Workload(op, T, 5120)), GLUON=True, SPLIT_K=sk, SYNC=sync, num_stages=3,
+    cfg = dict(mhc.default_config(mhc.Workload(op, T, 5120)), GLUON=True, SPLIT_K=sk, SYNC=sync, num_stages=2,
                **GL_FIXED)
     plan, _ = mhc._plan(op, m(T, 4, 5120, dt=bf), m(T, 5120, dt=bf), m(T, 4), m(T, 4, 4), m(24, 4 * 5120), m(3),
                         m(24), m(5120, dt=bf), 1e-6, 20, cfg)
@@ -440,7 +439,7 @@ for op, T, sk, sync in (("seam", 4096, 4, 0), ("seam", 1024, 16, 2), ("pre", 256
         sig, cx = lowering.signature(fn, args)
         attrs = lowering.specialize(fn, args, sig, cx)
         src = (GluonASTSource if fn.is_gluon() else ASTSource)(fn=fn, signature=sig, constexprs=cx, attrs=attrs)
-        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 3})
+        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 2})
         with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
             f.write(k.asm["cubin"])
             f.flush()
@@ -456,7 +455,8 @@ print(json.dumps(res))
 def test_gluon_lowers_for_sm90():
     """The GLUON plans compile for sm_90 (a clean process: no interpreter): the fn GEMM is
     tf32 wgmma m64n32k8 with A from registers (16 a step: 4 streams x 4 k-steps), the
-    operands come in by cp.async, no local memory, shared memory as the ring's depth says."""
+    operands come in by cp.async, no local memory, shared memory as the ring's depth says (2
+    stages, the default: at 3, Triton 3.9 spills 8 B, 3.6 does not)."""
     root = Path(__file__).resolve().parents[1]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
@@ -473,4 +473,4 @@ def test_gluon_lowers_for_sm90():
         assert stack == 0, (op, sync, name)
         if name == "_gl_mix_kernel":
             assert n_wgmma == 16 and cp_async, (op, sync)
-            assert shared <= 3 * 36 * 1024, (op, sync, shared)
+            assert shared <= 2 * 36 * 1024 + 1024, (op, sync, shared)
