@@ -40,6 +40,11 @@ Design:
   them), the seam's 20 post / comb coefficients are loaded once before the loop, and
   the residual streams carry L2 eviction hints (read-once loads ``evict_first``, the
   seam's new residual ``evict_last`` for the u pass that re-reads it).
+- ``GLUON`` (sm_90): the same pre / seam math in a Gluon kernel, ``_gl_mix_kernel``, with the
+  new residual as wgmma's register A operand (see its section below). ``SYNC`` 0 shares the
+  Triton finish launch; its one pass (``SYNC`` 2) has Gluon twins of the combine and the u
+  pass (a Gluon function cannot call a Triton one). The default at T >= 1024 on Hopper
+  (``gluon_default``); never under the interpreter, so verified on the GPU.
 """
 from __future__ import annotations
 
@@ -654,9 +659,9 @@ else:  # pragma: no cover - no Gluon: GLUON configs are refused
 @gluon_jit
 def _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, slot, t_ld, tm_ld, c_ld, fn_off,
               fn_mask, d0, D, stride_xt, stride_xs, stride_yt, SEAM: gl.constexpr):
-    """cp.async of one step into ring slot ``slot``: the four stream tiles (and y), fn's
-    four tiles in the MMA's permuted K order. One buffer per operand: the barrier pass
-    orders copies into one buffer (one barrier between every two copies otherwise)."""
+    """cp.async of one step into ring slot ``slot``: the four stream tiles (and y) and fn's
+    four tiles (``fn_ptr`` is fn in the MMA's K order already). One buffer per operand:
+    Triton's barrier pass put a barrier between any two copies into the same buffer."""
     xp = x_ptr + t_ld[:, None] * stride_xt + d0 + c_ld[None, :]
     m = tm_ld[:, None]
     async_load(xb0.index(slot), xp, mask=m, eviction_policy="evict_first")
@@ -664,8 +669,8 @@ def _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, 
     async_load(xb2.index(slot), xp + 2 * stride_xs, mask=m, eviction_policy="evict_first")
     async_load(xb3.index(slot), xp + 3 * stride_xs, mask=m, eviction_policy="evict_first")
     if SEAM:
-        async_load(yb.index(slot), y_ptr + t_ld[:, None] * stride_yt + d0 + c_ld[None, :],
-                                               mask=m, eviction_policy="evict_first")
+        async_load(yb.index(slot), y_ptr + t_ld[:, None] * stride_yt + d0 + c_ld[None, :], mask=m,
+                   eviction_policy="evict_first")
     fp = fn_ptr + fn_off + d0
     async_load(fb0.index(slot), fp, mask=fn_mask)
     async_load(fb1.index(slot), fp + D, mask=fn_mask)
@@ -838,7 +843,7 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
     fn_n = gl.arange(0, 32, layout=gl.SliceLayout(1, _GL_FL))
     fn_p = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, _GL_FL))
     fn_off = fn_n[:, None] * (4 * D) + fn_p[None, :]  # fn_ptr is fn in the MMA's K order (_fn_k_order_kernel)
-    fn_mask = (fn_n < 24)[:, None] & (fn_p < BLOCK_D)[None, :]
+    fn_mask = (fn_n < 24)[:, None]  # rows 24..31 zero-filled: wgmma's N is 32
 
     G2: gl.constexpr = gl.SliceLayout(2, _GL_XP)
     t_r = t0 + gl.arange(0, BLOCK_T, layout=gl.SliceLayout(1, G2))
