@@ -1062,7 +1062,7 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
                     DOT_PRECISION=config["DOT_PRECISION"], SYNC=sync)
         kern = _mhc_seam_kernel
     if config.get("GLUON"):
-        return _gl_launches(op, T, D, dev, args, sync, config, src, pmix, pgram, tail), outs
+        return _gl_launches(op, T, D, dev, args, sync, config, src), outs
     # Reorder to the kernel's own argument order (the signature dict follows it).
     if sync == 2:
         # Ticketed ids: a 1-D grid. The interpreter runs programs one after another, so a
@@ -1072,12 +1072,22 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
         return [(kern, (n_tb * SK,), {k: dict(args, PHASE=ph)[k] for k in kern.arg_names}) for ph in phases], outs
     launches = [(kern, (n_tb, SK), {k: dict(args, PHASE=0)[k] for k in kern.arg_names})]
     if sync == 0 and SK > 1:
-        ubd, chunk = finish_tiles(T, D, BT, int(config["num_warps"]), BD, _sm_count(dev))
-        fin = dict(pmix_ptr=pmix, pgram_ptr=pgram, src_ptr=src, scale_ptr=scale, base_ptr=base, w_ptr=norm_w,
-                   u_ptr=u, post_ptr=post_out, comb_ptr=comb_out, T=T, D=D, chunk=chunk, stride_st=src.stride(0),
-                   stride_ss=src.stride(1), stride_ut=u.stride(0), **tail, BLOCK_T=BT, U_BLOCK_D=ubd, SPLIT_K=SK)
-        launches.append((_mhc_finish_kernel, (n_tb, cdiv(D, chunk)), fin))
+        launches.append(_finish_launch(T, D, config, dev, src, args))
     return launches, outs
+
+
+def _finish_launch(T: int, D: int, config: dict[str, Any], dev: Any, src: torch.Tensor,
+                   args: dict[str, Any]) -> tuple[Any, tuple[int, int], dict[str, Any]]:
+    """The split-K finish launch (``SYNC`` 0) after either mix kernel, whose ``args`` hold the
+    partials and outputs; its grid and tiles are its own (``finish_tiles``)."""
+    BT, SK, u = config["BLOCK_T"], config["SPLIT_K"], args["u_ptr"]
+    ubd, chunk = finish_tiles(T, D, BT, int(config["num_warps"]), config["BLOCK_D"], _sm_count(dev))
+    fin = dict(pmix_ptr=args["pmix_ptr"], pgram_ptr=args["pgram_ptr"], src_ptr=src, scale_ptr=args["scale_ptr"],
+               base_ptr=args["base_ptr"], w_ptr=args["w_ptr"], u_ptr=u, post_ptr=args["post_ptr"],
+               comb_ptr=args["comb_ptr"], T=T, D=D, chunk=chunk, stride_st=src.stride(0), stride_ss=src.stride(1),
+               stride_ut=u.stride(0), eps=args["eps"], n_iters=args["n_iters"], BLOCK_T=BT, U_BLOCK_D=ubd,
+               SPLIT_K=SK)
+    return _mhc_finish_kernel, (cdiv(T, BT), cdiv(D, chunk)), fin
 
 
 def gluon_config_error(config: dict[str, Any], D: int) -> str | None:
@@ -1096,8 +1106,7 @@ def gluon_config_error(config: dict[str, Any], D: int) -> str | None:
 
 
 def _gl_launches(op: str, T: int, D: int, dev: Any, args: dict[str, Any], sync: int, config: dict[str, Any],
-                 src: torch.Tensor, pmix: torch.Tensor, pgram: torch.Tensor,
-                 tail: dict[str, Any]) -> list[tuple[Any, tuple[int, ...], dict[str, Any]]]:
+                 src: torch.Tensor) -> list[tuple[Any, tuple[int, ...], dict[str, Any]]]:
     """The GLUON launches of a pre / seam call: the mix kernel (ticketed 1-D grid for one
     pass), then for ``SYNC`` 0 the Triton finish kernel as for the Triton mix kernel."""
     why = gluon_config_error(config, D)
@@ -1119,14 +1128,7 @@ def _gl_launches(op: str, T: int, D: int, dev: Any, args: dict[str, Any], sync: 
     order = _fn_k_order_launch(args["fn_ptr"], fnk)
     if sync == 2:
         return [order, (_gl_mix_kernel, (n_tb * sk,), gl_args)]
-    launches = [order, (_gl_mix_kernel, (n_tb, sk), gl_args)]
-    ubd, chunk = finish_tiles(T, D, GL_BLOCK_T, 4, GL_BLOCK_D, _sm_count(dev))
-    fin = dict(pmix_ptr=pmix, pgram_ptr=pgram, src_ptr=src, scale_ptr=args["scale_ptr"], base_ptr=args["base_ptr"],
-               w_ptr=args["w_ptr"], u_ptr=args["u_ptr"], post_ptr=args["post_ptr"], comb_ptr=args["comb_ptr"], T=T, D=D,
-               chunk=chunk, stride_st=src.stride(0), stride_ss=src.stride(1), stride_ut=args["u_ptr"].stride(0), **tail,
-               BLOCK_T=GL_BLOCK_T, U_BLOCK_D=ubd, SPLIT_K=sk)
-    launches.append((_mhc_finish_kernel, (n_tb, cdiv(D, chunk)), fin))
-    return launches
+    return [order, (_gl_mix_kernel, (n_tb, sk), gl_args), _finish_launch(T, D, config, dev, src, args)]
 
 
 FINISH_PROGRAMS_PER_SM = 4
