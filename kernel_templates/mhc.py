@@ -637,6 +637,8 @@ def fn_k_order(fn: torch.Tensor) -> torch.Tensor:
 
 GL_BLOCK_T = 64  # wgmma's M: one warpgroup, 4 warps
 GL_BLOCK_D = 32  # columns a step
+GL_FIXED = {"BLOCK_T": GL_BLOCK_T, "BLOCK_D": GL_BLOCK_D, "DOT_PRECISION": "tf32", "num_warps": 4}
+"""The GLUON kernel's fixed tile, as config keys (what its launcher checks, its search space sets)."""
 
 if gl is not None:
     _GL_XP = gl.constexpr(gl.DistributedLinearLayout(  # [64 tokens, 4 (q), 8 (m)]: column 8 q + m of a step
@@ -649,8 +651,9 @@ if gl is not None:
     _GL_FL = gl.constexpr(gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0]))  # [32, 32] fp32 fn copies, 16 B a thread
     _GL_XS = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
     _GL_FS = gl.constexpr(gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2))
-    _GL_E3 = gl.constexpr(gl.BlockedLayout([1, 8, 4], [32, 1, 1], [4, 1, 1], [2, 1, 0]))  # [64, 8, 4] one token a thread
-    _GL_G3 = gl.constexpr(gl.BlockedLayout([1, 4, 4], [32, 1, 1], [4, 1, 1], [2, 1, 0]))  # [64, 4, 4]
+    # [64, 8, 4] / [64, 4, 4]: one token a thread (the Sinkhorn stays in registers)
+    _GL_E3 = gl.constexpr(gl.BlockedLayout([1, 8, 4], [32, 1, 1], [4, 1, 1], [2, 1, 0]))
+    _GL_G3 = gl.constexpr(gl.BlockedLayout([1, 4, 4], [32, 1, 1], [4, 1, 1], [2, 1, 0]))
     _GL_U = gl.constexpr(gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0]))  # [64, 32] u pass, 16 B a thread
 else:  # pragma: no cover - no Gluon: GLUON configs are refused
     _GL_XP = _GL_MMA = _GL_A = _GL_LD = _GL_FL = _GL_XS = _GL_FS = _GL_E3 = _GL_G3 = _GL_U = None
@@ -1093,8 +1096,7 @@ def _finish_launch(T: int, D: int, config: dict[str, Any], dev: Any, src: torch.
 def gluon_config_error(config: dict[str, Any], D: int) -> str | None:
     """Why ``config`` cannot run the GLUON kernel at hidden size ``D`` (None: it can)."""
     sk = config["SPLIT_K"]
-    if (config["BLOCK_T"], config["BLOCK_D"], config["DOT_PRECISION"], config["num_warps"]) != (
-            GL_BLOCK_T, GL_BLOCK_D, "tf32", 4):
+    if any(config[k] != v for k, v in GL_FIXED.items()):
         return f"GLUON takes BLOCK_T {GL_BLOCK_T}, BLOCK_D {GL_BLOCK_D}, tf32, 4 warps"
     if sk < 2 or sk & (sk - 1) or D % (GL_BLOCK_D * sk):
         return f"GLUON takes a power-of-two SPLIT_K >= 2 dividing D into {GL_BLOCK_D}-column steps"
@@ -1302,8 +1304,7 @@ def gluon_default(T: int, D: int) -> dict[str, Any]:
     sk = 2
     while sk * 2 * n_tb <= 256 and D % (2 * sk * GL_BLOCK_D) == 0 and D // (2 * sk * GL_BLOCK_D) >= 16:
         sk *= 2
-    return dict(BLOCK_T=GL_BLOCK_T, BLOCK_D=GL_BLOCK_D, SPLIT_K=sk, DOT_PRECISION="tf32", SYNC=0, num_warps=4,
-                num_stages=2, GLUON=True)
+    return dict(GL_FIXED, SPLIT_K=sk, SYNC=0, num_stages=2, GLUON=True)
 
 
 def split_chunk(D: int, config: dict[str, Any]) -> int:

@@ -8,10 +8,11 @@ which re-reads the new residual after the whole grid wrote it, from HBM at large
 1: one launch, the block's last program to finish writes u for its whole rows; 2: one
 launch, the block's programs wait for each other and each writes u for its own chunk;
 only 0 is admitted, see ``constraints``), ``GLUON`` the Gluon mix kernel on sm_90 (register-A
-tf32 wgmma, its tile fixed at 64 x 32 with 4 warps; ``num_stages`` is its cp.async ring's depth
-and ``SYNC`` 2 its one-pass form, tested but not admitted like the Triton kernel's). The Sinkhorn layout is not a knob: it is a packed
-``[BLOCK_T, 8, 4]`` register tile (pre, post and the 4 comb rows of a token together),
-a few hundred flops per token, so the token block (``BLOCK_T``) is what lays it out.
+tf32 wgmma, its tile fixed at 64 x 32 with 4 warps, ``GL_FIXED``; ``num_stages`` is its cp.async
+ring's depth and ``SYNC`` 2 its one-pass form, tested but not admitted like the Triton kernel's).
+The Sinkhorn layout is not a knob: it is a packed ``[BLOCK_T, 8, 4]`` register tile (pre, post
+and the 4 comb rows of a token together), a few hundred flops per token, so the token block
+(``BLOCK_T``) is what lays it out.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import Any
 from kernel_templates._gluon import gluon_available
 from kernel_templates._host import next_power_of_2
 from kernel_templates.mhc import (
-    DOT_PRECISIONS, GL_BLOCK_D, GL_BLOCK_T, TENSOR_CORE_PRECISIONS, Workload, gluon_config_error, split_chunk,
+    DOT_PRECISIONS, GL_FIXED, TENSOR_CORE_PRECISIONS, Workload, gluon_config_error, split_chunk,
 )
 from tuner.runtime.env import assumed_target_cc, target_cc
 from tuner.space import Bool, Choice, Pow2, Space
@@ -35,9 +36,6 @@ SPACE = Space(
     num_stages=Choice((1, 2, 3, 4)),
     GLUON=Bool(absent=False),
 )
-
-GL_FIXED = {"BLOCK_T": GL_BLOCK_T, "BLOCK_D": GL_BLOCK_D, "DOT_PRECISION": "tf32", "num_warps": 4}
-"""The Gluon kernel's fixed tile: the other keys a GLUON draw sets only duplicate trials."""
 
 _POST_FIXED = {"SPLIT_K": 1, "DOT_PRECISION": "fma", "SYNC": 0}
 """post has no GEMM: one value of each unused key, so the study never times duplicates."""
@@ -112,7 +110,7 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
     rejects every config this changes.
 
     SYNC 1 / 2 on the Triton kernel (the one-launch split) measured 1.06-1.41x slower than
-    SYNC 0 on the H200 (benchmarks/NOTES.md, runs 11, 28), GLUON's one pass (SYNC 2) 1.1-1.3x
+    SYNC 0 on the H200 (benchmarks/NOTES.md, runs 11, 28), GLUON's one pass (SYNC 2) 1.1-1.4x
     (runs 56-59): not admitted; they stay, tested.
     Both share per-stream counters that a concurrent launch on the same stream would corrupt."""
     c = dict(config)
@@ -120,7 +118,7 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
                            or not gluon_available(compile_only=assumed_target_cc() is not None)):
         c["GLUON"] = False
     if c.get("GLUON"):
-        c.update(GL_FIXED)
+        c.update(GL_FIXED)  # a draw's other tile keys would only duplicate trials
     c["SYNC"] = 0
     if workload.op == "post":
         c.update(_POST_FIXED)
@@ -140,10 +138,9 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     if workload.op == "post":
         return 6 * bt * bd <= _REGS_PER_THREAD * threads  # 4 streams + y + the new stream
     if config.get("GLUON"):
-        # its own tile and ring (shared memory <= 4 x 36 KB, 168-183 registers: no estimate needed)
-        if gluon_config_error(config, D) or (T + bt - 1) // bt * sk > 4096:
-            return False
-        return True
+        # its own fixed tile and ring (<= 4 x 36 KB of shared memory, at most 255 registers: no
+        # estimate needed); the one-pass counters hold 4096 token blocks
+        return gluon_config_error(config, D) is None and (T + bt - 1) // bt * sk <= 4096
     if prec != "fma" and bt < 16:
         return False  # an MMA needs M >= 16
     if bd > D or (sk - 1) * split_chunk(D, config) >= D:

@@ -351,10 +351,8 @@ GL_CASES = [  # op, T, D, SPLIT_K, SYNC, stages: token tails, one block, many bl
 
 
 def _gl_config(op: str, T: int, D: int, sk: int, sync: int, stages: int) -> dict:
-    from search_spaces.mhc import GL_FIXED
-
     return dict(mhc.default_config(mhc.Workload(op, T, D)), GLUON=True, SPLIT_K=sk, SYNC=sync, num_stages=stages,
-                **GL_FIXED)
+                **mhc.GL_FIXED)
 
 
 @pytest.mark.gpu
@@ -424,7 +422,6 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.experimental.gluon._runtime import GluonASTSource
 from kernel_templates import mhc
-from search_spaces.mhc import GL_FIXED
 from tuner import lowering
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 m = lambda *s, dt=torch.float32: torch.empty(*s, dtype=dt, device="meta")
@@ -432,7 +429,7 @@ bf = torch.bfloat16
 res = []
 for op, T, sk, sync in (("seam", 4096, 4, 0), ("seam", 1024, 16, 2), ("pre", 256, 8, 2)):
     cfg = dict(mhc.default_config(mhc.Workload(op, T, 5120)), GLUON=True, SPLIT_K=sk, SYNC=sync, num_stages=2,
-               **GL_FIXED)
+               **mhc.GL_FIXED)
     plan, _ = mhc._plan(op, m(T, 4, 5120, dt=bf), m(T, 5120, dt=bf), m(T, 4), m(T, 4, 4), m(24, 4 * 5120), m(3),
                         m(24), m(5120, dt=bf), 1e-6, 20, cfg)
     for fn, _grid, args in plan:
