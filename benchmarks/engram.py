@@ -50,7 +50,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--pack", type=Path, default=None, help="kernel pack folder with tuned configs (defaults if absent)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results", help="folder for the raw JSON")
     p.add_argument("--tokens", type=_ints, default=None, help="comma list of T (default: the search-space grid)")
-    p.add_argument("--placement", default="hbm,host,host_thp", help="comma list of placements")
+    p.add_argument("--placement", default="hbm,host,host_thp,host_split", help="comma list of placements")
     p.add_argument("--table-rows", type=_ints, default=None, help="comma list of table rows, K/M suffixes allowed (8M = 8 << 20; default: 8M,32M)")
     p.add_argument("--overlap-tokens", type=_ints, default=[256, 4096], help="T of the prefetch overlap runs")
     p.add_argument("--reps", type=int, default=50, help="timed repetitions per measurement")
@@ -68,15 +68,18 @@ def _gather_kernel():
     import triton.language as tl
 
     @triton.jit
-    def gather_bytes(src_ptr, idx_ptr, dst_ptr, n, stride, ROWS: tl.constexpr):
+    def gather_bytes(src_ptr, sc_ptr, idx_ptr, dst_ptr, n, stride, sstride, ROWS: tl.constexpr):
+        """Rows ``idx``: 256 value bytes at ``src + r * stride``, 8 scale bytes at ``sc + r * sstride``
+        (a packed table passes ``sc = src + 256``, ``sstride = stride``)."""
         col = tl.arange(0, 256)
         scol = tl.arange(0, 8)
         for blk in range(tl.program_id(0), tl.cdiv(n, ROWS), tl.num_programs(0)):
             j = blk * ROWS + tl.arange(0, ROWS)
             m = j < n
-            base = tl.multiple_of(tl.load(idx_ptr + j, mask=m, other=0) * stride, 8)
+            r = tl.load(idx_ptr + j, mask=m, other=0)
+            base = tl.multiple_of(r * stride, 8)
             v = tl.load(src_ptr + base[:, None] + col[None, :], mask=m[:, None])
-            s = tl.load(src_ptr + base[:, None] + 256 + scol[None, :], mask=m[:, None])
+            s = tl.load(sc_ptr + tl.multiple_of(r * sstride, 8)[:, None] + scol[None, :], mask=m[:, None])
             tl.store(dst_ptr + j.to(tl.int64)[:, None] * 264 + col[None, :], v, mask=m[:, None])
             tl.store(dst_ptr + j.to(tl.int64)[:, None] * 264 + 256 + scol[None, :], s, mask=m[:, None])
 
@@ -100,8 +103,18 @@ def _copy_ceilings(reps: int) -> dict[str, float]:
             "launch_eager_us": c["empty_launch_us"]}
 
 
+def offset_arg(arg: Any, nbytes: int) -> Any:
+    """A Triton pointer argument ``nbytes`` past ``arg`` (a uint8 tensor or a UVA pointer)."""
+    from kernel_templates.engram import _UVAPointer
+
+    if isinstance(arg, _UVAPointer):
+        return _UVAPointer(arg.data_ptr() + nbytes, arg.dtype)
+    return arg.view(-1)[nbytes:]
+
+
 def _gather_ceiling(table: Any, reps: int) -> dict[str, float]:
-    """Best raw gather rate (bytes / s) of random and of sequential 264-B rows from ``table``."""
+    """Best raw gather rate (row bytes / s) of random and of sequential 264-B rows from ``table``
+    (for ``host_split``: 256 B of values from the host and 8 B of scales from HBM a row)."""
     import torch
 
     from tuner.timing import bench
@@ -116,7 +129,9 @@ def _gather_ceiling(table: Any, reps: int) -> dict[str, float]:
         best = 0.0
         for rows, progs in ((16, sms), (32, 2 * sms), (64, 4 * sms)):
             grid = (min(progs, (n + rows - 1) // rows),)
-            t = bench(lambda: kern[grid](table.kernel_arg(), idx, dst, n, table.row_stride, ROWS=rows, num_warps=4),
+            cargs = table.kernel_args()
+            strides = (table.codes.stride(0), table.scales.stride(0))
+            t = bench(lambda: kern[grid](*cargs, idx, dst, n, *strides, ROWS=rows, num_warps=4),
                       reps=max(10, reps // 5), flush_l2=True)
             best = max(best, n * 264 / (t.median_us * 1e-6))
         out[f"{name}_gather_bytes_per_s"] = best
@@ -297,11 +312,11 @@ def _table(result: dict[str, Any]) -> str:
     for k, g in result["gather_ceilings"].items():
         lines.append(f"gather ceiling {k}: random {g['random_gather_bytes_per_s'] / 1e9:.1f} GB/s, sequential "
                      f"{g['sequential_gather_bytes_per_s'] / 1e9:.1f} GB/s, huge pages {g['huge_page_bytes'] >> 20} MiB")
-    lines.append(f"{'T':>6} {'placement':<9} {'rows':>5} {'kern us':>9} {'eager us':>10} {'floor us':>9} {'GB/s':>7} "
+    lines.append(f"{'T':>6} {'placement':<10} {'rows':>5} {'kern us':>9} {'eager us':>10} {'floor us':>9} {'GB/s':>7} "
                  f"{'Mrows/s':>8} {'x eager':>8} {'floor/k':>7} {'hbm %':>6} how")
     for r in result["rows"]:
         k = r["kernel"]["median_us"]
-        lines.append(f"{r['tokens']:>6} {r['placement']:<9} {r['table_rows'] >> 20:>4}M {k:>9.1f} "
+        lines.append(f"{r['tokens']:>6} {r['placement']:<10} {r['table_rows'] >> 20:>4}M {k:>9.1f} "
                      f"{r['torch_eager']['median_us']:>10.1f} {r['floor_us']:>9.1f} {r['gb_per_s']:>7.1f} "
                      f"{r['rows_per_s'] / 1e6:>8.1f} {r['speedup_vs_eager']:>7.1f}x {r['floor_us'] / k:>7.2f} "
                      f"{100 * r['hbm_fraction']:>5.1f}% {r['how']}")
@@ -309,6 +324,9 @@ def _table(result: dict[str, Any]) -> str:
     for (T, p, size), us in sorted(by.items()):
         if p == "host_thp" and (T, "host", size) in by:
             lines.append(f"THP vs plain pinned, T={T}, {size >> 20}M rows: {by[(T, 'host', size)] / us:.2f}x")
+        if p == "host_split" and (T, "host", size) in by:
+            lines.append(f"split (scales in HBM) vs plain pinned, T={T}, {size >> 20}M rows: "
+                         f"{by[(T, 'host', size)] / us:.2f}x")
     for o in result["overlap"]:
         lines.append(f"overlap T={o['tokens']} {o['placement']}: lookup {o['lookup_us']:.1f} us, layer {o['layer_us']:.1f} "
                      f"us, both {o['both_us']:.1f} us -> {100 * o['hidden_fraction']:.0f}% hidden (target >= 90%)")

@@ -184,7 +184,7 @@ def _fill(buf: Any) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from engram import _gather_kernel  # benchmarks/engram.py: the ceiling's 264-B row gather
+    from engram import _gather_kernel, offset_arg  # benchmarks/engram.py: the ceiling's 264-B row gather
     from kernel_templates.engram import ROW_BYTES
     from tuner.timing import bench
 
@@ -197,6 +197,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for name, buf, arg, close in _tables(rows):
         t0 = time.time()
         _fill(buf)
+        sc = offset_arg(arg, 256)  # the scales of a packed row
         for span_div in args.spans:
             span = rows // span_div
             idx = torch.randint(0, span, (n,), device="cuda", generator=torch.Generator(device="cuda").manual_seed(span_div))
@@ -207,7 +208,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 grid = (min(progs, -(-n // rows_per)),)
 
                 def call() -> None:
-                    kern[grid](arg, idx, dst, n, ROW_BYTES, ROWS=rows_per, num_warps=4)
+                    kern[grid](arg, sc, idx, dst, n, ROW_BYTES, ROW_BYTES, ROWS=rows_per, num_warps=4)
 
                 if best[1] is None:
                     dst.zero_()

@@ -143,7 +143,7 @@ def _gpu_us(replay: Any, calls: int, reps: int = 10) -> float:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from engram import _gather_kernel as engram_gather, zipf_rows
+    from engram import _gather_kernel as engram_gather, offset_arg, zipf_rows
     from kernel_templates import engram as E
     from tuner import runtime
 
@@ -156,6 +156,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     table = E.EngramTable(n_rows, "host", "cuda").fill_random_(seed=0)
     flat = table.data.view(-1)
     uva = table.kernel_arg()
+    uva_sc = offset_arg(uva, E.D)
     uva_flat = E._UVAPointer(flat.data_ptr(), flat.dtype)
     g = torch.Generator(device="cuda").manual_seed(1)
     n = 6144
@@ -176,7 +177,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     def g264(idx: Any) -> Any:
         grid = (min(4 * sms, -(-idx.numel() // 64)),)
-        return lambda: gather264[grid](uva, idx, dst, idx.numel(), E.ROW_BYTES, ROWS=64, num_warps=4)
+        return lambda: gather264[grid](uva, uva_sc, idx, dst, idx.numel(), E.ROW_BYTES, E.ROW_BYTES, ROWS=64,
+                                       num_warps=4)
 
     def gnb(idx: Any, stride: int, off: int, nb: int, rows: int) -> Any:
         grid = (min(4 * sms, -(-idx.numel() // rows)),)

@@ -10,17 +10,24 @@ KERNELS.md section 6. Two ``@triton.jit`` kernels:
   dequantized FP8 E4M3 values times their UE8M0 scale (one per 32).
 
 Table layout (``EngramTable``): ONE ``uint8 [rows, 264]`` tensor, bytes 0..255 the E4M3
-values, 256..263 the UE8M0 scales. One contiguous 264-B span per row keeps a gather at
-one page (one TLB entry, one PCIe read stream) per row, which is the point of the
-huge-page placement; a split layout would double the page walks for 8 bytes of scales.
-Rows are 264 = 8 * 33 B apart, so loads are at most 8 B wide: ``VEC`` is the alignment
-hint (1, 2, 4 or 8 B) given on the row offsets, i.e. the load width the compiler emits
-(the row stride is a runtime int Triton cannot see, 264 not being a multiple of 16).
+values, 256..263 the UE8M0 scales, except for ``host_split`` (below). One contiguous
+264-B span per row keeps a gather at one page (one TLB entry) per row, which is the point
+of the huge-page placement. Rows are 264 = 8 * 33 B apart, so loads are at most 8 B wide:
+``VEC`` is the alignment hint (1, 2, 4 or 8 B) given on the row offsets, i.e. the load
+width the compiler emits (the row stride is a runtime int Triton cannot see, 264 not being
+a multiple of 16). The kernel takes the values and the scales as two pointers with their
+own row strides, so both layouts run the same code.
 
 Placements: ``hbm`` (device memory); ``host`` (pinned host memory, ``torch.empty(...,
 pin_memory=True)``, read zero-copy over UVA); ``host_thp`` (anonymous mmap, 2 MB aligned,
 ``madvise(MADV_HUGEPAGE)``, pre-faulted, then ``cudaHostRegister``; falls back to
-``host`` with a logged reason when huge pages are unavailable). Host tables are passed to
+``host`` with a logged reason when huge pages are unavailable); ``host_split`` (the
+values as ``uint8 [rows, 256]`` in pinned host memory, 256-B aligned, the scales as
+``uint8 [rows, 8]`` in HBM: 3% of the table's bytes on the GPU). Host reads move whole
+128-B lines and the host answers a bounded number of them a second (~365 M/s on the H200
+host, ``benchmarks/pcie_link_probe.py``, run 63): a 264-B row always spans three lines
+(264 = 2 * 128 + 8), a 256-B-aligned row two, so ``host_split`` reads ~1.3x the rows a
+second of ``host`` (182 vs 142 M random rows/s there). Host tables are passed to
 Triton as a ``_UVAPointer`` (``data_ptr()`` + ``dtype``, what Triton's launcher asks of a
 pointer argument): the launcher maps the host address to its device address with
 ``cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_DEVICE_POINTER)``, valid for pinned and
@@ -65,7 +72,9 @@ HEADS = 8
 ROWS_PER_TOKEN = len(ORDERS) * HEADS  # 24
 VOCAB = 129_280            # DeepSeek-V4.1 tokenizer ids
 CLASSES = 99_092           # ... after the compression table
-PLACEMENTS = ("hbm", "host", "host_thp")
+PLACEMENTS = ("hbm", "host", "host_thp", "host_split")
+SPLIT_PLACEMENTS = ("host_split",)  # values on the host, scales in HBM
+SPLIT_ALIGN = 256  # host_split rows: 256-B aligned, two 128-B lines each
 HUGE_PAGE = 2 << 20
 THP_SYSFS = "/sys/kernel/mm/transparent_hugepage/enabled"
 _CUDA_HOST_REGISTER_FLAGS = 1 | 2  # cudaHostRegisterPortable | cudaHostRegisterMapped
@@ -92,8 +101,7 @@ def reference_hash(tokens: torch.Tensor, comp: torch.Tensor, multipliers: torch.
 
 def reference(table: "EngramTable", rows: torch.Tensor) -> torch.Tensor:
     """Gather + dequant in fp32: ``[..., 256]`` (values exact; bf16 holds them exactly too)."""
-    data = table.data
-    g = data.index_select(0, rows.reshape(-1).to(data.device))
+    g = table.gather_packed(rows.reshape(-1))
     x = dequantize_fp8_ue8m0(g[:, :D], g[:, D:], torch.float32)
     return x.reshape(*rows.shape, D).to(rows.device)
 
@@ -133,8 +141,8 @@ def _imax(a, b):
 
 @triton.jit
 def _engram_lookup_kernel(
-    table_ptr, rows_ptr, perm_ptr, out_ptr,
-    n_rows, row_begin, table_rows, stride_t,
+    codes_ptr, scales_ptr, rows_ptr, perm_ptr, out_ptr,
+    n_rows, row_begin, table_rows, stride_c, stride_s,
     D: tl.constexpr, N_SCALES: tl.constexpr,
     ROWS: tl.constexpr, VEC: tl.constexpr, DEDUP: tl.constexpr,
     GRID_SM_FRAC: tl.constexpr, CHUNK_ROWS: tl.constexpr,
@@ -166,9 +174,11 @@ def _engram_lookup_kernel(
         else:
             dst = j
         # 264-B rows are 8-B aligned at best; VEC tells the compiler how wide it may load.
-        base = tl.multiple_of(tl.where(ok, r, 0) * stride_t, VEC)
-        vals = tl.load(table_ptr + base[:, None] + col[None, :], mask=ok[:, None], other=0)
-        sc = tl.load(table_ptr + base[:, None] + D + scol[None, :], mask=ok[:, None], other=0)
+        rr = tl.where(ok, r, 0)
+        base = tl.multiple_of(rr * stride_c, VEC)
+        sbase = tl.multiple_of(rr * stride_s, 8)
+        vals = tl.load(codes_ptr + base[:, None] + col[None, :], mask=ok[:, None], other=0)
+        sc = tl.load(scales_ptr + sbase[:, None] + scol[None, :], mask=ok[:, None], other=0)
         x = fp8_ue8m0_tile_to_f32(vals.to(tl.float8e4nv, bitcast=True), sc).to(tl.bfloat16)
         if DEDUP:
             x = tl.gather(x, tl.broadcast_to(src[:, None], (ROWS, D)), 0)
@@ -254,6 +264,9 @@ class EngramTable:
 
     ``data`` is the ``uint8 [num_rows, 264]`` tensor: on ``device`` for ``hbm``, in host
     memory otherwise (pinned, or huge-page backed and registered for ``host_thp``).
+    ``codes`` (``[num_rows, 256]``) and ``scales`` (``[num_rows, 8]``) are its two parts
+    (views of ``data``), and for ``host_split``, which has no ``data``, two tensors: the
+    values in pinned host memory, the scales on ``device``.
     ``placement`` is what was obtained, ``requested_placement`` what was asked;
     ``reason`` says why they differ or why the memory is plain CPU memory (None when
     neither). Free with ``close()`` or a ``with`` block: it waits for the device, then
@@ -279,9 +292,14 @@ class EngramTable:
         self._mmap: mmap.mmap | None = None
         self._reg_ptr = 0
         self._data: torch.Tensor | None = None
+        self._codes: torch.Tensor | None = None
+        self._scales: torch.Tensor | None = None
         nbytes = self.num_rows * ROW_BYTES
         if placement == "hbm":
             self._data = torch.empty(self.num_rows, ROW_BYTES, dtype=torch.uint8, device=self.device)
+        elif placement == "host_split":
+            self._alloc_split()
+            return
         elif placement == "host_thp":
             try:
                 self._alloc_thp(nbytes)
@@ -290,8 +308,24 @@ class EngramTable:
                 log.warning("host_thp unavailable (%s); using plain pinned host memory", e)
         if self._data is None:
             self._alloc_pinned()
+        self._codes, self._scales = self._data[:, :D], self._data[:, D:]
 
     # -- allocation
+    def _alloc_split(self) -> None:
+        """Values ``[rows, 256]`` in pinned host memory at a 256-B aligned address (two 128-B
+        lines a row), scales ``[rows, 8]`` on the device."""
+        n = self.num_rows * D
+        if _registers_with_cuda(self.device):
+            buf = torch.empty(n + SPLIT_ALIGN, dtype=torch.uint8, pin_memory=True)
+            self.pinned = True
+        else:
+            buf = torch.empty(n + SPLIT_ALIGN, dtype=torch.uint8)
+            self.reason = "no CUDA device: host_split values in plain (unpinned) CPU memory"
+            log.info("%s", self.reason)
+        off = (-buf.data_ptr()) % SPLIT_ALIGN
+        self._codes = buf[off:off + n].view(self.num_rows, D)
+        self._scales = torch.empty(self.num_rows, N_SCALES, dtype=torch.uint8, device=self.device)
+
     def _alloc_pinned(self) -> None:
         if _registers_with_cuda(self.device):
             self._data = _pinned_empty(self.num_rows)
@@ -349,26 +383,59 @@ class EngramTable:
 
     # -- access
     @property
+    def split(self) -> bool:
+        """True when values and scales live apart (``host_split``)."""
+        return self.placement in SPLIT_PLACEMENTS
+
+    @property
     def data(self) -> torch.Tensor:
-        """The ``uint8 [num_rows, 264]`` table (raises after ``close()``)."""
-        if self._data is None:
+        """The ``uint8 [num_rows, 264]`` table (raises after ``close()`` and for ``host_split``)."""
+        if self.closed:
             raise ValueError("EngramTable is closed")
+        if self._data is None:
+            raise ValueError(f"a {self.placement} table has no packed [rows, {ROW_BYTES}] tensor: use codes and scales")
         return self._data
 
     @property
+    def codes(self) -> torch.Tensor:
+        """The E4M3 values, ``uint8 [num_rows, 256]`` (row stride 264, or 256 for ``host_split``)."""
+        if self._codes is None:
+            raise ValueError("EngramTable is closed")
+        return self._codes
+
+    @property
+    def scales(self) -> torch.Tensor:
+        """The UE8M0 scales, ``uint8 [num_rows, 8]`` (row stride 264, or 8 for ``host_split``)."""
+        if self._scales is None:
+            raise ValueError("EngramTable is closed")
+        return self._scales
+
+    @property
     def closed(self) -> bool:
-        return self._data is None
+        return self._codes is None
 
     @property
     def row_stride(self) -> int:
         return self.data.stride(0)
 
+    def _arg(self, t: torch.Tensor) -> Any:
+        if t.device.type == "cuda" or self.device.type != "cuda" or interpreting():
+            return t
+        return _UVAPointer(t.data_ptr(), t.dtype)
+
     def kernel_arg(self) -> Any:
-        """What to pass Triton for the table pointer (the tensor, or a UVA pointer for host tables)."""
-        data = self.data
-        if data.device.type == "cuda" or self.device.type != "cuda" or interpreting():
-            return data
-        return _UVAPointer(data.data_ptr(), data.dtype)
+        """What to pass Triton for the packed table's pointer (the tensor, or a UVA pointer for host tables)."""
+        return self._arg(self.data)
+
+    def kernel_args(self) -> tuple[Any, Any]:
+        """Triton pointer arguments of the values and of the scales (tensors or UVA pointers)."""
+        return self._arg(self.codes), self._arg(self.scales)
+
+    def gather_packed(self, idx: torch.Tensor) -> torch.Tensor:
+        """Rows ``idx`` (1-D int64, in range) as packed ``uint8 [n, 264]`` on the values' device."""
+        c = self.codes.index_select(0, idx.to(self.codes.device))
+        s = self.scales.index_select(0, idx.to(self.scales.device))
+        return torch.cat([c, s.to(c.device)], dim=1)
 
     def write_(self, start: int, packed: torch.Tensor) -> None:
         """Copy ``packed uint8 [n, 264]`` (any device) into rows ``start .. start+n``."""
@@ -376,7 +443,12 @@ class EngramTable:
             raise ValueError(f"packed rows must be uint8 [n, {ROW_BYTES}], got {packed.dtype} {tuple(packed.shape)}")
         if not 0 <= start <= self.num_rows - packed.shape[0]:
             raise ValueError(f"rows {start}..{start + packed.shape[0]} outside the table of {self.num_rows}")
-        self.data[start:start + packed.shape[0]].copy_(packed)
+        end = start + packed.shape[0]
+        if self._data is not None:
+            self._data[start:end].copy_(packed)
+        else:
+            self.codes[start:end].copy_(packed[:, :D])
+            self.scales[start:end].copy_(packed[:, D:])
 
     def fill_random_(self, seed: int = 0, chunk_rows: int = 1 << 20) -> "EngramTable":
         """Fill with quantized random embeddings (normal values, per-row log-normal scale).
@@ -395,7 +467,7 @@ class EngramTable:
     # -- lifetime
     def close(self) -> None:
         """Wait for the device, unregister and unmap (idempotent)."""
-        if self._data is None and self._mmap is None:
+        if self._codes is None and self._mmap is None:
             return
         if self.device.type == "cuda" and self.placement != "hbm" and torch.cuda.is_available():
             try:
@@ -408,7 +480,7 @@ class EngramTable:
             except RuntimeError as e:
                 log.warning("cudaHostUnregister failed: %s", e)
             self.registered = False
-        self._data = None
+        self._data = self._codes = self._scales = None
         if self._mmap is not None:
             try:
                 self._mmap.close()
@@ -503,12 +575,17 @@ def _check_lookup(table: Any, rows: torch.Tensor, config: dict[str, Any]) -> Non
         raise ValueError(f"rows must be an int64 tensor, got {getattr(rows, 'dtype', type(rows).__name__)}")
     if rows.device != table.device:
         raise ValueError(f"rows are on {rows.device} but the table serves {table.device}")
-    if table.data.stride() != (ROW_BYTES, 1):
-        raise ValueError(f"table data must be contiguous uint8 [rows, {ROW_BYTES}], strides {table.data.stride()}")
+    want = (D, 1) if table.split else (ROW_BYTES, 1)
+    if table.codes.stride() != want or table.scales.stride() != ((N_SCALES, 1) if table.split else want):
+        raise ValueError(f"table rows must be contiguous uint8 ({table.placement}: values strides {want}), "
+                         f"got {table.codes.stride()} / {table.scales.stride()}")
     missing = [k for k in CONFIG_KEYS if k not in config]
     if missing:
         raise ValueError(f"config lacks {missing} (keys: {list(CONFIG_KEYS)})")
-    if config["VEC"] not in (1, 2, 4, 8):
+    if table.split:
+        if config["VEC"] not in (1, 2, 4, 8, 16):
+            raise ValueError(f"VEC must be 1, 2, 4, 8 or 16 bytes, got {config['VEC']}")
+    elif config["VEC"] not in (1, 2, 4, 8):
         raise ValueError(f"VEC must be 1, 2, 4 or 8 bytes (rows are 264 = 8*33 B apart), got {config['VEC']}")
     if config["ROWS"] < 1 or config["ROWS"] & (config["ROWS"] - 1):
         raise ValueError(f"ROWS must be a power of two, got {config['ROWS']}")
@@ -532,7 +609,7 @@ def launch(*, config: dict[str, Any], table: EngramTable, rows: torch.Tensor) ->
         perm = flat                    # unused
     chunk = config["CHUNK_ROWS"] or n
     sms = _sm_count(table.device)
-    targ = table.kernel_arg()
+    cptr, sptr = table.kernel_args()
     meta = dict(D=D, N_SCALES=N_SCALES, ROWS=config["ROWS"], VEC=config["VEC"], DEDUP=bool(config["DEDUP"]),
                 GRID_SM_FRAC=config["GRID_SM_FRAC"], CHUNK_ROWS=config["CHUNK_ROWS"],
                 num_warps=config["num_warps"], num_stages=config["num_stages"])
@@ -541,7 +618,8 @@ def launch(*, config: dict[str, Any], table: EngramTable, rows: torch.Tensor) ->
         meta["num_ctas"] = config["NUM_CTAS"]  # each program a cluster of CTAs on as many SMs, its tile split
     for begin in range(0, n, chunk):
         grid = (grid_programs(min(chunk, n - begin), config, sms),)
-        _engram_lookup_kernel[grid](targ, flat, perm, out, n, begin, table.num_rows, table.row_stride, **meta)
+        _engram_lookup_kernel[grid](cptr, sptr, flat, perm, out, n, begin, table.num_rows, table.codes.stride(0),
+                                    table.scales.stride(0), **meta)
     return out
 
 
@@ -750,7 +828,8 @@ def default_config(workload: Workload) -> dict[str, Any]:
     n = max(1, workload.tokens) * ROWS_PER_TOKEN
     host = workload.placement != "hbm"
     rows = min(64 if host else 32, max(2, next_power_of_2(n)))
-    cfg = dict(ROWS=rows, VEC=8, DEDUP=host and workload.tokens >= 4096, GRID_SM_FRAC=0.25 if host else 16.0,
+    vec = 16 if workload.placement in SPLIT_PLACEMENTS else 8  # 256-B rows: 16-B loads
+    cfg = dict(ROWS=rows, VEC=vec, DEDUP=host and workload.tokens >= 4096, GRID_SM_FRAC=0.25 if host else 16.0,
                CHUNK_ROWS=0, num_warps=max(1, min(16 if host else 8, rows // 4)), num_stages=3 if host else 1)
     if cfg["DEDUP"]:  # Triton 3.6 compiles DEDUP tiles of at most 16 rows (search_spaces/engram.py)
         cfg.update(ROWS=16, num_warps=4)
@@ -802,7 +881,10 @@ def _torch_eager(table: EngramTable, rows: torch.Tensor) -> torch.Tensor:
     the CPU, copy to the GPU, dequant there (host-synchronizing, so not graph-capturable)."""
     flat = rows.reshape(-1)
     if table.placement == "hbm" or table.device.type != "cuda":
-        g = table.data.index_select(0, flat.to(table.data.device))
+        g = table.gather_packed(flat)
+    elif table.split:  # values from the host, scales from HBM
+        c = table.codes.index_select(0, flat.cpu()).to(table.device, non_blocking=True)
+        g = torch.cat([c, table.scales.index_select(0, flat)], dim=1)
     else:
         g = table.data.index_select(0, flat.cpu()).to(table.device, non_blocking=True)
     return _dequant_torch(g).view(*rows.shape, D)
@@ -818,8 +900,8 @@ def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[A
 
     Needs ``TRITON_INTERPRET`` unset (the interpreter wraps the kernel in a non-compilable object).
     """
-    sig = {"table_ptr": "*u8", "rows_ptr": "*i64", "perm_ptr": "*i64", "out_ptr": "*bf16",
-           "n_rows": "i32", "row_begin": "i32", "table_rows": "i32", "stride_t": "i32"}
+    sig = {"codes_ptr": "*u8", "scales_ptr": "*u8", "rows_ptr": "*i64", "perm_ptr": "*i64", "out_ptr": "*bf16",
+           "n_rows": "i32", "row_begin": "i32", "table_rows": "i32", "stride_c": "i32", "stride_s": "i32"}
     cx = dict(D=D, N_SCALES=N_SCALES, ROWS=config["ROWS"], VEC=config["VEC"], DEDUP=bool(config["DEDUP"]),
               GRID_SM_FRAC=config["GRID_SM_FRAC"], CHUNK_ROWS=config["CHUNK_ROWS"])
     return [(_engram_lookup_kernel, {**sig, **{k: "constexpr" for k in cx}}, cx)]

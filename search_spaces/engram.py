@@ -3,7 +3,8 @@
 ``ROWS`` table rows per loop step of a program (the ``[ROWS, 256]`` tile),
 ``GRID_SM_FRAC`` the persistent grid as a fraction of the SMs (< 1 leaves SMs to the main
 stream while a prefetch runs; > 1 puts several programs on an SM for bytes in flight),
-``VEC`` the load width in bytes (rows are 264 = 8*33 B apart: 8 at most), ``DEDUP`` sort
+``VEC`` the load width in bytes (rows are 264 = 8*33 B apart: 8 at most; 16 for the
+256-B rows of ``host_split``), ``DEDUP`` sort
 the rows first and read each distinct row once per tile, ``CHUNK_ROWS`` rows per launch
 (0: one launch; chunks of whole tokens let main-stream kernels in between launches).
 """
@@ -13,12 +14,13 @@ from typing import Any
 
 import triton
 
-from kernel_templates.engram import D, GRID_SM_FRACS, ROWS_PER_TOKEN, Workload, grid_programs, sm_count_hint
+from kernel_templates.engram import (D, GRID_SM_FRACS, ROWS_PER_TOKEN, SPLIT_PLACEMENTS, Workload, grid_programs,
+                                     sm_count_hint)
 from tuner.space import Bool, Choice, Pow2, Space
 
 SPACE = Space(
     ROWS=Pow2(2, 64),
-    VEC=Pow2(1, 8),
+    VEC=Pow2(1, 16),
     DEDUP=Bool(),
     GRID_SM_FRAC=Choice(GRID_SM_FRACS),
     CHUNK_ROWS=Choice((0, 6144, 24576, 98304)),  # 0, or 256 / 1024 / 4096 tokens per launch
@@ -55,6 +57,8 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     tile = rows * D
     if tile > _MAX_PER_THREAD * threads or tile < threads * vec:
         return False
+    if vec > 8 and workload.placement not in SPLIT_PLACEMENTS:
+        return False  # 264-B rows are 8-B aligned at best
     if config["DEDUP"] and rows > _MAX_DEDUP_ROWS:
         return False  # Triton 3.6 (the H200 host's) fails to compile these (see _MAX_DEDUP_ROWS)
     n = max(1, workload.tokens) * ROWS_PER_TOKEN
@@ -65,5 +69,5 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
 
 _TOKENS = (1, 16, 64, 256, 4096, 16384)
 _TABLE_ROWS = (8 << 20, 32 << 20)
-WORKLOADS = [Workload(t, p, r) for r in _TABLE_ROWS for p in ("hbm", "host", "host_thp") for t in _TOKENS]
+WORKLOADS = [Workload(t, p, r) for r in _TABLE_ROWS for p in ("hbm", "host", "host_thp", "host_split") for t in _TOKENS]
 SMALL_WORKLOADS = [Workload(3, "hbm", 4096), Workload(37, "host_thp", 8192)]

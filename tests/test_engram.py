@@ -328,6 +328,61 @@ def test_uva_pointer_is_what_triton_specializes():
     assert native_specialize_impl(BaseBackend, E._UVAPointer(1 << 21, torch.uint8), False, True, True) == ("*u8", "D")
 
 
+@pytest.fixture(scope="module")
+def split_table():
+    t = E.EngramTable(4096, "host_split", DEV).fill_random_(seed=7)
+    yield t
+    t.close()
+
+
+def test_host_split_layout(split_table, table):
+    """host_split: values [rows, 256] at a 256-B aligned address (two 128-B lines a row), scales
+    [rows, 8] apart on the device; the same rows as the packed table filled from the same seed."""
+    t = split_table
+    assert t.split and t.placement == "host_split" and t.codes.shape == (4096, 256) and t.scales.shape == (4096, 8)
+    assert t.codes.data_ptr() % E.SPLIT_ALIGN == 0 and t.codes.stride() == (256, 1) and t.scales.stride() == (8, 1)
+    assert t.scales.device == torch.device(DEV) and t.codes.device.type == "cpu"
+    assert torch.equal(t.gather_packed(torch.arange(4096)), table.data.cpu().to(t.codes.device))
+    with pytest.raises(ValueError, match="no packed"):
+        t.data
+    packed = E.pack_rows(torch.randn(3, 256))
+    t2 = E.EngramTable(16, "host_split", DEV)
+    t2.write_(5, packed)
+    assert torch.equal(t2.gather_packed(torch.arange(5, 8)), packed)
+    t2.close()
+    assert t2.closed
+    with pytest.raises(ValueError, match="closed"):
+        t2.codes
+
+
+@pytest.mark.parametrize("config", [_cfg(vec=16), _cfg(rows=16, vec=16, dedup=True, frac=1.0, nw=2),
+                                    _cfg(rows=4, vec=4, chunk=48)], ids=["v16", "v16-dedup", "v4-chunk"])
+def test_host_split_lookup_matches_gather_dequant(split_table, config):
+    g = torch.Generator().manual_seed(5)
+    rows = torch.randint(0, 64, (2, 5, 24), generator=g)
+    rows.view(-1)[::3] = torch.randint(0, split_table.num_rows, rows.view(-1)[::3].shape, generator=g)
+    rows.view(-1)[7] = -1  # out of range: zeros, no read
+    rows = rows.to(DEV)
+    out = E.launch(config=config, table=split_table, rows=rows)
+    good = rows.clamp(min=0)
+    ref = E.reference(split_table, good)
+    ref.view(-1, 256)[7] = 0
+    E.verify(out, ref, {})
+    E.verify(E.baselines["torch_eager"](table=split_table, rows=good), E.reference(split_table, good), {})
+
+
+def test_vec16_only_for_split_rows(table, split_table):
+    rows = torch.zeros(2, 24, dtype=torch.int64, device=DEV)
+    with pytest.raises(ValueError, match="VEC"):
+        E.launch(config=_cfg(vec=16), table=table, rows=rows)
+    with pytest.raises(ValueError, match="VEC"):
+        E.launch(config=_cfg(vec=32), table=split_table, rows=rows)
+    for p, ok in (("host_split", True), ("host", False), ("hbm", False)):
+        wl = E.Workload(256, p, 1 << 20)
+        cfg = dict(E.default_config(wl), VEC=16)
+        assert S.constraints(cfg, wl) == ok, p
+
+
 # ----------------------------------------------------------------------------- prefetch
 
 def test_prefetch_several_in_flight(table):
@@ -380,7 +435,7 @@ def test_space_matches_kernel_and_defaults(monkeypatch):
     with monkeypatch.context() as m:  # the interpreter's size cap (on a GPU host this table may fit)
         m.setattr(E, "interpreting", lambda: True)
         assert "interpreter" in E.feasible(S.WORKLOADS[-1])
-    assert len(S.WORKLOADS) == 36
+    assert len(S.WORKLOADS) == 48
 
 
 _LOWER = r"""
@@ -457,14 +512,16 @@ for wl in S.WORKLOADS:
                 sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
             m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", res)
             res = dict(reg=int(m[1]), stack=int(m[2]), local=int(m[4]), stl=len(re.findall(r"\bSTL", sass)))
-        out.append(dict(cfg=cfg, loads=loads, stores=stores, usage=res, ptx_local="st.local" in ptx))
+        out.append(dict(cfg=cfg, split=wl.placement in E.SPLIT_PLACEMENTS, loads=loads, stores=stores, usage=res,
+                        ptx_local="st.local" in ptx))
 print(json.dumps(out))
 """
 
 
 def test_sm90_defaults_load_wide_store_16b_no_spills():
     """Every distinct default of the grid, compiled for sm_90 as launched (16-B aligned pointers):
-    table values move in 8-B loads (264-B rows allow no wider), bf16 rows in 16-B stores, no spills."""
+    table values move in 8-B loads (264-B rows allow no wider; 16-B for host_split's 256-B rows),
+    bf16 rows in 16-B stores, no spills."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     r = subprocess.run([sys.executable, "-c", _LOWER_SM90_DEFAULTS], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -472,15 +529,17 @@ def test_sm90_defaults_load_wide_store_16b_no_spills():
     assert r.returncode == 0, r.stderr[-3000:]
     done = json.loads(r.stdout.strip().splitlines()[-1])
     assert len(done) >= 2 and any(d["cfg"]["DEDUP"] for d in done) and not all(d["cfg"]["DEDUP"] for d in done)
+    assert any(d["split"] for d in done)
     for d in done:
         cfg = d["cfg"]
-        assert cfg["VEC"] == 8, cfg
+        vec = 16 if d["split"] else 8
+        assert cfg["VEC"] == vec, cfg
         threads = 32 * cfg["num_warps"]
         value_bytes = cfg["ROWS"] * E.D // threads           # table values per thread per tile
-        assert max(d["loads"]) == 8, (cfg, d["loads"])       # never wider than the row alignment
+        assert max(d["loads"]) == vec, (cfg, d["loads"])     # never wider than the row alignment
         # Everything narrower than 8 B is at most the scale bytes (8 per row) a thread holds.
         assert sum(b for b in d["loads"] if b < 8) <= max(1, cfg["ROWS"] * E.N_SCALES // threads), (cfg, d["loads"])
-        assert d["loads"].count(8) * 8 >= value_bytes, (cfg, d["loads"])
+        assert d["loads"].count(vec) * vec >= value_bytes, (cfg, d["loads"])
         assert set(d["stores"]) == {16} and len(d["stores"]) * 16 == 2 * value_bytes, (cfg, d["stores"])
         assert not d["ptx_local"], cfg
         if d["usage"] is not None:
@@ -509,13 +568,13 @@ def test_benchmark_gather_kernel_gathers_rows():
     buf = torch.randint(0, 256, (rows * E.ROW_BYTES,), dtype=torch.uint8, generator=g)
     idx = torch.randint(0, rows, (n,), generator=g)
     dst = torch.zeros(n, E.ROW_BYTES, dtype=torch.uint8)
-    B._gather_kernel()[(3,)](buf, idx, dst, n, E.ROW_BYTES, ROWS=16)
+    B._gather_kernel()[(3,)](buf, B.offset_arg(buf, 256), idx, dst, n, E.ROW_BYTES, E.ROW_BYTES, ROWS=16)
     assert torch.equal(dst, buf[idx[:, None] * E.ROW_BYTES + torch.arange(E.ROW_BYTES)[None, :]])
 
 
 # ----------------------------------------------------------------------------- what the GPU tests launch
 
-_GPU_PLACEMENTS = ["hbm", "host", "host_thp"]
+_GPU_PLACEMENTS = ["hbm", "host", "host_thp", "host_split"]
 
 
 def _gpu_workload(placement: str) -> E.Workload:
@@ -565,8 +624,9 @@ def test_gpu_lookup_every_placement(placement):
     with inputs["table"] as t:
         assert t.placement in (placement, "host")
         if t.placement != "hbm":
-            assert t.data.device.type == "cpu" and t.data.is_pinned()
-            assert isinstance(t.kernel_arg(), E._UVAPointer)
+            assert t.codes.device.type == "cpu" and t.codes.is_pinned()
+            assert isinstance(t.kernel_args()[0], E._UVAPointer)
+            assert (t.scales.device.type == "cuda") == t.split  # host_split: the scales in HBM
         ref = E.reference(**inputs)
         for cfg in _default_and_dedup_flipped(wl):
             E.verify(E.launch(config=cfg, **inputs), ref, inputs)
