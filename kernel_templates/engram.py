@@ -315,13 +315,17 @@ class EngramTable:
         """Values ``[rows, 256]`` in pinned host memory at a 256-B aligned address (two 128-B
         lines a row), scales ``[rows, 8]`` on the device."""
         n = self.num_rows * D
-        if _registers_with_cuda(self.device):
-            buf = torch.empty(n + SPLIT_ALIGN, dtype=torch.uint8, pin_memory=True)
+        pin = _registers_with_cuda(self.device)
+        if pin:
             self.pinned = True
         else:
-            buf = torch.empty(n + SPLIT_ALIGN, dtype=torch.uint8)
             self.reason = "no CUDA device: host_split values in plain (unpinned) CPU memory"
             log.info("%s", self.reason)
+        # Pinned blocks start page-aligned: over-allocate only when this one is not (torch's host
+        # allocator rounds sizes to powers of two, so 256 B more can double the pinned memory).
+        buf = torch.empty(n, dtype=torch.uint8, pin_memory=pin)
+        if buf.data_ptr() % SPLIT_ALIGN:
+            buf = torch.empty(n + SPLIT_ALIGN, dtype=torch.uint8, pin_memory=pin)
         off = (-buf.data_ptr()) % SPLIT_ALIGN
         self._codes = buf[off:off + n].view(self.num_rows, D)
         self._scales = torch.empty(self.num_rows, N_SCALES, dtype=torch.uint8, device=self.device)
