@@ -54,6 +54,19 @@ def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, tmp_path):
     assert len(err.splitlines()) == 1, err
 
 
+def test_int_axes_take_binary_suffixes():
+    """`--table-rows 8M` / `--context 128K` as the benchmarks take them (binary: 8M = 8 << 20)."""
+    from kernel_templates.engram import Workload
+    from tuner.cli.common import CliError, expand_grid
+
+    base = [Workload(256, "host", 1 << 20)]
+    got = expand_grid(Workload, base, {"table_rows": "8M,32m", "tokens": "1K"})
+    assert [(w.tokens, w.table_rows) for w in got] == [(1024, 8 << 20), (1024, 32 << 20)]
+    assert [w.table_rows for w in expand_grid(Workload, got, {"table_rows": "16M..64M"})] == [32 << 20]
+    with pytest.raises(CliError, match="suffixes allowed"):
+        expand_grid(Workload, base, {"table_rows": "8X"})
+
+
 def test_unreadable_database_exits_2(tmp_path, capsys):
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"not a database" * 64)

@@ -32,11 +32,16 @@ def parse_duration(text: str) -> float:
     return total
 
 
+_SUFFIX = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}  # binary, as the grids' sizes: 8M = 8 << 20, 128K = 131072
+
+
 def _axis_value(axis: str, typ: type, text: str) -> Any:
+    mult = _SUFFIX.get(text[-1:].upper(), 1) if typ is int else 1
     try:
-        v = typ(text)
+        v = typ(text[:-1] if mult > 1 else text) * mult
     except ValueError:
-        raise CliError(f"--{axis.replace('_', '-')}: {text!r} is not a valid {typ.__name__}") from None
+        raise CliError(f"--{axis.replace('_', '-')}: {text!r} is not a valid {typ.__name__}"
+                       + (" (K/M/G suffixes allowed: 8M = 8 << 20)" if typ is int else "")) from None
     if typ in (int, float) and v <= 0:
         raise CliError(f"--{axis.replace('_', '-')}: {text!r} must be positive")
     return v

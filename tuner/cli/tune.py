@@ -49,7 +49,8 @@ def _axis_params(kernel: Kernel) -> list[inspect.Parameter]:
     hints = typing.get_type_hints(kernel.spec.workload)
     for f in dataclasses.fields(kernel.spec.workload):
         values = sorted({getattr(w, f.name) for w in kernel.workloads}, key=str)
-        kind = "values a,b,c or a range lo..hi" if hints[f.name] in (int, float) else "values a,b,c"
+        kind = {int: "values a,b,c or a range lo..hi (K/M suffixes: 8M = 8 << 20)",
+                float: "values a,b,c or a range lo..hi"}.get(hints[f.name], "values a,b,c")
         shown = ", ".join(map(str, values[:8])) + (" ..." if len(values) > 8 else "")
         params.append(inspect.Parameter(
             f.name, inspect.Parameter.KEYWORD_ONLY, default=None,
