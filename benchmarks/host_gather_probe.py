@@ -238,21 +238,26 @@ def _table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
+def probe_main(args: argparse.Namespace, name: str, run_fn: Any, table_fn: Any) -> int:
+    """A probe's main: needs a GPU (exit 2 without), runs, writes ``{name}-<time>.json`` under
+    ``args.out`` when given, prints the short table."""
     import torch
 
     if not torch.cuda.is_available():
-        print("host_gather_probe.py needs a CUDA GPU", file=sys.stderr)
+        print(f"{name}.py needs a CUDA GPU", file=sys.stderr)
         return 2
-    result = run(args)
+    result = run_fn(args)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"host_gather_probe-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        path = args.out / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
         path.write_text(json.dumps(result, indent=1))
         print(f"raw results: {path}")
-    print(_table(result))
+    print(table_fn(result))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return probe_main(_parse(argv), "host_gather_probe", run, _table)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import statistics
 import sys
 import threading
@@ -91,24 +90,6 @@ class PcieRx:
         return samples
 
 
-def _gather_kernel():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def gather(src_ptr, idx_ptr, dst_ptr, n, stride, OFF: tl.constexpr, NB: tl.constexpr, ROWS: tl.constexpr):
-        """``NB`` bytes at ``OFF`` of each indexed row (NB a power of two)."""
-        col = tl.arange(0, NB)
-        for blk in range(tl.program_id(0), tl.cdiv(n, ROWS), tl.num_programs(0)):
-            j = blk * ROWS + tl.arange(0, ROWS)
-            m = j < n
-            base = tl.multiple_of(tl.load(idx_ptr + j, mask=m, other=0) * stride, 8)
-            v = tl.load(src_ptr + base[:, None] + OFF + col[None, :], mask=m[:, None])
-            tl.store(dst_ptr + j.to(tl.int64)[:, None] * NB + col[None, :], v, mask=m[:, None])
-
-    return gather
-
-
 def _graph(fn: Any, calls: int) -> Any:
     """A CUDA graph of ``calls`` back-to-back calls of ``fn``; returns its replay."""
     import torch
@@ -144,6 +125,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from engram import _gather_kernel as engram_gather, offset_arg, zipf_rows
+    from engram_sweep import _gather_strided
     from kernel_templates import engram as E
     from tuner import runtime
 
@@ -161,7 +143,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     g = torch.Generator(device="cuda").manual_seed(1)
     n = 6144
     gather264 = engram_gather()
-    gather = _gather_kernel()
+    gather = _gather_strided()  # W bytes a row from the pointer given
     sets = [torch.randint(0, n_rows, (n,), device="cuda", generator=g) for _ in range(args.cold_sets)]
     n256 = n_rows * E.ROW_BYTES // 256
     idx256 = torch.randint(0, n256, (n,), device="cuda", generator=g)
@@ -182,7 +164,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     def gnb(idx: Any, stride: int, off: int, nb: int, rows: int) -> Any:
         grid = (min(4 * sms, -(-idx.numel() // rows)),)
-        return lambda: gather[grid](uva_flat, idx, dst, idx.numel(), stride, OFF=off, NB=nb, ROWS=rows, num_warps=4)
+        src = offset_arg(uva_flat, off)
+        return lambda: gather[grid](src, idx, dst, idx.numel(), stride, W=nb, EXTRA=False, ROWS=rows, num_warps=4)
 
     cold_calls = [g264(s) for s in sets]
     cold_i = [0]
@@ -271,20 +254,9 @@ def _table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
-    import torch
+    from host_gather_probe import probe_main
 
-    if not torch.cuda.is_available():
-        print("pcie_link_probe.py needs a CUDA GPU", file=sys.stderr)
-        return 2
-    result = run(args)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"pcie_link_probe-{time.strftime('%Y%m%d-%H%M%S')}.json"
-        path.write_text(json.dumps(result, indent=1))
-        print(f"raw results: {path}")
-    print(_table(result))
-    return 0
+    return probe_main(_parse(argv), "pcie_link_probe", run, _table)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:

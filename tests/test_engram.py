@@ -555,6 +555,12 @@ def test_benchmark_help_on_cpu():
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_gather_probe.py"), "--help"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "--spans" in r.stdout, r.stderr[-2000:]
+    probe = str(ROOT / "benchmarks" / "pcie_link_probe.py")
+    r = subprocess.run([sys.executable, probe, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "--cold-sets" in r.stdout, r.stderr[-2000:]
+    if DEV == "cpu":  # no GPU: one line and exit 2
+        r = subprocess.run([sys.executable, probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and r.stderr.strip() == "pcie_link_probe.py needs a CUDA GPU", r.stderr[-2000:]
 
 
 def test_benchmark_gather_kernel_gathers_rows():
