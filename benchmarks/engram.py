@@ -329,7 +329,7 @@ def _table(result: dict[str, Any]) -> str:
                          f"{by[(T, 'host', size)] / us:.2f}x")
     for o in result["overlap"]:
         lines.append(f"overlap T={o['tokens']} {o['placement']}: lookup {o['lookup_us']:.1f} us, layer {o['layer_us']:.1f} "
-                     f"us, both {o['both_us']:.1f} us -> {100 * o['hidden_fraction']:.0f}% hidden (target >= 90%)")
+                     f"us, both {o['both_us']:.1f} us -> {100 * o['hidden_fraction']:.1f}% hidden (target >= 90%)")
     # host_split against the packed host table's CPU gather too (same rows, the layout a user has first),
     # and the smaller of the two counts: its own baseline adds a GPU index_select and a cat
     eager = {(r["tokens"], r["placement"], r["table_rows"]): r["torch_eager"]["median_us"] for r in result["rows"]}
@@ -343,7 +343,7 @@ def _table(result: dict[str, Any]) -> str:
     hbm = [r["hbm_fraction"] for r in result["rows"] if r["tokens"] >= 4096 and r["placement"] == "hbm"]
     if host256:
         lines.append("target host lookup >= 10x CPU gather at T=256: " +
-                     ", ".join(f"{k} {v:.1f}x" for k, v in host256.items()) +
+                     ", ".join(f"{k} {v:.2f}x" for k, v in host256.items()) +
                      " (host_split against the smaller of its own and the packed host table's baseline)")
     if hbm:
         lines.append(f"target HBM lookup >= 60% of HBM bandwidth at T>=4096: min {100 * min(hbm):.0f}%")
