@@ -29,16 +29,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-_SUFFIX = {"K": 1 << 10, "M": 1 << 20}  # binary, as the search space's table rows (8M = 8 << 20)
-
-
 def _int(x: str) -> int:
-    x = x.strip()
-    mult = _SUFFIX.get(x[-1:].upper(), 1)
+    from tuner.cli.common import parse_count  # the tune CLI's reading of counts (8M = 8 << 20)
+
     try:
-        return int(x[:-1] if mult > 1 else x) * mult
+        return parse_count(x)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer (K/M suffixes allowed: 8M = 8 << 20): {x!r}") from None
+        raise argparse.ArgumentTypeError(f"not an integer (K/M suffixes allowed: 8M = 8 << 20): {x.strip()!r}") from None
 
 
 def _ints(s: str) -> list[int]:
@@ -124,13 +121,13 @@ def _gather_ceiling(table: Any, reps: int) -> dict[str, float]:
     n = 1 << 17
     dst = torch.empty(n, 264, dtype=torch.uint8, device="cuda")
     out: dict[str, float] = {}
+    cargs = table.kernel_args()
+    strides = (table.codes.stride(0), table.scales.stride(0))
     for name, idx in (("random", torch.randint(0, table.num_rows, (n,), device="cuda")),
                       ("sequential", torch.arange(n, device="cuda") % table.num_rows)):
         best = 0.0
         for rows, progs in ((16, sms), (32, 2 * sms), (64, 4 * sms)):
             grid = (min(progs, (n + rows - 1) // rows),)
-            cargs = table.kernel_args()
-            strides = (table.codes.stride(0), table.scales.stride(0))
             t = bench(lambda: kern[grid](*cargs, idx, dst, n, *strides, ROWS=rows, num_warps=4),
                       reps=max(10, reps // 5), flush_l2=True)
             best = max(best, n * 264 / (t.median_us * 1e-6))

@@ -139,7 +139,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     flat = table.data.view(-1)
     uva = table.kernel_arg()
     uva_sc = offset_arg(uva, E.D)
-    uva_flat = E._UVAPointer(flat.data_ptr(), flat.dtype)
     g = torch.Generator(device="cuda").manual_seed(1)
     n = 6144
     gather264 = engram_gather()
@@ -164,7 +163,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     def gnb(idx: Any, stride: int, off: int, nb: int, rows: int) -> Any:
         grid = (min(4 * sms, -(-idx.numel() // rows)),)
-        src = offset_arg(uva_flat, off)
+        src = offset_arg(uva, off)
         return lambda: gather[grid](src, idx, dst, idx.numel(), stride, W=nb, EXTRA=False, ROWS=rows, num_warps=4)
 
     cold_calls = [g264(s) for s in sets]

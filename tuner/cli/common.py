@@ -32,16 +32,23 @@ def parse_duration(text: str) -> float:
     return total
 
 
-_SUFFIX = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}  # binary, as the grids' sizes: 8M = 8 << 20, 128K = 131072
+_SUFFIX = {"K": 1 << 10, "M": 1 << 20}  # binary, as the grids' sizes: 8M = 8 << 20, 128K = 131072
+
+
+def parse_count(text: str) -> int:
+    """An integer with an optional binary K / M suffix (``8M`` = 8 << 20); ValueError otherwise.
+    The ``tune`` axes and the benchmarks' size options both read counts this way."""
+    text = text.strip()
+    mult = _SUFFIX.get(text[-1:].upper(), 1)
+    return int(text[:-1] if mult > 1 else text) * mult
 
 
 def _axis_value(axis: str, typ: type, text: str) -> Any:
-    mult = _SUFFIX.get(text[-1:].upper(), 1) if typ is int else 1
     try:
-        v = typ(text[:-1] if mult > 1 else text) * mult
+        v = parse_count(text) if typ is int else typ(text)
     except ValueError:
         raise CliError(f"--{axis.replace('_', '-')}: {text!r} is not a valid {typ.__name__}"
-                       + (" (K/M/G suffixes allowed: 8M = 8 << 20)" if typ is int else "")) from None
+                       + (" (K/M suffixes allowed: 8M = 8 << 20)" if typ is int else "")) from None
     if typ in (int, float) and v <= 0:
         raise CliError(f"--{axis.replace('_', '-')}: {text!r} must be positive")
     return v
