@@ -101,7 +101,7 @@ ROW_DEFAULT_MAX_TOPK = 1024
 ROW_DEFAULT_MAX_SPLITS = 32  # the row kernel first sums every split's histogram, 16 a step
 ROW_WARPS = 8  # row top-k program: sm_90 107-128 registers, no stack; at 4 warps 255 (Triton 3.6)
 _FMT = {"fp8": 0, "mxfp4": 1}
-TOPK_ALGOS = ("merge", "radix", "row")
+TOPK_ALGOS = ("merge", "radix", "row", "bound")
 # Radix top-k state, one int32 row per (sequence, token): the 256-bin histograms of the
 # digits (the four bytes of the score's order bits, after 0-2 quarter-binade digits, see
 # _radix_digit), then counters: keys in the selected list, in each candidate list and in the
@@ -110,7 +110,7 @@ _RS = tl.constexpr(1552)
 _CNT_SEL = tl.constexpr(1536)
 _CNT_C1, _CNT_C2, _CNT_C3, _CNT_TIE, _CNT_C4, _CNT_C5, _CNT_C1X = (tl.constexpr(1537 + i) for i in range(7))
 _REM = tl.constexpr(1544)  # _REM + j: keys still wanted after digit j - 1 (j = 1..6)
-_SYNC = tl.constexpr(1551)  # RADIX_FUSED: arrivals at the row's barriers (_row_sync)
+_SYNC = tl.constexpr(1551)  # arrivals: RADIX_FUSED's row barriers (_row_sync), the bound path's last-program ticket
 # the radix passes' first digit (RADIX_FIRST config); a value's index is the number of
 # quarter-binade digits before the four order bytes (_radix_digit)
 RADIX_FIRST = ("byte", "quarter", "sampled")
@@ -456,18 +456,19 @@ def _prune_lists(cand_ptr, cnt_ptr, thr_ptr, list_base, cnt, thr, tok, b, top_k,
 
 @triton.jit
 def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, cand_ptr, cnt_ptr, thr_ptr, rs_ptr,
-                  H, top_k, max_len,
+                  gmax_ptr, H, top_k, max_len,
                   stride_qb, stride_qt, stride_qh, stride_wb, stride_wt, stride_kp, stride_ks, stride_sp,
-                  stride_ss, stride_btb, stride_lb, stride_lt,
+                  stride_ss, stride_btb, stride_lb, stride_lt, stride_gm,
                   D: tl.constexpr, PAGE: tl.constexpr, K_FORMAT: tl.constexpr, NEXT_N: tl.constexpr,
                   TP: tl.constexpr, HP: tl.constexpr, LIST_UNIT: tl.constexpr, DO_TOPK: tl.constexpr,
                   WRITE_LOGITS: tl.constexpr,
                   BLOCK_N: tl.constexpr, NUM_SPLITS: tl.constexpr, CAND_MULT: tl.constexpr,
                   SELECT_BLOCK: tl.constexpr, SHARE_THRESHOLD: tl.constexpr, MX_FP8_DOT: tl.constexpr,
-                  TOPK_ALGO: tl.constexpr, INTERPRET: tl.constexpr, MX_WORD_DECODE: tl.constexpr = False):
+                  TOPK_ALGO: tl.constexpr, INTERPRET: tl.constexpr, MX_WORD_DECODE: tl.constexpr = False,
+                  BOUND_GROUP: tl.constexpr = 64):
     b = tl.program_id(0)
     split = tl.program_id(1)
-    if TOPK_ALGO == "radix":
+    if TOPK_ALGO == "radix" or TOPK_ALGO == "bound":
         # the radix top-k's per-row histograms and counters start at zero (the passes run after this launch)
         if split == 0:
             zo = tl.arange(0, 2048)
@@ -572,6 +573,13 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
             if WRITE_LOGITS:
                 lp = logits_ptr + b.to(tl.int64) * stride_lb + tok[None, :] * stride_lt + idx[:, None]
                 tl.store(lp, sc, mask=vis)
+            if TOPK_ALGO == "bound":
+                # the max of each BOUND_GROUP keys a token sees (groups with one visible key or more)
+                gmx = tl.max(tl.reshape(tl.where(vis, sc, float("-inf")), (BLOCK_N // BOUND_GROUP, BOUND_GROUP, TP)),
+                             axis=1)
+                gi = n0 // BOUND_GROUP + tl.arange(0, BLOCK_N // BOUND_GROUP)
+                gp = gmax_ptr + (b * NEXT_N + tok[None, :]).to(tl.int64) * stride_gm + gi[:, None]
+                tl.store(gp, gmx, mask=gi[:, None] * BOUND_GROUP < n_vis[None, :])
             if TOPK_ALGO == "row":
                 dig = _row_digit(_order_bits(sc)) + tok[None, :] * 256
                 row_hist += tl.histogram(tl.reshape(dig, (BLOCK_N * TP,)), TP * 256,
@@ -968,6 +976,44 @@ def _radix_merge_rank_kernel(sel_ptr, rs_ptr, idx_ptr, stride_sel, stride_idx,
 
 
 @triton.jit
+def _select_candidates(cand, nc, sel, ns, kth, hi, take, TOPK_BLOCK: tl.constexpr, CACHE: tl.constexpr):
+    """Append the ``take`` best of the ``nc`` candidate keys at ``cand`` to the selected list
+    at ``sel + ns`` (unsorted; ties at the k-th score: the lowest indices) and return the new
+    count. The candidates share the order bits of ``kth`` above bit ``hi`` (32: none fixed);
+    a radix select fixes the rest, 8 bits a pass over the candidates. ``hi = 0`` with
+    ``kth = -1``: all are taken. ``CACHE``: the loads' modifier (".cg" where other programs
+    wrote the candidates in this launch)."""
+    offs = tl.arange(0, TOPK_BLOCK)
+    for _p in range(4):
+        if hi > 0:
+            sh = tl.maximum(hi - 8, 0)
+            h = tl.zeros([256], tl.int32)
+            for o in range(0, nc, TOPK_BLOCK):
+                m = o + offs < nc
+                ob = tl.load(cand + o + offs, mask=m, other=0, cache_modifier=CACHE) >> 31
+                m = m & ((ob >> hi) == (kth >> hi))
+                h += tl.histogram(((ob >> sh) & 255).to(tl.int32), 256, mask=m)
+            d, take = _select_digit(h, take)
+            kth = kth | (d.to(tl.int64) << sh)  # (bits of d above hi repeat kth's)
+            hi = sh
+    # kth: the k-th score's order bits; take: the keys tied at it that are taken
+    nt = 0
+    for o in range(0, nc, TOPK_BLOCK):
+        m = o + offs < nc
+        key = tl.load(cand + o + offs, mask=m, other=0, cache_modifier=CACHE)
+        gt = m & ((key >> 31) > kth)
+        eq = m & ((key >> 31) == kth)
+        c = tl.cumsum(gt.to(tl.int32) + (eq.to(tl.int32) << 16), 0)
+        ce = nt + (c >> 16)  # ties up to here: the first ``take`` are taken
+        pos = ns + (c & 65535) + tl.minimum(ce, take) - tl.minimum(nt, take) - 1
+        tl.store(sel + pos, key, mask=gt | (eq & (ce <= take)))
+        last = tl.max(c, 0)
+        ns += (last & 65535) + tl.minimum(nt + (last >> 16), take) - tl.minimum(nt, take)
+        nt += last >> 16
+    return ns
+
+
+@triton.jit
 def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_ptr, rs_ptr, top_k, max_len,
                      stride_sel, stride_idx,
                      NEXT_N: tl.constexpr, NUM_SPLITS: tl.constexpr, HIST_ROWS: tl.constexpr,
@@ -1032,32 +1078,7 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
         hi = tl.where((d0 == 0) | (d0 == 255), 32, 21)
         kth = (d0 + (1024 + 4 * _ROW_EXP_LO - 1)).to(tl.int64) << 21
         kth = tl.where(hi == 32, 0, kth)
-        for _p in range(4):
-            if hi > 0:
-                sh = tl.maximum(hi - 8, 0)
-                h = tl.zeros([256], tl.int32)
-                for o in range(0, nc, TOPK_BLOCK):
-                    m = o + offs < nc
-                    ob = tl.load(cand + o + offs, mask=m, other=0) >> 31
-                    m = m & ((ob >> hi) == (kth >> hi))
-                    h += tl.histogram(((ob >> sh) & 255).to(tl.int32), 256, mask=m)
-                d, take = _select_digit(h, take)
-                kth = kth | (d.to(tl.int64) << sh)  # (bits of d above hi repeat kth's)
-                hi = sh
-        # kth: the k-th score's order bits; take: the keys tied at it that are taken
-        nt = 0
-        for o in range(0, nc, TOPK_BLOCK):
-            m = o + offs < nc
-            key = tl.load(cand + o + offs, mask=m, other=0)
-            gt = m & ((key >> 31) > kth)
-            eq = m & ((key >> 31) == kth)
-            c = tl.cumsum(gt.to(tl.int32) + (eq.to(tl.int32) << 16), 0)
-            ce = nt + (c >> 16)  # ties up to here: the first ``take`` are taken
-            pos = ns + (c & 65535) + tl.minimum(ce, take) - tl.minimum(nt, take) - 1
-            tl.store(sel + pos, key, mask=gt | (eq & (ce <= take)))
-            last = tl.max(c, 0)
-            ns += (last & 65535) + tl.minimum(nt + (last >> 16), take) - tl.minimum(nt, take)
-            nt += last >> 16
+        ns = _select_candidates(cand, nc, sel, ns, kth, hi, take, TOPK_BLOCK, "")
     if PLACE_CHUNK > 0:
         rs = rs_ptr + row * _RS
         tl.store(rs + _CNT_SEL, ns)
@@ -1068,6 +1089,74 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
         o2 = tl.arange(0, TOPK_P2)
         keys = tl.sort(tl.load(sel + o2, mask=o2 < ns, other=-1), descending=True)
         tl.store(idx_ptr + row.to(tl.int64) * stride_idx + o2, _key_index(keys), mask=o2 < top_k)
+
+
+@triton.jit
+def _bound_topk_kernel(logits_ptr, seqlen_ptr, gmax_ptr, cand_ptr, sel_ptr, rs_ptr, top_k, max_len,
+                       stride_gm, stride_sel,
+                       NEXT_N: tl.constexpr, BOUND_GROUP: tl.constexpr, TOPK_BLOCK: tl.constexpr,
+                       TOPK_SPLITS: tl.constexpr):
+    """``TOPK_ALGO="bound"``: the row's selection in one launch over (row, TOPK_SPLITS), after
+    the scoring kernel, which wrote the scores and the max of every ``BOUND_GROUP`` keys.
+
+    1. Every program derives the same threshold from the group maxima: the k-th largest
+       group max, rounded down to its top 16 order bits (two 256-bin histogram passes over
+       the maxima). At least k groups have a max at or above it, each one key of its own, so
+       the k-th score is at or above it: every key of the top-k passes. With fewer groups
+       than k (short rows), no threshold: every visible key passes.
+    2. Each program streams its chunk of the row's scores once and appends the keys at or
+       above the threshold to the row's candidate list (random scores, 64-key groups, k =
+       2048 of 512K keys: ~k + 15%).
+    3. The last program of the row to finish (an acq_rel ticket on the row's state, which
+       the scoring kernel zeroed) radix-selects the k best of the candidates
+       (``_select_candidates``, ".cg" loads) into the selected list, unsorted, ties at the
+       k-th score the lowest indices; the placing launches write them in order."""
+    row = tl.program_id(0)
+    pid = tl.program_id(1)
+    t = row % NEXT_N
+    n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
+    rs = rs_ptr + row * _RS
+    offs = tl.arange(0, TOPK_BLOCK)
+    theta = tl.full([], 0, tl.int64)  # order bits a candidate needs (0: every key)
+    if n > top_k:
+        ng = tl.cdiv(n, BOUND_GROUP)
+        gm = gmax_ptr + row.to(tl.int64) * stride_gm
+        h = tl.zeros([256], tl.int32)
+        for o in range(0, ng, TOPK_BLOCK):
+            m = o + offs < ng
+            ob = _order_bits(tl.load(gm + o + offs, mask=m, other=0.0))
+            h += tl.histogram((ob >> 24).to(tl.int32), 256, mask=m)
+        d1, want = _select_digit(h, top_k)  # -1: fewer groups than k
+        if d1 >= 0:
+            h = tl.zeros([256], tl.int32)
+            for o in range(0, ng, TOPK_BLOCK):
+                m = o + offs < ng
+                ob = _order_bits(tl.load(gm + o + offs, mask=m, other=0.0))
+                m = m & ((ob >> 24).to(tl.int32) == d1)
+                h += tl.histogram(((ob >> 16) & 255).to(tl.int32), 256, mask=m)
+            d2, _ = _select_digit(h, want)
+            theta = (d1.to(tl.int64) << 24) | (d2.to(tl.int64) << 16)
+    chunk = tl.cdiv(tl.cdiv(n, TOPK_SPLITS), TOPK_BLOCK) * TOPK_BLOCK
+    start = pid * chunk
+    end = tl.minimum(start + chunk, n)
+    src = logits_ptr + row.to(tl.int64) * max_len
+    cand = cand_ptr + row.to(tl.int64) * max_len
+    for o in range(start, end, TOPK_BLOCK):
+        i = o + offs
+        live = i < end
+        ob = _order_bits(tl.load(src + i, mask=live, other=0.0)).to(tl.int64)
+        _append(cand, rs + _CNT_C1, (ob << 31) | (2147483647 - i).to(tl.int64), live & (ob >= theta))
+    tl.debug_barrier()  # this program's appends before its arrival
+    if tl.atomic_add(rs + _SYNC, 1, sem="acq_rel", scope="gpu") == TOPK_SPLITS - 1:
+        nc = tl.atomic_add(rs + _CNT_C1, 0, sem="acquire", scope="gpu")
+        more = nc > top_k  # else every candidate is taken (a row of at most k keys)
+        kth = tl.where(more, 0, -1).to(tl.int64)
+        hi = tl.where(more, 32, 0)
+        ns = _select_candidates(cand, nc, sel_ptr + row.to(tl.int64) * stride_sel, 0, kth, hi, top_k, TOPK_BLOCK,
+                                ".cg")
+        tl.store(rs + _CNT_SEL, ns)
+        tl.store(rs + _CNT_TIE, 0)  # the taken ties are in the selected list already
+        tl.store(rs + _REM + 4, 0)
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -1175,6 +1264,10 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
                                                               or k_scales.data_ptr() % 4)
     radix = algo == "radix" and top_k > 0
     row = algo == "row" and top_k > 0
+    bound = algo == "bound" and top_k > 0
+    GB = int(config.get("BOUND_GROUP", 64))
+    if bound and (GB < 1 or GB & (GB - 1) or BN % GB):
+        raise ValueError(f"BOUND_GROUP must be a power of two dividing BLOCK_N={BN}, got {GB}")
     logits, idx = bufs["logits"], bufs["idx"]
     kc = k_cache.view(torch.uint8)
     tp = next_power_of_2(T)
@@ -1182,19 +1275,19 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
     score_args = dict(
         q_ptr=q.view(torch.uint8), w_ptr=weights, k_ptr=kc,
         ks_ptr=k_scales, bt_ptr=block_table, seqlen_ptr=seq_lens, logits_ptr=logits, cand_ptr=bufs["cand"],
-        cnt_ptr=bufs["cnt"], thr_ptr=bufs["thr"], rs_ptr=bufs["rs"], H=H, top_k=top_k,
+        cnt_ptr=bufs["cnt"], thr_ptr=bufs["thr"], rs_ptr=bufs["rs"], gmax_ptr=bufs["gmax"], H=H, top_k=top_k,
         max_len=block_table.shape[1] * page,
         stride_qb=q.stride(0), stride_qt=q.stride(1), stride_qh=q.stride(2), stride_wb=weights.stride(0),
         stride_wt=weights.stride(1), stride_kp=kc.stride(0), stride_ks=kc.stride(1), stride_sp=k_scales.stride(0),
         stride_ss=k_scales.stride(1), stride_btb=block_table.stride(0), stride_lb=logits.stride(0),
-        stride_lt=logits.stride(1),
+        stride_lt=logits.stride(1), stride_gm=bufs["gmax"].stride(0),
         D=D, PAGE=page, K_FORMAT=_FMT[k_format], NEXT_N=T, TP=tp, HP=hp,
-        LIST_UNIT=max(next_power_of_2(max(top_k, 1)), BN), DO_TOPK=top_k > 0 and not (radix or row),
-        WRITE_LOGITS=return_logits or radix or row,
+        LIST_UNIT=max(next_power_of_2(max(top_k, 1)), BN), DO_TOPK=top_k > 0 and not (radix or row or bound),
+        WRITE_LOGITS=return_logits or radix or row or bound,
         BLOCK_N=BN, NUM_SPLITS=S, CAND_MULT=int(config["CAND_MULT"]), SELECT_BLOCK=int(config["SELECT_BLOCK"]),
         SHARE_THRESHOLD=bool(config["SHARE_THRESHOLD"]), MX_FP8_DOT=bool(config["MX_FP8_DOT"]),
         MX_WORD_DECODE=word,
-        TOPK_ALGO="radix" if radix else "row" if row else "merge",
+        TOPK_ALGO="radix" if radix else "row" if row else "bound" if bound else "merge", BOUND_GROUP=GB if bound else 64,
         INTERPRET=interpreting(), num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]),
     )
     plan = [(_score_kernel, (B, S), score_args)]
@@ -1232,6 +1325,14 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
         if ch:  # the row kernel leaves the selected keys unsorted (ties included), _REM + 4 zero
             plan += place(sel, sel, bufs["state"], 4)
         return plan
+    if bound:
+        max_len, sel, rs = logits.shape[-1], bufs["sel"], bufs["rs"]
+        plan.append((_bound_topk_kernel, (B * T, radix_splits(config, max_len)), dict(
+            logits_ptr=logits, seqlen_ptr=seq_lens, gmax_ptr=bufs["gmax"], cand_ptr=bufs["cand_a"], sel_ptr=sel,
+            rs_ptr=rs, top_k=top_k, max_len=max_len, stride_gm=bufs["gmax"].stride(0), stride_sel=sel.stride(0),
+            NEXT_N=T, BOUND_GROUP=GB, TOPK_BLOCK=int(config["TOPK_BLOCK"]),
+            TOPK_SPLITS=radix_splits(config, max_len), num_warps=4, num_stages=1)))
+        return plan + place(sel, sel, rs, 4)
     if radix:
         max_len = logits.shape[-1]
         P, TB = radix_splits(config, max_len), int(config["TOPK_BLOCK"])
@@ -1303,17 +1404,23 @@ def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, conf
     cap = int(config["CAND_MULT"]) * max(p2, BN)
     radix = _algo(config) == "radix" and top_k > 0
     row = _algo(config) == "row" and top_k > 0
+    bound = _algo(config) == "bound" and top_k > 0
     if return_logits:
         logits = alloc((B, T, max_len), torch.float32, float("-inf"))
-    elif radix or row:
+    elif radix or row or bound:
         logits = alloc((B, T, max_len), torch.float32)  # only the visible keys are written and read
     else:
         logits = alloc((1, 1, 1), torch.float32)
     idx = alloc((B * T, top_k), torch.int32)
     one64, one32 = alloc((1, 1, 1), torch.int64), alloc((1,), torch.int32)
     bufs = dict(logits=logits, idx=idx, cand=one64, cnt=one32, thr=alloc((1,), torch.int64), levels=[],
-                rs=alloc((1, int(_RS.value)), torch.int32))
+                rs=alloc((1, int(_RS.value)), torch.int32), gmax=alloc((1, 1), torch.float32))
     if top_k == 0:
+        return bufs
+    if bound:
+        bufs.update(rs=alloc((B * T, int(_RS.value)), torch.int32), sel=alloc((B * T, p2), torch.int64),
+                    cand_a=alloc((B * T, max_len), torch.int64),
+                    gmax=alloc((B * T, cdiv(max_len, int(config.get("BOUND_GROUP", 64)))), torch.float32))
         return bufs
     if radix:
         bufs.update(rs=alloc((B * T, int(_RS.value)), torch.int32), sel=alloc((B * T, top_k), torch.int64),
@@ -1552,11 +1659,20 @@ def radix_config(workload: Workload) -> dict[str, Any]:
         splits = min(splits, radix_fused_cap(rows))
     return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024,
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
-            "TOPK_BLOCK": tb, "RADIX_FUSED": fused,
+            "TOPK_BLOCK": tb, "RADIX_FUSED": fused, "BOUND_GROUP": 64,
             "TOPK_SPLITS": splits, "RANK_BLOCK": 64 if chunked else rank_block,
             "PLACE_SORT": False, "PLACE_CHUNK": min(PLACE_CHUNK_DEFAULT, next_power_of_2(k) // 4) if chunked else 0,
             "RADIX_FIRST": "sampled" if rows >= RADIX_SAMPLED_ROWS and w.context >= RADIX_SAMPLED_CONTEXT else "byte",
             "num_warps": 4, "num_stages": RADIX_SCORE_STAGES}
+
+
+def bound_config(workload: Workload) -> dict[str, Any]:
+    """``radix_config``'s scoring and placing with the bound top-k (``TOPK_ALGO="bound"``):
+    the scoring kernel also writes the max of every 64 keys (one a tile), and one launch
+    filters the row at the bound those maxima give and selects from the few keys above it
+    (``_bound_topk_kernel``), where the radix passes take six launches or more."""
+    c = radix_config(workload)
+    return dict(c, TOPK_ALGO="bound", BOUND_GROUP=c["BLOCK_N"], RADIX_FIRST="byte", RADIX_FUSED=False)
 
 
 def merge_config(workload: Workload) -> dict[str, Any]:
@@ -1588,6 +1704,9 @@ def memory_bytes(workload: Workload, config: dict[str, Any] | None = None) -> in
     p2 = next_power_of_2(prof["top_k"])
     if _algo(cfg) == "radix":  # scores (4 B) + two candidate buffers (8 B each) per row and key
         scratch = w.batch * w.next_n * (rows // w.batch * 20 + p2 * 8 + 4 * int(_RS.value))
+    elif _algo(cfg) == "bound":  # scores (4 B) + one candidate buffer (8 B) per row and key, the group maxima
+        n = rows // w.batch
+        scratch = w.batch * w.next_n * (n * 12 + cdiv(n, cfg.get("BOUND_GROUP", 64)) * 4 + p2 * 8 + 4 * int(_RS.value))
     elif _algo(cfg) == "row":  # scores (4 B) + one candidate buffer (8 B) per row and key
         scratch = w.batch * w.next_n * (rows // w.batch * 12 + p2 * 8 + 1024 * cfg["NUM_SPLITS"])
     else:

@@ -20,8 +20,9 @@ SPACE = Space(
     SHARE_THRESHOLD=Bool(),       # publish pruned thresholds across splits (atomic max)
     MX_FP8_DOT=Bool(),            # mxfp4: FP8 MMA per scale block, or exact BF16 dequant + one BF16 MMA
     MX_WORD_DECODE=Bool(),        # mxfp4 FP8 MMA: decode 4 code bytes per instruction, K order permuted
-    TOPK_ALGO=Choice(("merge", "radix", "row")),  # top-k: in-split lists + merge levels, row-parallel radix
-                                  # passes, or one program per row after the scoring kernel
+    TOPK_ALGO=Choice(("merge", "radix", "row", "bound")),  # top-k: in-split lists + merge levels, row-parallel
+                                  # radix passes, one program per row after the scoring kernel, or one
+                                  # row-parallel filter at the bound of the group maxima (then the placing)
     TOPK_BLOCK=Pow2(256, 2048),   # radix / row: keys per step of a pass (radix at 4096 spills: 255 registers)
     TOPK_SPLITS=Pow2(1, 256),     # radix: programs per (sequence, token) row in each pass
     RANK_BLOCK=Pow2(16, 128),     # radix: output positions per ranking program (256 spills)
@@ -31,6 +32,8 @@ SPACE = Space(
                                   # decides (radix), one sort a row (row)
     RADIX_FIRST=Choice(RADIX_FIRST, absent="byte"),  # radix: the first digit
                                   # (sparse_mqa._radix_digit); configs from before it ran "byte"
+    BOUND_GROUP=Choice((16, 32, 64, 128), absent=64),  # bound: keys per group max (<= BLOCK_N): smaller
+                                  # groups give a tighter bound (fewer candidates) for more maxima to read
     RADIX_FUSED=Bool(absent=False),  # radix: every pass in one launch, row barriers between them (only up
                                   # to RADIX_FUSED_MAX_ROWS rows; TOPK_SPLITS capped to one program an SM)
     num_warps=Pow2(4, 8),
@@ -68,6 +71,9 @@ def smem_estimate(config: dict[str, Any], workload: Workload) -> int:
 _MERGE_ONLY = {"CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024, "SHARE_THRESHOLD": False}
 _RADIX_ONLY = {"TOPK_BLOCK": 1024, "TOPK_SPLITS": 1, "RANK_BLOCK": 64, "PLACE_SORT": False, "RADIX_FIRST": "byte",
                "PLACE_CHUNK": 0, "RADIX_FUSED": False}
+_BOUND_ONLY = {"BOUND_GROUP": 64}
+# the bound path streams, splits and places as the radix passes do, with one first pass of its own
+_BOUND_IGNORES = {"RADIX_FIRST": "byte", "RADIX_FUSED": False}
 # the row path streams TOPK_BLOCK keys, and sorts its selection in one program or in PLACE_CHUNK chunks
 _ROW_IGNORES = {k: v for k, v in _RADIX_ONLY.items() if k not in ("TOPK_BLOCK", "PLACE_CHUNK")}
 ROW_MAX_CONTEXT = 131072  # one program streams a whole row: past this the radix passes' parallelism wins
@@ -94,8 +100,12 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
         c["MX_FP8_DOT"] = False
     if not c["MX_FP8_DOT"]:
         c["MX_WORD_DECODE"] = False
-    if c["TOPK_ALGO"] == "radix":
+    if c["TOPK_ALGO"] != "bound":
+        c.update(_BOUND_ONLY)
+    if c["TOPK_ALGO"] in ("radix", "bound"):
         c.update(_MERGE_ONLY)
+        if c["TOPK_ALGO"] == "bound":
+            c.update(_BOUND_IGNORES)
         if c.get("PLACE_CHUNK", 0):
             c["PLACE_SORT"] = False  # the chunked placing replaces both; RANK_BLOCK only ranks ties there
         if c["PLACE_SORT"] or c.get("PLACE_CHUNK", 0):
@@ -123,7 +133,9 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     bn, S, nw = config["BLOCK_N"], config["NUM_SPLITS"], config["num_warps"]
     if canonical(config, w) != config:
         return False  # an ignored knob off its pinned value: a duplicate (see canonical)
-    if config["TOPK_ALGO"] == "radix":
+    if config["TOPK_ALGO"] == "bound" and config["BOUND_GROUP"] > bn:
+        return False
+    if config["TOPK_ALGO"] in ("radix", "bound"):
         P, rows = config["TOPK_SPLITS"], w.batch * w.next_n
         if P > 1 and rows * P // 4 >= 8 * SMS:  # past ~32 programs an SM and pass (B=32: up to 128)
             return False

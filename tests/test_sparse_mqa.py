@@ -77,6 +77,12 @@ def rcfg(profile: str, next_n: int = 1, **over) -> dict:
     return dict(c, **over)
 
 
+def bcfg(profile: str, next_n: int = 1, **over) -> dict:
+    """The bound path with interpreter-sized blocks (256-key steps, 2 programs a row)."""
+    c = dict(M.bound_config(M.Workload(2, 4096, next_n, profile)), TOPK_BLOCK=256, TOPK_SPLITS=2, RANK_BLOCK=16)
+    return dict(c, **over)
+
+
 def rowcfg(profile: str, next_n: int = 1, **over) -> dict:
     """The row path with 128-key streaming blocks."""
     return dict(M.row_config(M.Workload(2, 4096, next_n, profile)), **{"TOPK_BLOCK": 128, **over})
@@ -181,6 +187,56 @@ def test_row_indices_equal_reference(profile, next_n, seqs, top_k, over, device)
     check_exact(inp, rowcfg(profile, next_n, **over))
 
 
+BOUND_CASES = [
+    # profile, next_n, seq_lens, top_k, config overrides: groups of 8-64 keys (rows with more
+    # groups than k: a threshold; fewer: every key a candidate), rows shorter than top_k and
+    # empty, next_n = 2, each placing (ranking, one sort a row, sorted chunks), both formats
+    ("dsv32", 1, [300, 37, 130, 0], 40, dict(BLOCK_N=32, NUM_SPLITS=4, BOUND_GROUP=8)),
+    ("dsv32", 2, [900, 450], 33, dict(NUM_SPLITS=8, TOPK_SPLITS=8, BOUND_GROUP=16, PLACE_CHUNK=16)),
+    ("dsv32", 1, [2000, 700], 10, dict(NUM_SPLITS=4, TOPK_SPLITS=4)),  # 64-key groups, 4 programs a row
+    ("dsv41-flash", 2, [1200, 333, 5], 20, dict(BLOCK_N=32, NUM_SPLITS=3, BOUND_GROUP=32, PLACE_SORT=True)),
+    ("dsv41-flash", 1, [600, 20, 129], 64, dict(BLOCK_N=128, NUM_SPLITS=2, BOUND_GROUP=16, TOPK_SPLITS=3)),
+    ("dsv41-flash", 2, [400, 64], 16, dict(NUM_SPLITS=2, MX_FP8_DOT=False, MX_WORD_DECODE=False, BOUND_GROUP=8)),
+]
+
+
+@pytest.mark.parametrize("profile, next_n, seqs, top_k, over", BOUND_CASES)
+def test_bound_indices_equal_reference(profile, next_n, seqs, top_k, over, device):
+    inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, device=device, logits=next_n == 2)
+    check_exact(inp, bcfg(profile, next_n, **over))
+
+
+def test_bound_filters_to_few_candidates(device):
+    """The bound (the k-th largest 16-key group max, 16 order bits) keeps few keys besides
+    the top-k on random scores (each group max a distinct key at or above it, so never fewer
+    than k), and every program of the row arrives once on its ticket."""
+    inp = ragged_inputs("dsv32", 1, [2000, 700, 5], top_k=10, device=device)
+    c = bcfg("dsv32", 1, NUM_SPLITS=4, TOPK_SPLITS=4, BOUND_GROUP=16)
+    max_len = inp["block_table"].shape[1] * inp["k_cache"].shape[1]
+    bufs = M._buffers(3, 1, max_len, 10, False, c, device)
+    plan = M._plan(inp["q"], inp["weights"], inp["k_cache"], inp["k_scales"], inp["block_table"], inp["seq_lens"],
+                   10, "fp8", False, c, bufs)
+    for kern, grid, args in plan:
+        kern[grid](**args)
+    rs = bufs["rs"].cpu()
+    cands = rs[:, int(M._CNT_C1.value)].tolist()
+    assert 10 <= cands[0] <= 30 and 10 <= cands[1] <= 30 and cands[2] == 5, cands
+    assert rs[:, int(M._CNT_SEL.value)].tolist() == [10, 10, 5]
+    assert rs[:, int(M._SYNC.value)].tolist() == [4, 4, 4]
+    assert_equal("topk_idx", bufs["idx"].view(3, 1, 10), M.reference(**inp))
+
+
+@pytest.mark.parametrize("scale", [-1.0, 1e9, 1e-14])
+def test_bound_end_of_range_scores(scale, device):
+    """Scores all <= 0, all above 2^23, all below 2^-40: the bound's 16 order bits sit in
+    any part of the float range."""
+    inp = ragged_inputs("dsv32", 2, [1200, 300], top_k=40, device=device, seed=3)
+    inp["weights"] = inp["weights"].abs() * scale if scale < 0 else inp["weights"] * scale
+    idx, logits = M.launch(config=bcfg("dsv32", 2, NUM_SPLITS=2, BOUND_GROUP=16), **dict(inp, return_logits=True))
+    assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, 40))
+    M.verify(idx, M.reference(**inp), inp)
+
+
 @pytest.mark.parametrize("scale", [-1.0, 1e9, 1e-14])
 def test_row_first_digit_end_bins(scale, device):
     """Scores all <= 0 (weights of one sign), all above 2^23, all below 2^-40: the k-th key
@@ -263,6 +319,14 @@ def test_radix_fused_ties_at_the_kth_score(first, place, tie_max, device, monkey
     _check_radix_ties(dict(RADIX_FIRST=first, RADIX_FUSED=True, **PLACES[place]), device)
 
 
+@pytest.mark.parametrize("place", sorted(PLACES))
+def test_bound_ties_at_the_kth_score(place, device):
+    """``test_radix_ties_at_the_kth_score`` on the bound path: group maxima tied (pages that
+    copy page 0), and all keys equal (every key at the bound: the selection takes the
+    lowest indices)."""
+    _check_radix_ties(dict(TOPK_ALGO="bound", RADIX_FIRST="byte", BOUND_GROUP=16, **PLACES[place]), device)
+
+
 @pytest.mark.parametrize("chunk", [0, 16])
 def test_row_ties(chunk, device):
     """Pages 1..3 copy page 0 (every score 4 times: ties at the k-th score for most k, the
@@ -319,6 +383,25 @@ def test_launches_and_graph_safety():
             ("_score_kernel", (w.batch, c["NUM_SPLITS"])), ("_row_topk_kernel", (w.batch * w.next_n,))]
 
 
+def test_bound_launches_and_grid():
+    """bound: the scoring kernel, one filter-and-select launch over (row, TOPK_SPLITS) and the
+    placing (one launch, two when chunked): 3-4 launches where the radix passes make 8-12;
+    its scratch holds one max per BOUND_GROUP keys of a row."""
+    for w in (M.Workload(1, 524288, 1, "dsv32"), M.Workload(32, 131072, 2, "dsv41-flash")):
+        c = M.bound_config(w)
+        for chunk, place in ((0, ["_radix_place_kernel"]), (128, ["_radix_place_kernel", "_radix_merge_rank_kernel"])):
+            plan = M._plan_for(w, dict(c, PLACE_CHUNK=chunk))
+            assert [f.__name__ for f, _, _ in plan] == ["_score_kernel", "_bound_topk_kernel"] + place
+            assert plan[1][1] == (w.batch * w.next_n, M.radix_splits(c, w.context))
+            assert all(isinstance(g, int) for _, grid, _ in plan for g in grid)
+        bufs = M._buffers(w.batch, w.next_n, w.context, 512, False, c, "meta",
+                          alloc=lambda shape, dtype, fill=None: torch.empty(shape, dtype=dtype, device="meta"))
+        assert tuple(bufs["gmax"].shape) == (w.batch * w.next_n, w.context // c["BOUND_GROUP"])
+    with pytest.raises(ValueError, match="BOUND_GROUP"):
+        M._plan_for(M.Workload(1, 8192, 1, "dsv32"), dict(M.bound_config(M.Workload(1, 8192, 1, "dsv32")),
+                                                          BLOCK_N=32, BOUND_GROUP=64))
+
+
 def test_radix_fused_launches_and_grid(monkeypatch):
     """RADIX_FUSED: the scoring kernel, ONE launch for every radix pass (any first digit),
     then the same placing (one launch, two when chunked), where a launch a pass makes 8-12.
@@ -364,7 +447,7 @@ def test_fewer_keys_than_top_k_pad_with_minus_one(device):
     assert sorted(idx[1, 1, :70].tolist()) == list(range(70))
 
 
-@pytest.mark.parametrize("path", ["merge", "radix", "row"])
+@pytest.mark.parametrize("path", ["merge", "radix", "row", "bound"])
 def test_seq_len_beyond_the_block_table_is_clamped(path, device):
     """A seq_len past the block table's capacity (max_pages x PAGE) sees only the keys that
     exist, as in the reference; the radix path must not write scores past its row."""
@@ -372,12 +455,12 @@ def test_seq_len_beyond_the_block_table_is_clamped(path, device):
     max_len = inp["block_table"].shape[1] * inp["k_cache"].shape[1]
     inp["seq_lens"] = torch.tensor([max_len + 37, 90], dtype=torch.int32, device=device)
     c = {"merge": cfg("dsv32", 2, BLOCK_N=32, NUM_SPLITS=2, MERGE_GROUP=2), "radix": rcfg("dsv32", 2),
-         "row": rowcfg("dsv32", 2)}[path]
+         "row": rowcfg("dsv32", 2), "bound": bcfg("dsv32", 2, BOUND_GROUP=8)}[path]
     check_exact(inp, c)
     assert (M.launch(config=c, **inp)[0] >= 0).sum(-1).tolist() == [40, 40]
 
 
-@pytest.mark.parametrize("path", ["merge", "radix", "row"])
+@pytest.mark.parametrize("path", ["merge", "radix", "row", "bound"])
 def test_seq_len_past_the_block_table_clamps_after_the_causal_offset(path, device):
     """seq_len = capacity + 1 with next_n = 2: query 0 sees seq_len - 1 = every key of the
     block table (the reference clamps each query's count, not seq_len first), so with top_k
@@ -387,7 +470,7 @@ def test_seq_len_past_the_block_table_clamps_after_the_causal_offset(path, devic
     max_len = inp["block_table"].shape[1] * inp["k_cache"].shape[1]
     inp["seq_lens"] = torch.tensor([max_len + 1, 90], dtype=torch.int32, device=device)
     c = {"merge": cfg("dsv32", 2, BLOCK_N=32, NUM_SPLITS=2, MERGE_GROUP=2), "radix": rcfg("dsv32", 2),
-         "row": rowcfg("dsv32", 2)}[path]
+         "row": rowcfg("dsv32", 2), "bound": bcfg("dsv32", 2, BOUND_GROUP=8)}[path]
     idx = M.launch(config=c, **inp)
     assert_equal("topk_idx", idx, M.reference(**inp))
     assert (idx >= 0).sum(-1).tolist() == [[max_len, max_len], [89, 90]]
@@ -492,6 +575,24 @@ def test_property_row_random_shapes(seqs, top_k, next_n, profile, splits, block,
         inp["k_cache"][bt[1]] = inp["k_cache"][bt[0]].clone()
         inp["k_scales"][bt[1]] = inp["k_scales"][bt[0]].clone()
     c = rowcfg(profile, next_n, NUM_SPLITS=splits, TOPK_BLOCK=block)
+    idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
+    assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, top_k))
+    M.verify(idx, M.reference(**inp), inp)
+
+
+@settings(max_examples=6, deadline=None)
+@given(seqs=st.lists(st.integers(0, 600), min_size=1, max_size=3), top_k=st.integers(1, 90),
+       next_n=st.integers(1, 2), profile=st.sampled_from(sorted(M.PROFILES)), splits=st.sampled_from([1, 2, 3]),
+       group=st.sampled_from([4, 16, 64]), place=st.sampled_from(sorted(PLACES)), dup=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_property_bound_random_shapes(seqs, top_k, next_n, profile, splits, group, place, dup, seed):
+    """Bound path on random ragged rows, as ``test_property_radix_random_shapes``."""
+    inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, context=max(seqs + [128]), seed=seed)
+    if dup:
+        bt = inp["block_table"][0].long()
+        inp["k_cache"][bt[1]] = inp["k_cache"][bt[0]].clone()
+        inp["k_scales"][bt[1]] = inp["k_scales"][bt[0]].clone()
+    c = bcfg(profile, next_n, NUM_SPLITS=2, TOPK_SPLITS=splits, BOUND_GROUP=group, **PLACES[place])
     idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
     assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, top_k))
     M.verify(idx, M.reference(**inp), inp)
@@ -878,13 +979,34 @@ def test_gpu_radix_fused_equals_the_launch_a_pass_path(first, device):
         M.verify(want, M.reference(**inp), inp)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("group, chunk", [(64, 0), (16, 512), (32, 128)])
+def test_gpu_bound_equals_the_radix_path(group, chunk, device):
+    """The bound path on the GPU, where a row's programs (up to 256) append concurrently and
+    the last to arrive selects: exactly the radix path's indices (same scoring, same logits),
+    call after call (the ticket and counts start from zero each call), valid against the
+    reference; ragged rows, one shorter than top_k, next_n 2; both placings."""
+    for w, lens in ((M.Workload(1, 524288, 1, "dsv32"), [524288]), (M.Workload(1, 131072, 1, "dsv32"), [100000]),
+                    (M.Workload(2, 32768, 2, "dsv41-flash"), [32768, 300])):
+        inp = M.make_inputs(w, device, 0)
+        inp["seq_lens"] = torch.tensor(lens, dtype=torch.int32, device=device)
+        k = M.PROFILES[w.profile]["top_k"]
+        c = dict(M.bound_config(w), BOUND_GROUP=group, PLACE_CHUNK=min(chunk, k // 2))
+        assert c["TOPK_SPLITS"] > 1
+        want = M.launch(config=M.radix_config(w), **inp)
+        for _ in range(3):
+            assert_equal("bound vs radix", M.launch(config=c, **inp), want)
+        M.verify(want, M.reference(**inp), inp)
+
+
 def test_space_names_are_kernel_constexprs():
     import inspect
 
     import triton.language as tl
 
     names = {n for k in (M._score_kernel, M._merge_kernel, M._radix_pass_kernel, M._radix_fused_kernel,
-                         M._radix_place_kernel, M._radix_merge_rank_kernel, M._row_topk_kernel)
+                         M._radix_place_kernel, M._radix_merge_rank_kernel, M._row_topk_kernel,
+                         M._bound_topk_kernel)
              for n, prm in inspect.signature(k.fn).parameters.items() if prm.annotation in (tl.constexpr, "tl.constexpr")}
     # RADIX_FUSED picks the kernel (_radix_fused_kernel or _radix_pass_kernel a pass): the host's
     assert set(S.SPACE) - {"num_warps", "num_stages", "RADIX_FUSED"} <= names
@@ -892,7 +1014,8 @@ def test_space_names_are_kernel_constexprs():
 
 @pytest.mark.parametrize("path, case", [("merge", CASES[1]), ("merge", CASES[4]), ("radix", RADIX_CASES[1]),
                                         ("radix", RADIX_CASES[5]), ("radix", RADIX_CASES[-1]), ("row", ROW_CASES[0]),
-                                        ("row", ROW_CASES[4]), ("radix", FUSED_CASES[3][:4] + (
+                                        ("row", ROW_CASES[4]), ("bound", BOUND_CASES[0]), ("bound", BOUND_CASES[3]),
+                                        ("radix", FUSED_CASES[3][:4] + (
                                             dict(FUSED_CASES[3][4], RADIX_FUSED=True),))])
 def test_scratch_never_read_before_written(path, case, device, monkeypatch):
     """Every uninitialised output and scratch buffer filled with 0x7F bytes (a huge finite
@@ -913,7 +1036,7 @@ def test_scratch_never_read_before_written(path, case, device, monkeypatch):
     monkeypatch.setattr(M, "_buffers", poisoned)
     profile, next_n, seqs, top_k, over = case
     inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, device=device)
-    c = {"merge": cfg, "radix": rcfg, "row": rowcfg}[path](profile, next_n, **over)
+    c = {"merge": cfg, "radix": rcfg, "row": rowcfg, "bound": bcfg}[path](profile, next_n, **over)
     def check(inp: dict) -> None:
         idx = M.launch(config=c, **inp)
         if device == "cpu":
@@ -926,7 +1049,7 @@ def test_scratch_never_read_before_written(path, case, device, monkeypatch):
     inp = ragged_inputs("dsv32", 2, [200, 90], top_k=40, context=256, device=device, seed=5)
     max_len = inp["block_table"].shape[1] * inp["k_cache"].shape[1]
     inp["seq_lens"] = torch.tensor([max_len + 37, 90], dtype=torch.int32, device=device)
-    c = {"merge": cfg, "radix": rcfg, "row": rowcfg}[path]("dsv32", 2)
+    c = {"merge": cfg, "radix": rcfg, "row": rowcfg, "bound": bcfg}[path]("dsv32", 2)
     check(inp)
 
 
