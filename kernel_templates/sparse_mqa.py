@@ -1152,8 +1152,8 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, gmax_ptr, cand_ptr, sel_ptr, rs_p
         more = nc > top_k  # else every candidate is taken (a row of at most k keys)
         kth = tl.where(more, 0, -1).to(tl.int64)
         hi = tl.where(more, 32, 0)
-        ns = _select_candidates(cand, nc, sel_ptr + row.to(tl.int64) * stride_sel, 0, kth, hi, top_k, TOPK_BLOCK,
-                                ".cg")
+        ns = _select_candidates(cand, nc, sel_ptr + row.to(tl.int64) * stride_sel, tl.zeros([], tl.int32), kth, hi,
+                                top_k, TOPK_BLOCK, ".cg")
         tl.store(rs + _CNT_SEL, ns)
         tl.store(rs + _CNT_TIE, 0)  # the taken ties are in the selected list already
         tl.store(rs + _REM + 4, 0)

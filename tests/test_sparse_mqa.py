@@ -818,7 +818,7 @@ for cc, prof, n in json.loads(sys.argv[1]):
     w, short = M.Workload(1, 131072, n, prof), M.Workload(1, 32768, n, prof)
     for w, cfg in ((w, dict(M.default_config(w), RADIX_FUSED=True)),
                    (w, dict(M.merge_config(w), NUM_SPLITS=128, MERGE_GROUP=8)),
-                   (short, M.row_config(short))):
+                   (short, M.row_config(short)), (w, M.bound_config(w))):
       for fn, sig, cx in M.lower_signatures(w, cfg):
         c = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
                            options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
@@ -829,7 +829,8 @@ print(json.dumps(res))
 
 
 def test_lowers_for_sm100():
-    """sm_100 (sm_90: test_default_configs_fit_sm90): the scoring MMA is tcgen05."""
+    """sm_100 (sm_90: test_default_configs_fit_sm90): the scoring MMA is tcgen05; every top-k
+    path's kernels compile (the bound path's too)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = str(ROOT)
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
@@ -839,12 +840,13 @@ def test_lowers_for_sm100():
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(p.stdout.strip().splitlines()[-1])
     score = [r for r in res if r[2] == "_score_kernel"]
-    assert len(score) == 6
+    assert len(score) == 8
     assert all(r[4] for r in score if r[0] == 100), "sm_100: the scoring MMA should be tcgen05"
     assert sum(r[2] == "_merge_kernel" for r in res) == 2 * 3  # 128 splits, 8-way: three levels
     assert sum(r[2] == "_radix_fused_kernel" for r in res) == 2  # B=1 with RADIX_FUSED: every pass in one launch
-    assert sum(r[2] == "_radix_place_kernel" for r in res) == 2
+    assert sum(r[2] == "_radix_place_kernel" for r in res) == 4  # after the fused radix and the bound launch
     assert sum(r[2] == "_row_topk_kernel" for r in res) == 2
+    assert sum(r[2] == "_bound_topk_kernel" for r in res) == 2
 
 
 _SM90 = r"""
