@@ -983,11 +983,13 @@ def test_gpu_radix_fused_equals_the_launch_a_pass_path(first, device):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("group, chunk", [(64, 0), (16, 512), (32, 128)])
-def test_gpu_bound_equals_the_radix_path(group, chunk, device):
+def test_gpu_bound_path(group, chunk, device):
     """The bound path on the GPU, where a row's programs (up to 256) append concurrently and
-    the last to arrive selects: exactly the radix path's indices (same scoring, same logits),
-    call after call (the ticket and counts start from zero each call), valid against the
-    reference; ragged rows, one shorter than top_k, next_n 2; both placings."""
+    the last to arrive selects: exactly the top-k of its own logits, the same indices call
+    after call and without the logits (the ticket and counts start from zero each call),
+    valid against the reference; ragged rows, one shorter than top_k, next_n 2; both
+    placings. (Not compared with the radix path's indices: its scoring kernel is another
+    compile, whose scores may round differently, so near-ties at the k-th can swap.)"""
     for w, lens in ((M.Workload(1, 524288, 1, "dsv32"), [524288]), (M.Workload(1, 131072, 1, "dsv32"), [100000]),
                     (M.Workload(2, 32768, 2, "dsv41-flash"), [32768, 300])):
         inp = M.make_inputs(w, device, 0)
@@ -995,10 +997,11 @@ def test_gpu_bound_equals_the_radix_path(group, chunk, device):
         k = M.PROFILES[w.profile]["top_k"]
         c = dict(M.bound_config(w), BOUND_GROUP=group, PLACE_CHUNK=min(chunk, k // 2))
         assert c["TOPK_SPLITS"] > 1
-        want = M.launch(config=M.radix_config(w), **inp)
+        idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
+        assert_equal("bound vs its own logits", idx, M.topk_of_logits(logits, k))
         for _ in range(3):
-            assert_equal("bound vs radix", M.launch(config=c, **inp), want)
-        M.verify(want, M.reference(**inp), inp)
+            assert_equal("bound, call after call", M.launch(config=c, **inp), idx)
+        M.verify(idx, M.reference(**inp), inp)
 
 
 def test_space_names_are_kernel_constexprs():
