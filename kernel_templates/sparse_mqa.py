@@ -1095,7 +1095,7 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
 def _bound_topk_kernel(logits_ptr, seqlen_ptr, gmax_ptr, cand_ptr, sel_ptr, rs_ptr, top_k, max_len,
                        stride_gm, stride_sel,
                        NEXT_N: tl.constexpr, BOUND_GROUP: tl.constexpr, TOPK_BLOCK: tl.constexpr,
-                       TOPK_SPLITS: tl.constexpr):
+                       TOPK_SPLITS: tl.constexpr, INTERPRET: tl.constexpr):
     """``TOPK_ALGO="bound"``: the row's selection in one launch over (row, TOPK_SPLITS), after
     the scoring kernel, which wrote the scores and the max of every ``BOUND_GROUP`` keys.
 
@@ -1107,8 +1107,8 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, gmax_ptr, cand_ptr, sel_ptr, rs_p
     2. Each program streams its chunk of the row's scores once and appends the keys at or
        above the threshold to the row's candidate list (random scores, 64-key groups, k =
        2048 of 512K keys: ~k + 15%).
-    3. The last program of the row to finish (an acq_rel ticket on the row's state, which
-       the scoring kernel zeroed) radix-selects the k best of the candidates
+    3. The last program of the row to finish (each thread fences its appends, then one
+       acq_rel ticket on the row's state, which the scoring kernel zeroed) radix-selects the k best of the candidates
        (``_select_candidates``, ".cg" loads) into the selected list, unsorted, ties at the
        k-th score the lowest indices; the placing launches write them in order."""
     row = tl.program_id(0)
@@ -1146,8 +1146,15 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, gmax_ptr, cand_ptr, sel_ptr, rs_p
         live = i < end
         ob = _order_bits(tl.load(src + i, mask=live, other=0.0)).to(tl.int64)
         _append(cand, rs + _CNT_C1, (ob << 31) | (2147483647 - i).to(tl.int64), live & (ob >= theta))
-    tl.debug_barrier()  # this program's appends before its arrival
-    if tl.atomic_add(rs + _SYNC, 1, sem="acq_rel", scope="gpu") == TOPK_SPLITS - 1:
+    # Every thread fences its own appends (a CTA barrier alone did not publish them: the last
+    # program missed a candidate now and then on the H200, run 69), then one arrival.
+    if INTERPRET:
+        fenced = 0
+    else:
+        fenced = tl.min(tl.inline_asm_elementwise("fence.acq_rel.gpu;\n\tmov.b32 $0, $1;", "=r,r", [offs],
+                                                  dtype=tl.int32, is_pure=False, pack=1), 0)  # 0
+    tl.debug_barrier()
+    if tl.atomic_add(rs + _SYNC, 1 + fenced, sem="acq_rel", scope="gpu") == TOPK_SPLITS - 1:
         nc = tl.atomic_add(rs + _CNT_C1, 0, sem="acquire", scope="gpu")
         more = nc > top_k  # else every candidate is taken (a row of at most k keys)
         kth = tl.where(more, 0, -1).to(tl.int64)
@@ -1331,7 +1338,7 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
             logits_ptr=logits, seqlen_ptr=seq_lens, gmax_ptr=bufs["gmax"], cand_ptr=bufs["cand_a"], sel_ptr=sel,
             rs_ptr=rs, top_k=top_k, max_len=max_len, stride_gm=bufs["gmax"].stride(0), stride_sel=sel.stride(0),
             NEXT_N=T, BOUND_GROUP=GB, TOPK_BLOCK=int(config["TOPK_BLOCK"]),
-            TOPK_SPLITS=radix_splits(config, max_len), num_warps=4, num_stages=1)))
+            TOPK_SPLITS=radix_splits(config, max_len), INTERPRET=interpreting(), num_warps=4, num_stages=1)))
         return plan + place(sel, sel, rs, 4)
     if radix:
         max_len = logits.shape[-1]
