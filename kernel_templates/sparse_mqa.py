@@ -388,10 +388,11 @@ def _mx_tile_dot_word(k_ptr, ks_ptr, row_k, row_s, valid, q0, q1, q2, q3, BLOCK_
 
 
 @triton.jit
-def _kth_key(base, stride_l, cnt_ptr, n_lists, k, BLOCK: tl.constexpr):
+def _kth_key(base, stride_l, cnt_ptr, n_lists, k, BLOCK: tl.constexpr, CACHE: tl.constexpr = ""):
     """Exact k-th largest of the keys in lists ``base + l * stride_l`` (``cnt_ptr[l]`` keys
     each, l < n_lists; at least k keys in all): radix select from the top, 8 bits a pass,
-    streaming the lists through one 256-bin histogram per pass."""
+    streaming the lists through one 256-bin histogram per pass. ``CACHE``: the loads'
+    modifier (".cg" where other programs of this launch wrote the lists)."""
     bins = tl.arange(0, 256)
     offs = tl.arange(0, BLOCK)
     prefix = tl.full([], 0, tl.int64)
@@ -400,10 +401,10 @@ def _kth_key(base, stride_l, cnt_ptr, n_lists, k, BLOCK: tl.constexpr):
         SHIFT = 56 - 8 * p
         hist = tl.zeros([256], tl.int32)
         for li in range(n_lists):
-            n = tl.load(cnt_ptr + li)
+            n = tl.load(cnt_ptr + li, cache_modifier=CACHE)
             for o in range(0, n, BLOCK):
                 m = o + offs < n
-                key = tl.load(base + li * stride_l + o + offs, mask=m, other=-1)
+                key = tl.load(base + li * stride_l + o + offs, mask=m, other=-1, cache_modifier=CACHE)
                 if p > 0:
                     m = m & ((key >> (SHIFT + 8)) == (prefix >> (SHIFT + 8)))
                 hist += tl.histogram(((key >> SHIFT) & 255).to(tl.int32), 256, mask=m)
@@ -417,16 +418,32 @@ def _kth_key(base, stride_l, cnt_ptr, n_lists, k, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _compact(src, stride_l, cnt_ptr, n_lists, kth, dst, BLOCK: tl.constexpr):
+def _kth_key_in(keys, m, k):
+    """``_kth_key`` over keys held in registers (``m``: the live ones, at least k): 8 bits a
+    pass from the top, each pass one histogram of the keys matching the prefix so far."""
+    prefix = tl.full([], 0, tl.int64)
+    rem = k
+    for p in tl.static_range(8):
+        SHIFT: tl.constexpr = 56 - 8 * p
+        mm = m
+        if p > 0:
+            mm = m & ((keys >> (SHIFT + 8)) == (prefix >> (SHIFT + 8)))
+        d, rem = _select_digit(tl.histogram(((keys >> SHIFT) & 255).to(tl.int32), 256, mask=mm), rem)
+        prefix = prefix | (d.to(tl.int64) << SHIFT)
+    return prefix
+
+
+@triton.jit
+def _compact(src, stride_l, cnt_ptr, n_lists, kth, dst, BLOCK: tl.constexpr, CACHE: tl.constexpr = ""):
     """Copy the keys >= kth of the lists densely to ``dst`` (in place is safe: every key
     moves down, and a block's stores wait on its cumsum, i.e. on all its loads)."""
     offs = tl.arange(0, BLOCK)
     oc = 0
     for li in range(n_lists):
-        n = tl.load(cnt_ptr + li)
+        n = tl.load(cnt_ptr + li, cache_modifier=CACHE)
         for o in range(0, n, BLOCK):
             m = o + offs < n
-            key = tl.load(src + li * stride_l + o + offs, mask=m, other=-1)
+            key = tl.load(src + li * stride_l + o + offs, mask=m, other=-1, cache_modifier=CACHE)
             keep = m & (key >= kth)
             kk = keep.to(tl.int32)
             tl.store(dst + oc + tl.cumsum(kk, 0) - 1, key, mask=keep)
@@ -976,44 +993,6 @@ def _radix_merge_rank_kernel(sel_ptr, rs_ptr, idx_ptr, stride_sel, stride_idx,
 
 
 @triton.jit
-def _select_candidates(cand, nc, sel, ns, kth, hi, take, TOPK_BLOCK: tl.constexpr, CACHE: tl.constexpr):
-    """Append the ``take`` best of the ``nc`` candidate keys at ``cand`` to the selected list
-    at ``sel + ns`` (unsorted; ties at the k-th score: the lowest indices) and return the new
-    count. The candidates share the order bits of ``kth`` above bit ``hi`` (32: none fixed);
-    a radix select fixes the rest, 8 bits a pass over the candidates. ``hi = 0`` with
-    ``kth = -1``: all are taken. ``CACHE``: the loads' modifier (".cg" where other programs
-    wrote the candidates in this launch)."""
-    offs = tl.arange(0, TOPK_BLOCK)
-    for _p in range(4):
-        if hi > 0:
-            sh = tl.maximum(hi - 8, 0)
-            h = tl.zeros([256], tl.int32)
-            for o in range(0, nc, TOPK_BLOCK):
-                m = o + offs < nc
-                ob = tl.load(cand + o + offs, mask=m, other=0, cache_modifier=CACHE) >> 31
-                m = m & ((ob >> hi) == (kth >> hi))
-                h += tl.histogram(((ob >> sh) & 255).to(tl.int32), 256, mask=m)
-            d, take = _select_digit(h, take)
-            kth = kth | (d.to(tl.int64) << sh)  # (bits of d above hi repeat kth's)
-            hi = sh
-    # kth: the k-th score's order bits; take: the keys tied at it that are taken
-    nt = 0
-    for o in range(0, nc, TOPK_BLOCK):
-        m = o + offs < nc
-        key = tl.load(cand + o + offs, mask=m, other=0, cache_modifier=CACHE)
-        gt = m & ((key >> 31) > kth)
-        eq = m & ((key >> 31) == kth)
-        c = tl.cumsum(gt.to(tl.int32) + (eq.to(tl.int32) << 16), 0)
-        ce = nt + (c >> 16)  # ties up to here: the first ``take`` are taken
-        pos = ns + (c & 65535) + tl.minimum(ce, take) - tl.minimum(nt, take) - 1
-        tl.store(sel + pos, key, mask=gt | (eq & (ce <= take)))
-        last = tl.max(c, 0)
-        ns += (last & 65535) + tl.minimum(nt + (last >> 16), take) - tl.minimum(nt, take)
-        nt += last >> 16
-    return ns
-
-
-@triton.jit
 def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_ptr, rs_ptr, top_k, max_len,
                      stride_sel, stride_idx,
                      NEXT_N: tl.constexpr, NUM_SPLITS: tl.constexpr, HIST_ROWS: tl.constexpr,
@@ -1078,7 +1057,32 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
         hi = tl.where((d0 == 0) | (d0 == 255), 32, 21)
         kth = (d0 + (1024 + 4 * _ROW_EXP_LO - 1)).to(tl.int64) << 21
         kth = tl.where(hi == 32, 0, kth)
-        ns = _select_candidates(cand, nc, sel, ns, kth, hi, take, TOPK_BLOCK, "")
+        for _p in range(4):
+            if hi > 0:
+                sh = tl.maximum(hi - 8, 0)
+                h = tl.zeros([256], tl.int32)
+                for o in range(0, nc, TOPK_BLOCK):
+                    m = o + offs < nc
+                    ob = tl.load(cand + o + offs, mask=m, other=0) >> 31
+                    m = m & ((ob >> hi) == (kth >> hi))
+                    h += tl.histogram(((ob >> sh) & 255).to(tl.int32), 256, mask=m)
+                d, take = _select_digit(h, take)
+                kth = kth | (d.to(tl.int64) << sh)  # (bits of d above hi repeat kth's)
+                hi = sh
+        # kth: the k-th score's order bits; take: the keys tied at it that are taken
+        nt = 0
+        for o in range(0, nc, TOPK_BLOCK):
+            m = o + offs < nc
+            key = tl.load(cand + o + offs, mask=m, other=0)
+            gt = m & ((key >> 31) > kth)
+            eq = m & ((key >> 31) == kth)
+            c = tl.cumsum(gt.to(tl.int32) + (eq.to(tl.int32) << 16), 0)
+            ce = nt + (c >> 16)  # ties up to here: the first ``take`` are taken
+            pos = ns + (c & 65535) + tl.minimum(ce, take) - tl.minimum(nt, take) - 1
+            tl.store(sel + pos, key, mask=gt | (eq & (ce <= take)))
+            last = tl.max(c, 0)
+            ns += (last & 65535) + tl.minimum(nt + (last >> 16), take) - tl.minimum(nt, take)
+            nt += last >> 16
     if PLACE_CHUNK > 0:
         rs = rs_ptr + row * _RS
         tl.store(rs + _CNT_SEL, ns)
@@ -1095,7 +1099,7 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
 def _bound_topk_kernel(logits_ptr, seqlen_ptr, gmax_ptr, cand_ptr, sel_ptr, rs_ptr, top_k, max_len,
                        stride_gm, stride_sel,
                        NEXT_N: tl.constexpr, BOUND_GROUP: tl.constexpr, TOPK_BLOCK: tl.constexpr,
-                       TOPK_SPLITS: tl.constexpr, INTERPRET: tl.constexpr):
+                       TOPK_SPLITS: tl.constexpr, SEL_CAP: tl.constexpr, INTERPRET: tl.constexpr):
     """``TOPK_ALGO="bound"``: the row's selection in one launch over (row, TOPK_SPLITS), after
     the scoring kernel, which wrote the scores and the max of every ``BOUND_GROUP`` keys.
 
@@ -1108,11 +1112,17 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, gmax_ptr, cand_ptr, sel_ptr, rs_p
        above the threshold to the row's candidate list (random scores, 64-key groups, k =
        2048 of 512K keys: ~k + 15%).
     3. The last program of the row to finish (each thread fences its appends, then one
-       acq_rel ticket on the row's state, which the scoring kernel zeroed) radix-selects the k best of the candidates
-       (``_select_candidates``, ".cg" loads) into the selected list, unsorted, ties at the
-       k-th score the lowest indices; the placing launches write them in order."""
+       acq_rel ticket on the row's state, which the scoring kernel zeroed) finds the k-th
+       largest 63-bit key of the candidates (their list order is arbitrary, so ties at the
+       k-th score are settled by the key's index bits, not by position) and copies the keys
+       at or above it to the selected list, unsorted: up to ``SEL_CAP`` (2 x next_pow2(k))
+       candidates from registers (``_kth_key_in``), more by streaming passes (``_kth_key``).
+       The placing launches write them in order."""
     row = tl.program_id(0)
-    pid = tl.program_id(1)
+    # chunks in reverse: the interpreter runs programs in order, so there too the candidate
+    # list runs against the index order (as it may on a GPU) and the tests see the selection
+    # not rely on it
+    pid = TOPK_SPLITS - 1 - tl.program_id(1)
     t = row % NEXT_N
     n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
     rs = rs_ptr + row * _RS
@@ -1156,11 +1166,24 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, gmax_ptr, cand_ptr, sel_ptr, rs_p
     tl.debug_barrier()
     if tl.atomic_add(rs + _SYNC, 1 + fenced, sem="acq_rel", scope="gpu") == TOPK_SPLITS - 1:
         nc = tl.atomic_add(rs + _CNT_C1, 0, sem="acquire", scope="gpu")
-        more = nc > top_k  # else every candidate is taken (a row of at most k keys)
-        kth = tl.where(more, 0, -1).to(tl.int64)
-        hi = tl.where(more, 32, 0)
-        ns = _select_candidates(cand, nc, sel_ptr + row.to(tl.int64) * stride_sel, tl.zeros([], tl.int32), kth, hi,
-                                top_k, TOPK_BLOCK, ".cg")
+        sel = sel_ptr + row.to(tl.int64) * stride_sel
+        # the k-th largest 63-bit key (distinct keys: no ties left, exactly k at or above it)
+        if nc <= SEL_CAP:  # the usual case: every candidate in registers, one load
+            co = tl.arange(0, SEL_CAP)
+            cm = co < nc
+            keys = tl.load(cand + co, mask=cm, other=-1, cache_modifier=".cg")
+            kth = tl.full([], 0, tl.int64)
+            if nc > top_k:
+                kth = _kth_key_in(keys, cm, top_k)
+            keep = cm & (keys >= kth)
+            kk = keep.to(tl.int32)
+            tl.store(sel + tl.cumsum(kk, 0) - 1, keys, mask=keep)
+            ns = tl.sum(kk, 0)
+        else:  # a loose bound (short rows, masses of ties): streaming passes over the list
+            kth = tl.full([], 0, tl.int64)
+            if nc > top_k:
+                kth = _kth_key(cand, 0, rs + _CNT_C1, 1, top_k, TOPK_BLOCK, ".cg")
+            ns = _compact(cand, 0, rs + _CNT_C1, 1, kth, sel, TOPK_BLOCK, ".cg")
         tl.store(rs + _CNT_SEL, ns)
         tl.store(rs + _CNT_TIE, 0)  # the taken ties are in the selected list already
         tl.store(rs + _REM + 4, 0)
@@ -1338,7 +1361,8 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
             logits_ptr=logits, seqlen_ptr=seq_lens, gmax_ptr=bufs["gmax"], cand_ptr=bufs["cand_a"], sel_ptr=sel,
             rs_ptr=rs, top_k=top_k, max_len=max_len, stride_gm=bufs["gmax"].stride(0), stride_sel=sel.stride(0),
             NEXT_N=T, BOUND_GROUP=GB, TOPK_BLOCK=int(config["TOPK_BLOCK"]),
-            TOPK_SPLITS=radix_splits(config, max_len), INTERPRET=interpreting(), num_warps=4, num_stages=1)))
+            TOPK_SPLITS=radix_splits(config, max_len), SEL_CAP=2 * sel.shape[-1], INTERPRET=interpreting(),
+            num_warps=4, num_stages=1)))
         return plan + place(sel, sel, rs, 4)
     if radix:
         max_len = logits.shape[-1]
