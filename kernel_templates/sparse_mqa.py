@@ -424,12 +424,12 @@ def _kth_key_in(keys, m, k):
     prefix = tl.full([], 0, tl.int64)
     rem = k
     for p in tl.static_range(8):
-        SHIFT: tl.constexpr = 56 - 8 * p
+        shift = 56 - 8 * p
         mm = m
         if p > 0:
-            mm = m & ((keys >> (SHIFT + 8)) == (prefix >> (SHIFT + 8)))
-        d, rem = _select_digit(tl.histogram(((keys >> SHIFT) & 255).to(tl.int32), 256, mask=mm), rem)
-        prefix = prefix | (d.to(tl.int64) << SHIFT)
+            mm = m & ((keys >> (shift + 8)) == (prefix >> (shift + 8)))
+        d, rem = _select_digit(tl.histogram(((keys >> shift) & 255).to(tl.int32), 256, mask=mm), rem)
+        prefix = prefix | (d.to(tl.int64) << shift)
     return prefix
 
 
