@@ -388,11 +388,12 @@ def _mx_tile_dot_word(k_ptr, ks_ptr, row_k, row_s, valid, q0, q1, q2, q3, BLOCK_
 
 
 @triton.jit
-def _kth_key(base, stride_l, cnt_ptr, n_lists, k, BLOCK: tl.constexpr, CACHE: tl.constexpr = ""):
+def _kth_key(base, stride_l, cnt_ptr, n_lists, k, BLOCK: tl.constexpr, CG: tl.constexpr):
     """Exact k-th largest of the keys in lists ``base + l * stride_l`` (``cnt_ptr[l]`` keys
     each, l < n_lists; at least k keys in all): radix select from the top, 8 bits a pass,
-    streaming the lists through one 256-bin histogram per pass. ``CACHE``: the loads'
-    modifier (".cg" where other programs of this launch wrote the lists)."""
+    streaming the lists through one 256-bin histogram per pass. ``CG``: load ".cg" (where
+    other programs of this launch wrote the lists)."""
+    CACHE: tl.constexpr = ".cg" if CG else ""
     bins = tl.arange(0, 256)
     offs = tl.arange(0, BLOCK)
     prefix = tl.full([], 0, tl.int64)
@@ -434,9 +435,11 @@ def _kth_key_in(keys, m, k):
 
 
 @triton.jit
-def _compact(src, stride_l, cnt_ptr, n_lists, kth, dst, BLOCK: tl.constexpr, CACHE: tl.constexpr = ""):
+def _compact(src, stride_l, cnt_ptr, n_lists, kth, dst, BLOCK: tl.constexpr, CG: tl.constexpr):
     """Copy the keys >= kth of the lists densely to ``dst`` (in place is safe: every key
-    moves down, and a block's stores wait on its cumsum, i.e. on all its loads)."""
+    moves down, and a block's stores wait on its cumsum, i.e. on all its loads). ``CG``: as
+    ``_kth_key``."""
+    CACHE: tl.constexpr = ".cg" if CG else ""
     offs = tl.arange(0, BLOCK)
     oc = 0
     for li in range(n_lists):
@@ -461,8 +464,8 @@ def _prune_lists(cand_ptr, cnt_ptr, thr_ptr, list_base, cnt, thr, tok, b, top_k,
             lb = tl.sum(tl.where(tok == t, list_base, 0), 0)
             tl.store(cnt_ptr + lb // CAP, c_t)
             tl.debug_barrier()  # the count and every appended key visible to all threads
-            kth = _kth_key(cand_ptr + lb, CAP, cnt_ptr + lb // CAP, 1, top_k, SELECT_BLOCK)
-            kept = _compact(cand_ptr + lb, CAP, cnt_ptr + lb // CAP, 1, kth, cand_ptr + lb, SELECT_BLOCK)
+            kth = _kth_key(cand_ptr + lb, CAP, cnt_ptr + lb // CAP, 1, top_k, SELECT_BLOCK, False)
+            kept = _compact(cand_ptr + lb, CAP, cnt_ptr + lb // CAP, 1, kth, cand_ptr + lb, SELECT_BLOCK, False)
             tl.debug_barrier()
             cnt = tl.where(tok == t, kept, cnt)  # top_k: the keys are distinct
             thr = tl.where(tok == t, kth, thr)
@@ -641,9 +644,9 @@ def _merge_kernel(in_ptr, in_cnt_ptr, out_ptr, out_cnt_ptr, idx_ptr, n_lists, to
     total = tl.sum(tl.load(cntp + gl, mask=gl < nl, other=0), 0)
     kth = tl.full([], 0, tl.int64)
     if total > top_k:
-        kth = _kth_key(base, stride_in_list, cntp, nl, top_k, SELECT_BLOCK)
+        kth = _kth_key(base, stride_in_list, cntp, nl, top_k, SELECT_BLOCK, False)
     dst = out_ptr + (row * n_groups + g).to(tl.int64) * OUT_CAP
-    n = _compact(base, stride_in_list, cntp, nl, kth, dst, SELECT_BLOCK)
+    n = _compact(base, stride_in_list, cntp, nl, kth, dst, SELECT_BLOCK, False)
     if FINAL:
         tl.debug_barrier()
         offs = tl.arange(0, TOPK_P2)
@@ -946,11 +949,11 @@ def _radix_place_kernel(sel_ptr, tie_ptr, rs_ptr, idx_ptr, top_k, stride_sel, st
             else:
                 tl.store(out + n_sel + r, _key_index(tk), mask=tm & (r < rem))
     elif j == 0:
-        kth = _kth_key(tie, 0, rs + _CNT_TIE, 1, rem, TOPK_BLOCK)
+        kth = _kth_key(tie, 0, rs + _CNT_TIE, 1, rem, TOPK_BLOCK, False)
         dst = tie
         if PLACE_SORT:
             dst = sel + n_sel
-        kept = _compact(tie, 0, rs + _CNT_TIE, 1, kth, dst, TOPK_BLOCK)  # the rem taken
+        kept = _compact(tie, 0, rs + _CNT_TIE, 1, kth, dst, TOPK_BLOCK, False)  # the rem taken
         tl.debug_barrier()
         if not PLACE_SORT:
             for tc in range(0, kept, RANK_BLOCK):
@@ -1182,8 +1185,8 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, gmax_ptr, cand_ptr, sel_ptr, rs_p
         else:  # a loose bound (short rows, masses of ties): streaming passes over the list
             kth = tl.full([], 0, tl.int64)
             if nc > top_k:
-                kth = _kth_key(cand, 0, rs + _CNT_C1, 1, top_k, TOPK_BLOCK, ".cg")
-            ns = _compact(cand, 0, rs + _CNT_C1, 1, kth, sel, TOPK_BLOCK, ".cg")
+                kth = _kth_key(cand, 0, rs + _CNT_C1, 1, top_k, TOPK_BLOCK, True)
+            ns = _compact(cand, 0, rs + _CNT_C1, 1, kth, sel, TOPK_BLOCK, True)
         tl.store(rs + _CNT_SEL, ns)
         tl.store(rs + _CNT_TIE, 0)  # the taken ties are in the selected list already
         tl.store(rs + _REM + 4, 0)
