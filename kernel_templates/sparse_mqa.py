@@ -110,11 +110,22 @@ _RS = tl.constexpr(1552)
 _CNT_SEL = tl.constexpr(1536)
 _CNT_C1, _CNT_C2, _CNT_C3, _CNT_TIE, _CNT_C4, _CNT_C5, _CNT_C1X = (tl.constexpr(1537 + i) for i in range(7))
 _REM = tl.constexpr(1544)  # _REM + j: keys still wanted after digit j - 1 (j = 1..6)
-_SYNC = tl.constexpr(1551)  # arrivals: RADIX_FUSED's row barriers (_row_sync), the bound path's last-program ticket
+_SYNC = tl.constexpr(1551)  # RADIX_FUSED: arrivals at the row's barriers (_row_sync)
 # the radix passes' first digit (RADIX_FIRST config); a value's index is the number of
 # quarter-binade digits before the four order bytes (_radix_digit)
 RADIX_FIRST = ("byte", "quarter", "sampled")
 RADIX_SAMPLE = tl.constexpr(16)  # "sampled": every 16th key of a row in the first histogram
+# bound path: group maxima a program holds at once (8192 at 8 warps: 32 a thread), and
+# the most candidates the placing ranks across programs (more: one program selects first)
+BOUND_GMAX_BLOCK = 8192
+
+
+def bound_select_cap(top_k: int) -> int:
+    """Candidates the bound path's placing ranks in parallel: 2 x next_pow2(top_k) (random
+    scores at 64-key groups leave ~k + 15% of a 512K row)."""
+    return 2 * next_power_of_2(max(top_k, 1))
+
+
 _TIE_MAX = 4096  # more keys tied at the k-th score than this: one program selects them (slow, exact)
 _ROW_EXP_LO = tl.constexpr(87)  # biased exponent of the lowest binade with bins of its own (2^-40)
 
@@ -207,10 +218,10 @@ def _n_visible(seq_len, t, NEXT_N: tl.constexpr, max_len):
 
 @triton.jit
 def _select_digit(hist, want):
-    """Radix-select step over a 256-bin digit histogram (of the keys matching the prefix so
+    """Radix-select step over a 256-bin (or any power-of-two) digit histogram (of the keys matching the prefix so
     far): the digit of the ``want``-th largest key (-1: fewer keys than ``want``, all
     selected) and how many keys are still wanted from that digit's bin."""
-    bins = tl.arange(0, 256)
+    bins = tl.arange(0, hist.shape[0])
     ge = tl.sum(hist, 0) - tl.cumsum(hist, 0) + hist  # keys with digit >= bin (a forward scan)
     d = tl.max(tl.where(ge >= want, bins, -1), 0)
     return d, want - tl.sum(tl.where(bins > d, hist, 0), 0)
@@ -388,12 +399,10 @@ def _mx_tile_dot_word(k_ptr, ks_ptr, row_k, row_s, valid, q0, q1, q2, q3, BLOCK_
 
 
 @triton.jit
-def _kth_key(base, stride_l, cnt_ptr, n_lists, k, BLOCK: tl.constexpr, CG: tl.constexpr):
+def _kth_key(base, stride_l, cnt_ptr, n_lists, k, BLOCK: tl.constexpr):
     """Exact k-th largest of the keys in lists ``base + l * stride_l`` (``cnt_ptr[l]`` keys
     each, l < n_lists; at least k keys in all): radix select from the top, 8 bits a pass,
-    streaming the lists through one 256-bin histogram per pass. ``CG``: load ".cg" (where
-    other programs of this launch wrote the lists)."""
-    CACHE: tl.constexpr = ".cg" if CG else ""
+    streaming the lists through one 256-bin histogram per pass."""
     bins = tl.arange(0, 256)
     offs = tl.arange(0, BLOCK)
     prefix = tl.full([], 0, tl.int64)
@@ -402,10 +411,10 @@ def _kth_key(base, stride_l, cnt_ptr, n_lists, k, BLOCK: tl.constexpr, CG: tl.co
         SHIFT = 56 - 8 * p
         hist = tl.zeros([256], tl.int32)
         for li in range(n_lists):
-            n = tl.load(cnt_ptr + li, cache_modifier=CACHE)
+            n = tl.load(cnt_ptr + li)
             for o in range(0, n, BLOCK):
                 m = o + offs < n
-                key = tl.load(base + li * stride_l + o + offs, mask=m, other=-1, cache_modifier=CACHE)
+                key = tl.load(base + li * stride_l + o + offs, mask=m, other=-1)
                 if p > 0:
                     m = m & ((key >> (SHIFT + 8)) == (prefix >> (SHIFT + 8)))
                 hist += tl.histogram(((key >> SHIFT) & 255).to(tl.int32), 256, mask=m)
@@ -419,34 +428,16 @@ def _kth_key(base, stride_l, cnt_ptr, n_lists, k, BLOCK: tl.constexpr, CG: tl.co
 
 
 @triton.jit
-def _kth_key_in(keys, m, k):
-    """``_kth_key`` over keys held in registers (``m``: the live ones, at least k): 8 bits a
-    pass from the top, each pass one histogram of the keys matching the prefix so far."""
-    prefix = tl.full([], 0, tl.int64)
-    rem = k
-    for p in tl.static_range(8):
-        shift = 56 - 8 * p
-        mm = m
-        if p > 0:
-            mm = m & ((keys >> (shift + 8)) == (prefix >> (shift + 8)))
-        d, rem = _select_digit(tl.histogram(((keys >> shift) & 255).to(tl.int32), 256, mask=mm), rem)
-        prefix = prefix | (d.to(tl.int64) << shift)
-    return prefix
-
-
-@triton.jit
-def _compact(src, stride_l, cnt_ptr, n_lists, kth, dst, BLOCK: tl.constexpr, CG: tl.constexpr):
+def _compact(src, stride_l, cnt_ptr, n_lists, kth, dst, BLOCK: tl.constexpr):
     """Copy the keys >= kth of the lists densely to ``dst`` (in place is safe: every key
-    moves down, and a block's stores wait on its cumsum, i.e. on all its loads). ``CG``: as
-    ``_kth_key``."""
-    CACHE: tl.constexpr = ".cg" if CG else ""
+    moves down, and a block's stores wait on its cumsum, i.e. on all its loads)."""
     offs = tl.arange(0, BLOCK)
     oc = 0
     for li in range(n_lists):
-        n = tl.load(cnt_ptr + li, cache_modifier=CACHE)
+        n = tl.load(cnt_ptr + li)
         for o in range(0, n, BLOCK):
             m = o + offs < n
-            key = tl.load(src + li * stride_l + o + offs, mask=m, other=-1, cache_modifier=CACHE)
+            key = tl.load(src + li * stride_l + o + offs, mask=m, other=-1)
             keep = m & (key >= kth)
             kk = keep.to(tl.int32)
             tl.store(dst + oc + tl.cumsum(kk, 0) - 1, key, mask=keep)
@@ -464,8 +455,8 @@ def _prune_lists(cand_ptr, cnt_ptr, thr_ptr, list_base, cnt, thr, tok, b, top_k,
             lb = tl.sum(tl.where(tok == t, list_base, 0), 0)
             tl.store(cnt_ptr + lb // CAP, c_t)
             tl.debug_barrier()  # the count and every appended key visible to all threads
-            kth = _kth_key(cand_ptr + lb, CAP, cnt_ptr + lb // CAP, 1, top_k, SELECT_BLOCK, False)
-            kept = _compact(cand_ptr + lb, CAP, cnt_ptr + lb // CAP, 1, kth, cand_ptr + lb, SELECT_BLOCK, False)
+            kth = _kth_key(cand_ptr + lb, CAP, cnt_ptr + lb // CAP, 1, top_k, SELECT_BLOCK)
+            kept = _compact(cand_ptr + lb, CAP, cnt_ptr + lb // CAP, 1, kth, cand_ptr + lb, SELECT_BLOCK)
             tl.debug_barrier()
             cnt = tl.where(tok == t, kept, cnt)  # top_k: the keys are distinct
             thr = tl.where(tok == t, kth, thr)
@@ -644,9 +635,9 @@ def _merge_kernel(in_ptr, in_cnt_ptr, out_ptr, out_cnt_ptr, idx_ptr, n_lists, to
     total = tl.sum(tl.load(cntp + gl, mask=gl < nl, other=0), 0)
     kth = tl.full([], 0, tl.int64)
     if total > top_k:
-        kth = _kth_key(base, stride_in_list, cntp, nl, top_k, SELECT_BLOCK, False)
+        kth = _kth_key(base, stride_in_list, cntp, nl, top_k, SELECT_BLOCK)
     dst = out_ptr + (row * n_groups + g).to(tl.int64) * OUT_CAP
-    n = _compact(base, stride_in_list, cntp, nl, kth, dst, SELECT_BLOCK, False)
+    n = _compact(base, stride_in_list, cntp, nl, kth, dst, SELECT_BLOCK)
     if FINAL:
         tl.debug_barrier()
         offs = tl.arange(0, TOPK_P2)
@@ -949,11 +940,11 @@ def _radix_place_kernel(sel_ptr, tie_ptr, rs_ptr, idx_ptr, top_k, stride_sel, st
             else:
                 tl.store(out + n_sel + r, _key_index(tk), mask=tm & (r < rem))
     elif j == 0:
-        kth = _kth_key(tie, 0, rs + _CNT_TIE, 1, rem, TOPK_BLOCK, False)
+        kth = _kth_key(tie, 0, rs + _CNT_TIE, 1, rem, TOPK_BLOCK)
         dst = tie
         if PLACE_SORT:
             dst = sel + n_sel
-        kept = _compact(tie, 0, rs + _CNT_TIE, 1, kth, dst, TOPK_BLOCK, False)  # the rem taken
+        kept = _compact(tie, 0, rs + _CNT_TIE, 1, kth, dst, TOPK_BLOCK)  # the rem taken
         tl.debug_barrier()
         if not PLACE_SORT:
             for tc in range(0, kept, RANK_BLOCK):
@@ -1099,56 +1090,56 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
 
 
 @triton.jit
-def _bound_topk_kernel(logits_ptr, seqlen_ptr, gmax_ptr, cand_ptr, sel_ptr, rs_ptr, top_k, max_len,
-                       stride_gm, stride_sel,
+def _bound_topk_kernel(logits_ptr, seqlen_ptr, gmax_ptr, cand_ptr, rs_ptr, top_k, max_len, stride_gm,
                        NEXT_N: tl.constexpr, BOUND_GROUP: tl.constexpr, TOPK_BLOCK: tl.constexpr,
-                       TOPK_SPLITS: tl.constexpr, SEL_CAP: tl.constexpr, INTERPRET: tl.constexpr):
-    """``TOPK_ALGO="bound"``: the row's selection in one launch over (row, TOPK_SPLITS), after
-    the scoring kernel, which wrote the scores and the max of every ``BOUND_GROUP`` keys.
+                       TOPK_SPLITS: tl.constexpr, GMAX_BLOCK: tl.constexpr):
+    """``TOPK_ALGO="bound"``, after the scoring kernel, which wrote the scores and the max of
+    every ``BOUND_GROUP`` keys: programs over (row, TOPK_SPLITS) filter the row at a bound
+    of its k-th score; ``_bound_place_kernel`` then ranks what passes.
 
-    1. Every program derives the same threshold from the group maxima: the k-th largest
-       group max, rounded down to its top 16 order bits (two 256-bin histogram passes over
-       the maxima). At least k groups have a max at or above it, each one key of its own, so
-       the k-th score is at or above it: every key of the top-k passes. With fewer groups
-       than k (short rows), no threshold: every visible key passes.
-    2. Each program streams its chunk of the row's scores once and appends the keys at or
-       above the threshold to the row's candidate list (random scores, 64-key groups, k =
-       2048 of 512K keys: ~k + 15%).
-    3. The last program of the row to finish (each thread fences its appends, then one
-       acq_rel ticket on the row's state, which the scoring kernel zeroed) finds the k-th
-       largest 63-bit key of the candidates (their list order is arbitrary, so ties at the
-       k-th score are settled by the key's index bits, not by position) and copies the keys
-       at or above it to the selected list, unsorted: up to ``SEL_CAP`` (2 x next_pow2(k))
-       candidates from registers (``_kth_key_in``), more by streaming passes (``_kth_key``).
-       The placing launches write them in order."""
+    The bound, derived by every program from the group maxima (held GMAX_BLOCK at a time;
+    one block at 512K / 64): their min and max, a 1024-bin histogram linear between them
+    (spread bins: a histogram whose keys share one bin serializes on one shared-memory
+    counter), the bin holding the k-th largest max, and the least max in that bin or above.
+    At least k groups have a max at or above it, each one key of its own, so the k-th score
+    is at or above it. Fewer groups than k (short rows): no bound, every visible key passes.
+    Each program streams its chunk of the row's scores once and appends the keys at or
+    above the bound to the row's candidate list (count in the row's state, zeroed by the
+    scoring kernel). Chunks map in reverse: the interpreter runs programs in order, so
+    there too the list runs against the index order (as it may on a GPU), and the tests see
+    the placing not rely on it."""
     row = tl.program_id(0)
-    # chunks in reverse: the interpreter runs programs in order, so there too the candidate
-    # list runs against the index order (as it may on a GPU) and the tests see the selection
-    # not rely on it
     pid = TOPK_SPLITS - 1 - tl.program_id(1)
     t = row % NEXT_N
     n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
     rs = rs_ptr + row * _RS
-    offs = tl.arange(0, TOPK_BLOCK)
-    theta = tl.full([], 0, tl.int64)  # order bits a candidate needs (0: every key)
-    if n > top_k:
-        ng = tl.cdiv(n, BOUND_GROUP)
+    theta = tl.full([], -1, tl.int64)  # order bits a candidate needs (-1: every key)
+    ng = tl.cdiv(n, BOUND_GROUP)
+    if (n > top_k) & (ng >= top_k):
         gm = gmax_ptr + row.to(tl.int64) * stride_gm
-        h = tl.zeros([256], tl.int32)
-        for o in range(0, ng, TOPK_BLOCK):
-            m = o + offs < ng
-            ob = _order_bits(tl.load(gm + o + offs, mask=m, other=0.0))
-            h += tl.histogram((ob >> 24).to(tl.int32), 256, mask=m)
-        d1, want = _select_digit(h, top_k)  # -1: fewer groups than k
-        if d1 >= 0:
-            h = tl.zeros([256], tl.int32)
-            for o in range(0, ng, TOPK_BLOCK):
-                m = o + offs < ng
-                ob = _order_bits(tl.load(gm + o + offs, mask=m, other=0.0))
-                m = m & ((ob >> 24).to(tl.int32) == d1)
-                h += tl.histogram(((ob >> 16) & 255).to(tl.int32), 256, mask=m)
-            d2, _ = _select_digit(h, want)
-            theta = (d1.to(tl.int64) << 24) | (d2.to(tl.int64) << 16)
+        go = tl.arange(0, GMAX_BLOCK)
+        lo = tl.full([], float("inf"), tl.float32)
+        hi = tl.full([], float("-inf"), tl.float32)
+        for o in range(0, ng, GMAX_BLOCK):
+            m = o + go < ng
+            x = tl.load(gm + o + go, mask=m, other=0.0)
+            lo = tl.minimum(lo, tl.min(tl.where(m, x, float("inf")), 0))
+            hi = tl.maximum(hi, tl.max(tl.where(m, x, float("-inf")), 0))
+        scale = 1023.0 / tl.maximum(hi - lo, 1e-30)
+        h = tl.zeros([1024], tl.int32)
+        for o in range(0, ng, GMAX_BLOCK):
+            m = o + go < ng
+            x = tl.load(gm + o + go, mask=m, other=0.0)
+            h += tl.histogram(tl.minimum(tl.maximum((x - lo) * scale, 0.0), 1023.0).to(tl.int32), 1024, mask=m)
+        b, _ = _select_digit(h, top_k)
+        thr = tl.full([], float("inf"), tl.float32)
+        for o in range(0, ng, GMAX_BLOCK):
+            m = o + go < ng
+            x = tl.load(gm + o + go, mask=m, other=0.0)
+            up = m & (tl.minimum(tl.maximum((x - lo) * scale, 0.0), 1023.0).to(tl.int32) >= b)
+            thr = tl.minimum(thr, tl.min(tl.where(up, x, float("inf")), 0))
+        theta = _order_bits(thr).to(tl.int64)
+    offs = tl.arange(0, TOPK_BLOCK)
     chunk = tl.cdiv(tl.cdiv(n, TOPK_SPLITS), TOPK_BLOCK) * TOPK_BLOCK
     start = pid * chunk
     end = tl.minimum(start + chunk, n)
@@ -1159,37 +1150,38 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, gmax_ptr, cand_ptr, sel_ptr, rs_p
         live = i < end
         ob = _order_bits(tl.load(src + i, mask=live, other=0.0)).to(tl.int64)
         _append(cand, rs + _CNT_C1, (ob << 31) | (2147483647 - i).to(tl.int64), live & (ob >= theta))
-    # Every thread fences its own appends (a CTA barrier alone did not publish them: the last
-    # program missed a candidate now and then on the H200, run 69), then one arrival.
-    if INTERPRET:
-        fenced = 0
-    else:
-        fenced = tl.min(tl.inline_asm_elementwise("fence.acq_rel.gpu;\n\tmov.b32 $0, $1;", "=r,r", [offs],
-                                                  dtype=tl.int32, is_pure=False, pack=1), 0)  # 0
-    tl.debug_barrier()
-    if tl.atomic_add(rs + _SYNC, 1 + fenced, sem="acq_rel", scope="gpu") == TOPK_SPLITS - 1:
-        nc = tl.atomic_add(rs + _CNT_C1, 0, sem="acquire", scope="gpu")
-        sel = sel_ptr + row.to(tl.int64) * stride_sel
-        # the k-th largest 63-bit key (distinct keys: no ties left, exactly k at or above it)
-        if nc <= SEL_CAP:  # the usual case: every candidate in registers, one load
-            co = tl.arange(0, SEL_CAP)
-            cm = co < nc
-            keys = tl.load(cand + co, mask=cm, other=-1, cache_modifier=".cg")
-            kth = tl.full([], 0, tl.int64)
-            if nc > top_k:
-                kth = _kth_key_in(keys, cm, top_k)
-            keep = cm & (keys >= kth)
-            kk = keep.to(tl.int32)
-            tl.store(sel + tl.cumsum(kk, 0) - 1, keys, mask=keep)
-            ns = tl.sum(kk, 0)
-        else:  # a loose bound (short rows, masses of ties): streaming passes over the list
-            kth = tl.full([], 0, tl.int64)
-            if nc > top_k:
-                kth = _kth_key(cand, 0, rs + _CNT_C1, 1, top_k, TOPK_BLOCK, True)
-            ns = _compact(cand, 0, rs + _CNT_C1, 1, kth, sel, TOPK_BLOCK, True)
-        tl.store(rs + _CNT_SEL, ns)
-        tl.store(rs + _CNT_TIE, 0)  # the taken ties are in the selected list already
-        tl.store(rs + _REM + 4, 0)
+
+
+@triton.jit
+def _bound_place_kernel(cand_ptr, rs_ptr, idx_ptr, top_k, max_len, stride_idx,
+                        RANK_BLOCK: tl.constexpr, SEL_CAP: tl.constexpr, TOPK_BLOCK: tl.constexpr):
+    """The bound path's indices, programs over (row, SEL_CAP / RANK_BLOCK): each candidate's
+    output position is the number of larger candidate keys (every key above a top-k key is a
+    candidate, so that is its rank in the row; keys are distinct: ties at a score are
+    ordered by index); ranks past k drop, -1 pads a row of fewer keys. More than SEL_CAP
+    candidates (a loose bound: masses of tied scores): program 0 radix-selects the k best
+    in place first (exact, slow: degenerate inputs only), then ranks them."""
+    row = tl.program_id(0)
+    j = tl.program_id(1)
+    CMP_BLOCK: tl.constexpr = 2048 // RANK_BLOCK  # [RANK_BLOCK, CMP_BLOCK] compares a step
+    nc = tl.load(rs_ptr + row * _RS + _CNT_C1)
+    cand = cand_ptr + row.to(tl.int64) * max_len
+    out = idx_ptr + row.to(tl.int64) * stride_idx
+    offs = j * RANK_BLOCK + tl.arange(0, RANK_BLOCK)
+    if nc <= SEL_CAP:
+        m = offs < nc
+        keys = tl.load(cand + offs, mask=m, other=-1)
+        r = _rank_in(cand, nc, keys, CMP_BLOCK)
+        tl.store(out + r, _key_index(keys), mask=m & (r < top_k))
+    elif j == 0:
+        kth = _kth_key(cand, 0, rs_ptr + row * _RS + _CNT_C1, 1, top_k, TOPK_BLOCK)
+        kept = _compact(cand, 0, rs_ptr + row * _RS + _CNT_C1, 1, kth, cand, TOPK_BLOCK)  # exactly top_k
+        tl.debug_barrier()
+        for tc in range(0, kept, RANK_BLOCK):
+            to = tc + tl.arange(0, RANK_BLOCK)
+            tk = tl.load(cand + to, mask=to < kept, other=-1)
+            tl.store(out + _rank_in(cand, kept, tk, CMP_BLOCK), _key_index(tk), mask=to < kept)
+    tl.store(out + offs, tl.full(offs.shape, -1, tl.int32), mask=(offs >= nc) & (offs < top_k))
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -1359,14 +1351,17 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
             plan += place(sel, sel, bufs["state"], 4)
         return plan
     if bound:
-        max_len, sel, rs = logits.shape[-1], bufs["sel"], bufs["rs"]
-        plan.append((_bound_topk_kernel, (B * T, radix_splits(config, max_len)), dict(
-            logits_ptr=logits, seqlen_ptr=seq_lens, gmax_ptr=bufs["gmax"], cand_ptr=bufs["cand_a"], sel_ptr=sel,
-            rs_ptr=rs, top_k=top_k, max_len=max_len, stride_gm=bufs["gmax"].stride(0), stride_sel=sel.stride(0),
-            NEXT_N=T, BOUND_GROUP=GB, TOPK_BLOCK=int(config["TOPK_BLOCK"]),
-            TOPK_SPLITS=radix_splits(config, max_len), SEL_CAP=2 * sel.shape[-1], INTERPRET=interpreting(),
-            num_warps=4, num_stages=1)))
-        return plan + place(sel, sel, rs, 4)
+        max_len, rs, cand = logits.shape[-1], bufs["rs"], bufs["cand_a"]
+        P, RB, cap = radix_splits(config, max_len), int(config["RANK_BLOCK"]), bound_select_cap(top_k)
+        plan.append((_bound_topk_kernel, (B * T, P), dict(
+            logits_ptr=logits, seqlen_ptr=seq_lens, gmax_ptr=bufs["gmax"], cand_ptr=cand, rs_ptr=rs, top_k=top_k,
+            max_len=max_len, stride_gm=bufs["gmax"].stride(0), NEXT_N=T, BOUND_GROUP=GB,
+            TOPK_BLOCK=int(config["TOPK_BLOCK"]), TOPK_SPLITS=P,
+            GMAX_BLOCK=max(16, min(next_power_of_2(cdiv(max_len, GB)), BOUND_GMAX_BLOCK)), num_warps=8, num_stages=1)))
+        plan.append((_bound_place_kernel, (B * T, cdiv(cap, RB)), dict(
+            cand_ptr=cand, rs_ptr=rs, idx_ptr=idx, top_k=top_k, max_len=max_len, stride_idx=idx.stride(0),
+            RANK_BLOCK=RB, SEL_CAP=cap, TOPK_BLOCK=int(config["TOPK_BLOCK"]), num_warps=4, num_stages=1)))
+        return plan
     if radix:
         max_len = logits.shape[-1]
         P, TB = radix_splits(config, max_len), int(config["TOPK_BLOCK"])
@@ -1452,8 +1447,7 @@ def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, conf
     if top_k == 0:
         return bufs
     if bound:
-        bufs.update(rs=alloc((B * T, int(_RS.value)), torch.int32), sel=alloc((B * T, p2), torch.int64),
-                    cand_a=alloc((B * T, max_len), torch.int64),
+        bufs.update(rs=alloc((B * T, int(_RS.value)), torch.int32), cand_a=alloc((B * T, max_len), torch.int64),
                     gmax=alloc((B * T, cdiv(max_len, int(config.get("BOUND_GROUP", 64)))), torch.float32))
         return bufs
     if radix:
@@ -1701,12 +1695,13 @@ def radix_config(workload: Workload) -> dict[str, Any]:
 
 
 def bound_config(workload: Workload) -> dict[str, Any]:
-    """``radix_config``'s scoring and placing with the bound top-k (``TOPK_ALGO="bound"``):
-    the scoring kernel also writes the max of every 64 keys (one a tile), and one launch
-    filters the row at the bound those maxima give and selects from the few keys above it
-    (``_bound_topk_kernel``), where the radix passes take six launches or more."""
+    """``radix_config``'s scoring with the bound top-k (``TOPK_ALGO="bound"``): the scoring
+    kernel also writes the max of every 64 keys (one a tile), one launch filters the row at
+    the bound those maxima give (``_bound_topk_kernel``) and one ranks the few keys above it
+    (``_bound_place_kernel``): three launches in all, where the radix path takes eight or more."""
     c = radix_config(workload)
-    return dict(c, TOPK_ALGO="bound", BOUND_GROUP=c["BLOCK_N"], RADIX_FIRST="byte", RADIX_FUSED=False)
+    return dict(c, TOPK_ALGO="bound", BOUND_GROUP=c["BLOCK_N"], RADIX_FIRST="byte", RADIX_FUSED=False,
+                PLACE_SORT=False, PLACE_CHUNK=0)
 
 
 def merge_config(workload: Workload) -> dict[str, Any]:
@@ -1740,7 +1735,7 @@ def memory_bytes(workload: Workload, config: dict[str, Any] | None = None) -> in
         scratch = w.batch * w.next_n * (rows // w.batch * 20 + p2 * 8 + 4 * int(_RS.value))
     elif _algo(cfg) == "bound":  # scores (4 B) + one candidate buffer (8 B) per row and key, the group maxima
         n = rows // w.batch
-        scratch = w.batch * w.next_n * (n * 12 + cdiv(n, cfg.get("BOUND_GROUP", 64)) * 4 + p2 * 8 + 4 * int(_RS.value))
+        scratch = w.batch * w.next_n * (n * 12 + cdiv(n, cfg.get("BOUND_GROUP", 64)) * 4 + 4 * int(_RS.value))
     elif _algo(cfg) == "row":  # scores (4 B) + one candidate buffer (8 B) per row and key
         scratch = w.batch * w.next_n * (rows // w.batch * 12 + p2 * 8 + 1024 * cfg["NUM_SPLITS"])
     else:

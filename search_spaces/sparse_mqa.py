@@ -72,8 +72,8 @@ _MERGE_ONLY = {"CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024, "SHARE_TH
 _RADIX_ONLY = {"TOPK_BLOCK": 1024, "TOPK_SPLITS": 1, "RANK_BLOCK": 64, "PLACE_SORT": False, "RADIX_FIRST": "byte",
                "PLACE_CHUNK": 0, "RADIX_FUSED": False}
 _BOUND_ONLY = {"BOUND_GROUP": 64}
-# the bound path streams, splits and places as the radix passes do, with one first pass of its own
-_BOUND_IGNORES = {"RADIX_FIRST": "byte", "RADIX_FUSED": False}
+# the bound path streams and splits as the radix passes do; it places by ranking (RANK_BLOCK) only
+_BOUND_IGNORES = {"RADIX_FIRST": "byte", "RADIX_FUSED": False, "PLACE_SORT": False, "PLACE_CHUNK": 0}
 # the row path streams TOPK_BLOCK keys, and sorts its selection in one program or in PLACE_CHUNK chunks
 _ROW_IGNORES = {k: v for k, v in _RADIX_ONLY.items() if k not in ("TOPK_BLOCK", "PLACE_CHUNK")}
 ROW_MAX_CONTEXT = 131072  # one program streams a whole row: past this the radix passes' parallelism wins
