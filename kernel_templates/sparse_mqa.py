@@ -1090,32 +1090,26 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
 
 
 @triton.jit
-def _bound_topk_kernel(logits_ptr, seqlen_ptr, gmax_ptr, cand_ptr, rs_ptr, top_k, max_len, stride_gm,
-                       NEXT_N: tl.constexpr, BOUND_GROUP: tl.constexpr, TOPK_BLOCK: tl.constexpr,
-                       TOPK_SPLITS: tl.constexpr, GMAX_BLOCK: tl.constexpr):
+def _bound_threshold_kernel(seqlen_ptr, gmax_ptr, rs_ptr, top_k, max_len, stride_gm,
+                            NEXT_N: tl.constexpr, BOUND_GROUP: tl.constexpr, GMAX_BLOCK: tl.constexpr):
     """``TOPK_ALGO="bound"``, after the scoring kernel, which wrote the scores and the max of
-    every ``BOUND_GROUP`` keys: programs over (row, TOPK_SPLITS) filter the row at a bound
-    of its k-th score; ``_bound_place_kernel`` then ranks what passes.
-
-    The bound, derived by every program from the group maxima (held GMAX_BLOCK at a time;
-    one block at 512K / 64): their min and max, a 1024-bin histogram linear between them
-    (spread bins: a histogram whose keys share one bin serializes on one shared-memory
-    counter), the bin holding the k-th largest max, and the least max in that bin or above.
-    At least k groups have a max at or above it, each one key of its own, so the k-th score
-    is at or above it. Fewer groups than k (short rows): no bound, every visible key passes.
-    Each program streams its chunk of the row's scores once and appends the keys at or
-    above the bound to the row's candidate list (count in the row's state, zeroed by the
-    scoring kernel). Chunks map in reverse: the interpreter runs programs in order, so
-    there too the list runs against the index order (as it may on a GPU), and the tests see
-    the placing not rely on it."""
+    every ``BOUND_GROUP`` keys: one program a row derives a bound of the row's k-th score
+    from the group maxima (held GMAX_BLOCK at a time; one block at 512K / 64): their min
+    and max, a 1024-bin histogram linear between them (spread bins: a histogram whose keys
+    share one bin serializes on one shared-memory counter), the bin holding the k-th
+    largest max, and the least max in that bin or above. At least k groups have a max at or
+    above it, each one key of its own, so the k-th score is at or above it. Fewer groups
+    than k (short rows), or at most k keys: no bound (every visible key passes). Stored in
+    the row's state: its order bits and a flag. (Every filter program deriving it for
+    itself cost more than this launch at 8192 maxima: H200 run 69.)"""
     row = tl.program_id(0)
-    pid = TOPK_SPLITS - 1 - tl.program_id(1)
     t = row % NEXT_N
     n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
     rs = rs_ptr + row * _RS
-    theta = tl.full([], -1, tl.int64)  # order bits a candidate needs (-1: every key)
     ng = tl.cdiv(n, BOUND_GROUP)
-    if (n > top_k) & (ng >= top_k):
+    has = (n > top_k) & (ng >= top_k)
+    thr = tl.full([], float("-inf"), tl.float32)
+    if has:
         gm = gmax_ptr + row.to(tl.int64) * stride_gm
         go = tl.arange(0, GMAX_BLOCK)
         lo = tl.full([], float("inf"), tl.float32)
@@ -1138,7 +1132,26 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, gmax_ptr, cand_ptr, rs_ptr, top_k
             x = tl.load(gm + o + go, mask=m, other=0.0)
             up = m & (tl.minimum(tl.maximum((x - lo) * scale, 0.0), 1023.0).to(tl.int32) >= b)
             thr = tl.minimum(thr, tl.min(tl.where(up, x, float("inf")), 0))
-        theta = _order_bits(thr).to(tl.int64)
+    tl.store(rs + _REM + 1, _order_bits(thr).to(tl.int32, bitcast=True))
+    tl.store(rs + _REM + 2, has.to(tl.int32))
+
+
+@triton.jit
+def _bound_topk_kernel(logits_ptr, seqlen_ptr, cand_ptr, rs_ptr, max_len,
+                       NEXT_N: tl.constexpr, TOPK_BLOCK: tl.constexpr, TOPK_SPLITS: tl.constexpr):
+    """``TOPK_ALGO="bound"``: programs over (row, TOPK_SPLITS) stream their chunk of the row's
+    scores once and append the keys at or above the row's bound (``_bound_threshold_kernel``)
+    to the row's candidate list (count in the row's state, zeroed by the scoring kernel);
+    ``_bound_place_kernel`` then ranks them. Chunks map in reverse: the interpreter runs
+    programs in order, so there too the list runs against the index order (as it may on a
+    GPU), and the tests see the placing not rely on it."""
+    row = tl.program_id(0)
+    pid = TOPK_SPLITS - 1 - tl.program_id(1)
+    t = row % NEXT_N
+    n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
+    rs = rs_ptr + row * _RS
+    theta = tl.load(rs + _REM + 1).to(tl.uint32, bitcast=True).to(tl.int64)
+    theta = tl.where(tl.load(rs + _REM + 2) != 0, theta, -1)  # order bits a candidate needs (-1: every key)
     offs = tl.arange(0, TOPK_BLOCK)
     chunk = tl.cdiv(tl.cdiv(n, TOPK_SPLITS), TOPK_BLOCK) * TOPK_BLOCK
     start = pid * chunk
@@ -1353,11 +1366,13 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
     if bound:
         max_len, rs, cand = logits.shape[-1], bufs["rs"], bufs["cand_a"]
         P, RB, cap = radix_splits(config, max_len), int(config["RANK_BLOCK"]), bound_select_cap(top_k)
-        plan.append((_bound_topk_kernel, (B * T, P), dict(
-            logits_ptr=logits, seqlen_ptr=seq_lens, gmax_ptr=bufs["gmax"], cand_ptr=cand, rs_ptr=rs, top_k=top_k,
-            max_len=max_len, stride_gm=bufs["gmax"].stride(0), NEXT_N=T, BOUND_GROUP=GB,
-            TOPK_BLOCK=int(config["TOPK_BLOCK"]), TOPK_SPLITS=P,
+        plan.append((_bound_threshold_kernel, (B * T,), dict(
+            seqlen_ptr=seq_lens, gmax_ptr=bufs["gmax"], rs_ptr=rs, top_k=top_k, max_len=max_len,
+            stride_gm=bufs["gmax"].stride(0), NEXT_N=T, BOUND_GROUP=GB,
             GMAX_BLOCK=max(16, min(next_power_of_2(cdiv(max_len, GB)), BOUND_GMAX_BLOCK)), num_warps=8, num_stages=1)))
+        plan.append((_bound_topk_kernel, (B * T, P), dict(
+            logits_ptr=logits, seqlen_ptr=seq_lens, cand_ptr=cand, rs_ptr=rs, max_len=max_len, NEXT_N=T,
+            TOPK_BLOCK=int(config["TOPK_BLOCK"]), TOPK_SPLITS=P, num_warps=4, num_stages=1)))
         plan.append((_bound_place_kernel, (B * T, cdiv(cap, RB)), dict(
             cand_ptr=cand, rs_ptr=rs, idx_ptr=idx, top_k=top_k, max_len=max_len, stride_idx=idx.stride(0),
             RANK_BLOCK=RB, SEL_CAP=cap, TOPK_BLOCK=int(config["TOPK_BLOCK"]), num_warps=4, num_stages=1)))
@@ -1696,9 +1711,10 @@ def radix_config(workload: Workload) -> dict[str, Any]:
 
 def bound_config(workload: Workload) -> dict[str, Any]:
     """``radix_config``'s scoring with the bound top-k (``TOPK_ALGO="bound"``): the scoring
-    kernel also writes the max of every 64 keys (one a tile), one launch filters the row at
-    the bound those maxima give (``_bound_topk_kernel``) and one ranks the few keys above it
-    (``_bound_place_kernel``): three launches in all, where the radix path takes eight or more."""
+    kernel also writes the max of every 64 keys (one a tile), one launch derives a bound of
+    each row's k-th score from them (``_bound_threshold_kernel``), one filters the row at it
+    (``_bound_topk_kernel``) and one ranks the few keys above it (``_bound_place_kernel``):
+    four launches in all, where the radix path takes eight or more."""
     c = radix_config(workload)
     return dict(c, TOPK_ALGO="bound", BOUND_GROUP=c["BLOCK_N"], RADIX_FIRST="byte", RADIX_FUSED=False,
                 PLACE_SORT=False, PLACE_CHUNK=0)

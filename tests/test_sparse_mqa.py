@@ -387,16 +387,17 @@ def test_launches_and_graph_safety():
 
 
 def test_bound_launches_and_grid():
-    """bound: the scoring kernel, the filter launch over (row, TOPK_SPLITS) and the ranking
-    over (row, 2 x next_pow2(k) / RANK_BLOCK): three launches where the radix passes make
-    8-12; its scratch holds one max per BOUND_GROUP keys of a row."""
+    """bound: the scoring kernel, the bound (one program a row), the filter over (row,
+    TOPK_SPLITS) and the ranking over (row, 2 x next_pow2(k) / RANK_BLOCK): four launches
+    where the radix passes make 8-12; its scratch holds one max per BOUND_GROUP keys a row."""
     for w in (M.Workload(1, 524288, 1, "dsv32"), M.Workload(32, 131072, 2, "dsv41-flash")):
         c = M.bound_config(w)
         for rb in (16, 64):
             plan = M._plan_for(w, dict(c, RANK_BLOCK=rb))
             rows, k = w.batch * w.next_n, M.PROFILES[w.profile]["top_k"]
             assert [(f.__name__, g) for f, g, _ in plan][1:] == [
-                ("_bound_topk_kernel", (rows, M.radix_splits(c, w.context))), ("_bound_place_kernel", (rows, 2 * k // rb))]
+                ("_bound_threshold_kernel", (rows,)), ("_bound_topk_kernel", (rows, M.radix_splits(c, w.context))),
+                ("_bound_place_kernel", (rows, 2 * k // rb))]
             assert all(isinstance(g, int) for _, grid, _ in plan for g in grid)
         bufs = M._buffers(w.batch, w.next_n, w.context, 512, False, c, "meta",
                           alloc=lambda shape, dtype, fill=None: torch.empty(shape, dtype=dtype, device="meta"))
@@ -851,7 +852,7 @@ def test_lowers_for_sm100():
     assert sum(r[2] == "_radix_place_kernel" for r in res) == 2
     assert sum(r[2] == "_bound_place_kernel" for r in res) == 2
     assert sum(r[2] == "_row_topk_kernel" for r in res) == 2
-    assert sum(r[2] == "_bound_topk_kernel" for r in res) == 2
+    assert sum(r[2] == "_bound_topk_kernel" for r in res) == sum(r[2] == "_bound_threshold_kernel" for r in res) == 2
 
 
 _SM90 = r"""
@@ -1015,7 +1016,7 @@ def test_space_names_are_kernel_constexprs():
 
     names = {n for k in (M._score_kernel, M._merge_kernel, M._radix_pass_kernel, M._radix_fused_kernel,
                          M._radix_place_kernel, M._radix_merge_rank_kernel, M._row_topk_kernel,
-                         M._bound_topk_kernel, M._bound_place_kernel)
+                         M._bound_topk_kernel, M._bound_place_kernel, M._bound_threshold_kernel)
              for n, prm in inspect.signature(k.fn).parameters.items() if prm.annotation in (tl.constexpr, "tl.constexpr")}
     # RADIX_FUSED picks the kernel (_radix_fused_kernel or _radix_pass_kernel a pass): the host's
     assert set(S.SPACE) - {"num_warps", "num_stages", "RADIX_FUSED"} <= names
