@@ -16,7 +16,7 @@ the top-k overhead and the speedup over the baseline, then the issue's target ch
 
 ``--algos`` times each top-k path on the same inputs (``merge``: ``merge_config``;
 ``radix``: ``radix_config``; ``row``: ``row_config``, only up to the context the search space
-admits it for; a tuned config of that path where the pack has one), each verified first; the
+admits it for; ``bound``: ``bound_config`` with the default's group size, else 64; a tuned config of that path where the pack has one), each verified first; the
 scoring alone is timed once (the merge / radix scoring kernel; the row path's also writes
 its first-digit histograms, so its top-k overhead includes that). ``--variant NAME:K=V`` adds the config with
 those overrides (e.g. ``MX_WORD_DECODE=1``), verified, with its own scoring time.
@@ -48,7 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profiles", default="dsv32,dsv41-flash", help="comma-separated profiles")
     p.add_argument("--no-baseline", action="store_true", help="skip the PyTorch baseline")
     p.add_argument("--reps", type=int, default=50, help="timed repetitions per measurement")
-    p.add_argument("--algos", default=None, help="comma-separated top-k paths to compare (merge,radix,row)")
+    p.add_argument("--algos", default=None, help="comma-separated top-k paths to compare (merge,radix,row,bound)")
     p.add_argument("--batch", default=None, help="comma-separated batch sizes (filter)")
     p.add_argument("--context", default=None, help="comma-separated contexts (filter)")
     p.add_argument("--next-n", default=None, help="comma-separated next_n (filter)")
@@ -90,9 +90,10 @@ def algo_configs(w: Any, config: dict[str, Any], args: argparse.Namespace) -> li
         return [("", config)] + variants
     out = []
     for a in args.algos.split(","):
-        make = {"merge": M.merge_config, "radix": M.radix_config, "row": M.row_config}.get(a)
+        make = {"merge": M.merge_config, "radix": M.radix_config, "row": M.row_config,
+                "bound": lambda w: dict(M.bound_config(w), BOUND_GROUP=M.bound_default_group(w) or 64)}.get(a)
         if make is None:
-            raise SystemExit(f"unknown top-k path {a!r} (merge, radix, row)")
+            raise SystemExit(f"unknown top-k path {a!r} (merge, radix, row, bound)")
         c = config if config.get("TOPK_ALGO", "merge") == a else make(w)
         if a != "row" or admitted(w, c):
             out.append((a, c))

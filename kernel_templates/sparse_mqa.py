@@ -1622,8 +1622,33 @@ RADIX_SAMPLED_ROWS, RADIX_SAMPLED_CONTEXT = 32, 131072
 RADIX_FUSED_DEFAULT_ROWS = 0
 
 
+# The bound top-k by default for one row (B = 1, next_n = 1) where a group size gives the
+# bound kernel 2k..4096 maxima (H200 run 70, call us, radix -> bound): dsv32 128K 40.2 ->
+# 34.2 (32-key groups); dsv41-flash 32K 41.1 -> 29.1 (32), 128K 44.8 -> 35.6 (64). More
+# maxima lose (512K: 65.0 -> 75.9 dsv32, 66.1 -> 79.7 dsv41-flash: one program derives the
+# bound), fewer than 2k give a loose bound; more rows are unmeasured but B = 32 at 128K
+# (dsv41-flash 234.5 -> 231.1, dsv32 233.0 -> 588.5 at too few maxima) showed no gain.
+BOUND_DEFAULT_MAX_ROWS = 1
+BOUND_DEFAULT_MAX_MAXIMA = 4096
+
+
+def bound_default_group(workload: Workload) -> int:
+    """The group size (64, 32 or 16 keys, the largest that fits) giving between 2k and
+    ``BOUND_DEFAULT_MAX_MAXIMA`` group maxima a row, where the bound path is the default;
+    0 elsewhere (see ``BOUND_DEFAULT_MAX_ROWS``)."""
+    w = workload
+    k = PROFILES[w.profile]["top_k"]
+    if w.batch * w.next_n > BOUND_DEFAULT_MAX_ROWS:
+        return 0
+    for g in (64, 32, 16):
+        if 2 * k <= w.context // g <= BOUND_DEFAULT_MAX_MAXIMA:
+            return g
+    return 0
+
+
 def default_config(workload: Workload) -> dict[str, Any]:
     """``row_config`` up to ``ROW_DEFAULT_MAX_CONTEXT`` keys for a top-k of at most ``ROW_DEFAULT_MAX_TOPK``,
+    ``bound_config`` for one row where ``bound_default_group`` finds a group size,
     ``radix_config`` otherwise (the scoring parameters are the same; only the top-k path
     differs).
 
@@ -1638,7 +1663,10 @@ def default_config(workload: Workload) -> dict[str, Any]:
     space admits the row path up to 131072 keys for the tuner to decide per shape."""
     w = workload
     short = w.context <= ROW_DEFAULT_MAX_CONTEXT and PROFILES[w.profile]["top_k"] <= ROW_DEFAULT_MAX_TOPK
-    return row_config(w) if short else radix_config(w)
+    if short:
+        return row_config(w)
+    g = bound_default_group(w)
+    return dict(bound_config(w), BOUND_GROUP=g) if g else radix_config(w)
 
 
 def row_config(workload: Workload) -> dict[str, Any]:

@@ -756,9 +756,15 @@ def test_search_space_defaults_and_feasibility():
     # 512, not dsv32's 2048), the radix passes otherwise; the others stay admitted
     for wl, want in ((M.Workload(1, 8192, 1, "dsv41-flash"), "row"), (M.Workload(32, 8192, 2, "dsv41-flash"), "row"),
                      (M.Workload(1, 8192, 1, "dsv32"), "radix"), (M.Workload(128, 32768, 2, "dsv41-flash"), "radix"),
-                     (M.Workload(1, 131072, 1, "dsv32"), "radix"), (M.Workload(128, 524288, 2, "dsv41-flash"), "radix")):
+                     (M.Workload(1, 131072, 1, "dsv32"), "bound"), (M.Workload(1, 524288, 1, "dsv32"), "radix"),
+                     (M.Workload(1, 32768, 1, "dsv41-flash"), "bound"), (M.Workload(1, 131072, 2, "dsv41-flash"), "radix"),
+                     (M.Workload(1, 32768, 1, "dsv32"), "radix"), (M.Workload(128, 524288, 2, "dsv41-flash"), "radix")):
         assert M.default_config(wl)["TOPK_ALGO"] == want, wl
         assert S.constraints(M.merge_config(wl), wl) and S.constraints(M.radix_config(wl), wl)
+    # the bound default's group size: 2k..4096 maxima a row, one row only
+    assert [M.bound_default_group(M.Workload(1, c, 1, "dsv32")) for c in S._CONTEXT] == [0, 0, 32, 0]
+    assert [M.bound_default_group(M.Workload(1, c, 1, "dsv41-flash")) for c in S._CONTEXT] == [0, 32, 64, 0]
+    assert M.default_config(M.Workload(1, 131072, 1, "dsv32"))["BOUND_GROUP"] == 32
     # row: TOPK_BLOCK varies, the radix-only knobs do not, and not past S.ROW_MAX_CONTEXT
     wr = M.Workload(8, 32768, 2, "dsv32")
     row = M.row_config(wr)
@@ -821,7 +827,7 @@ from kernel_templates import sparse_mqa as M
 res = []
 for cc, prof, n in json.loads(sys.argv[1]):
     w, short = M.Workload(1, 131072, n, prof), M.Workload(1, 32768, n, prof)
-    for w, cfg in ((w, dict(M.default_config(w), RADIX_FUSED=True)),
+    for w, cfg in ((w, dict(M.radix_config(w), RADIX_FUSED=True)),
                    (w, dict(M.merge_config(w), NUM_SPLITS=128, MERGE_GROUP=8)),
                    (short, M.row_config(short)), (w, M.bound_config(w))):
       for fn, sig, cx in M.lower_signatures(w, cfg):
@@ -923,11 +929,12 @@ def test_default_configs_fit_sm90():
     score = [r for r in res if r["fn"] == "_score_kernel"]
     assert {(r["wl"][2], r["wl"][3]) for r in score} == {(t, prof) for t in (1, 2) for prof in M.PROFILES}
     assert {r["fn"] for r in res} == {"_score_kernel", "_radix_pass_kernel", "_radix_fused_kernel",
-                                      "_radix_place_kernel", "_radix_merge_rank_kernel", "_row_topk_kernel"}
+                                      "_radix_place_kernel", "_radix_merge_rank_kernel", "_row_topk_kernel",
+                                      "_bound_threshold_kernel", "_bound_topk_kernel", "_bound_place_kernel"}
     # B = 1 (1-2 rows) with RADIX_FUSED: every pass in one launch with row barriers, byte digits
     assert {(r["cx"]["RADIX_FIRST"], r["cx"]["GRID_SYNC"]) for r in res if r["fn"] == "_radix_fused_kernel"} == {
         ("byte", True)}
-    assert {r["cx"]["TOPK_ALGO"] for r in score} == {"radix", "row"}
+    assert {r["cx"]["TOPK_ALGO"] for r in score} == {"radix", "row", "bound"}
     passes = [r for r in res if r["fn"] == "_radix_pass_kernel"]
     # the byte digits (six passes) and, from 32 rows at >= 128K, the sampled first digit (nine)
     assert {(r["cx"]["RADIX_FIRST"], r["cx"]["PICK"], r["cx"]["HIST"], r["cx"]["MODE"]) for r in passes} == {
