@@ -16,7 +16,8 @@ the top-k overhead and the speedup over the baseline, then the issue's target ch
 
 ``--algos`` times each top-k path on the same inputs (``merge``: ``merge_config``;
 ``radix``: ``radix_config``; ``row``: ``row_config``, only up to the context the search space
-admits it for; ``bound``: ``bound_config`` with the default's group size, else 64; a tuned config of that path where the pack has one), each verified first; the
+admits it for; ``bound``: ``bound_config``; a tuned config of that path where the pack has one),
+each verified first; the
 scoring alone is timed once (the merge / radix scoring kernel; the row path's also writes
 its first-digit histograms, so its top-k overhead includes that). ``--variant NAME:K=V`` adds the config with
 those overrides (e.g. ``MX_WORD_DECODE=1``), verified, with its own scoring time.
@@ -91,7 +92,7 @@ def algo_configs(w: Any, config: dict[str, Any], args: argparse.Namespace) -> li
     out = []
     for a in args.algos.split(","):
         make = {"merge": M.merge_config, "radix": M.radix_config, "row": M.row_config,
-                "bound": lambda w: dict(M.bound_config(w), BOUND_GROUP=M.bound_default_group(w) or 64)}.get(a)
+                "bound": M.bound_config}.get(a)
         if make is None:
             raise SystemExit(f"unknown top-k path {a!r} (merge, radix, row, bound)")
         c = config if config.get("TOPK_ALGO", "merge") == a else make(w)

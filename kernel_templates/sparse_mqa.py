@@ -218,8 +218,8 @@ def _n_visible(seq_len, t, NEXT_N: tl.constexpr, max_len):
 
 @triton.jit
 def _select_digit(hist, want):
-    """Radix-select step over a 256-bin (or any power-of-two) digit histogram (of the keys matching the prefix so
-    far): the digit of the ``want``-th largest key (-1: fewer keys than ``want``, all
+    """Radix-select step over a 256-bin (or any power-of-two size) digit histogram (of the
+    keys matching the prefix so far): the digit of the ``want``-th largest key (-1: fewer keys than ``want``, all
     selected) and how many keys are still wanted from that digit's bin."""
     bins = tl.arange(0, hist.shape[0])
     ge = tl.sum(hist, 0) - tl.cumsum(hist, 0) + hist  # keys with digit >= bin (a forward scan)
@@ -1090,6 +1090,12 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
 
 
 @triton.jit
+def _linear_bin(x, lo, scale):
+    """The bin (0..1023) of ``x`` among 1024 linear between ``lo`` and ``lo + 1023 / scale``."""
+    return tl.minimum(tl.maximum((x - lo) * scale, 0.0), 1023.0).to(tl.int32)
+
+
+@triton.jit
 def _bound_threshold_kernel(seqlen_ptr, gmax_ptr, rs_ptr, top_k, max_len, stride_gm,
                             NEXT_N: tl.constexpr, BOUND_GROUP: tl.constexpr, GMAX_BLOCK: tl.constexpr):
     """``TOPK_ALGO="bound"``, after the scoring kernel, which wrote the scores and the max of
@@ -1124,13 +1130,13 @@ def _bound_threshold_kernel(seqlen_ptr, gmax_ptr, rs_ptr, top_k, max_len, stride
         for o in range(0, ng, GMAX_BLOCK):
             m = o + go < ng
             x = tl.load(gm + o + go, mask=m, other=0.0)
-            h += tl.histogram(tl.minimum(tl.maximum((x - lo) * scale, 0.0), 1023.0).to(tl.int32), 1024, mask=m)
+            h += tl.histogram(_linear_bin(x, lo, scale), 1024, mask=m)
         b, _ = _select_digit(h, top_k)
         thr = tl.full([], float("inf"), tl.float32)
         for o in range(0, ng, GMAX_BLOCK):
             m = o + go < ng
             x = tl.load(gm + o + go, mask=m, other=0.0)
-            up = m & (tl.minimum(tl.maximum((x - lo) * scale, 0.0), 1023.0).to(tl.int32) >= b)
+            up = m & (_linear_bin(x, lo, scale) >= b)
             thr = tl.minimum(thr, tl.min(tl.where(up, x, float("inf")), 0))
     tl.store(rs + _REM + 1, _order_bits(thr).to(tl.int32, bitcast=True))
     tl.store(rs + _REM + 2, has.to(tl.int32))
@@ -1177,7 +1183,8 @@ def _bound_place_kernel(cand_ptr, rs_ptr, idx_ptr, top_k, max_len, stride_idx,
     row = tl.program_id(0)
     j = tl.program_id(1)
     CMP_BLOCK: tl.constexpr = 2048 // RANK_BLOCK  # [RANK_BLOCK, CMP_BLOCK] compares a step
-    nc = tl.load(rs_ptr + row * _RS + _CNT_C1)
+    cnt = rs_ptr + row * _RS + _CNT_C1
+    nc = tl.load(cnt)
     cand = cand_ptr + row.to(tl.int64) * max_len
     out = idx_ptr + row.to(tl.int64) * stride_idx
     offs = j * RANK_BLOCK + tl.arange(0, RANK_BLOCK)
@@ -1187,8 +1194,8 @@ def _bound_place_kernel(cand_ptr, rs_ptr, idx_ptr, top_k, max_len, stride_idx,
         r = _rank_in(cand, nc, keys, CMP_BLOCK)
         tl.store(out + r, _key_index(keys), mask=m & (r < top_k))
     elif j == 0:
-        kth = _kth_key(cand, 0, rs_ptr + row * _RS + _CNT_C1, 1, top_k, TOPK_BLOCK)
-        kept = _compact(cand, 0, rs_ptr + row * _RS + _CNT_C1, 1, kth, cand, TOPK_BLOCK)  # exactly top_k
+        kth = _kth_key(cand, 0, cnt, 1, top_k, TOPK_BLOCK)
+        kept = _compact(cand, 0, cnt, 1, kth, cand, TOPK_BLOCK)  # exactly top_k
         tl.debug_barrier()
         for tc in range(0, kept, RANK_BLOCK):
             to = tc + tl.arange(0, RANK_BLOCK)
@@ -1665,8 +1672,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     short = w.context <= ROW_DEFAULT_MAX_CONTEXT and PROFILES[w.profile]["top_k"] <= ROW_DEFAULT_MAX_TOPK
     if short:
         return row_config(w)
-    g = bound_default_group(w)
-    return dict(bound_config(w), BOUND_GROUP=g) if g else radix_config(w)
+    return bound_config(w) if bound_default_group(w) else radix_config(w)
 
 
 def row_config(workload: Workload) -> dict[str, Any]:
@@ -1739,13 +1745,14 @@ def radix_config(workload: Workload) -> dict[str, Any]:
 
 def bound_config(workload: Workload) -> dict[str, Any]:
     """``radix_config``'s scoring with the bound top-k (``TOPK_ALGO="bound"``): the scoring
-    kernel also writes the max of every 64 keys (one a tile), one launch derives a bound of
-    each row's k-th score from them (``_bound_threshold_kernel``), one filters the row at it
+    kernel also writes the max of every BOUND_GROUP keys (``bound_default_group``'s size
+    where it finds one, else one group a tile), one launch derives a bound of each row's k-th
+    score from them (``_bound_threshold_kernel``), one filters the row at it
     (``_bound_topk_kernel``) and one ranks the few keys above it (``_bound_place_kernel``):
     four launches in all, where the radix path takes eight or more."""
     c = radix_config(workload)
-    return dict(c, TOPK_ALGO="bound", BOUND_GROUP=c["BLOCK_N"], RADIX_FIRST="byte", RADIX_FUSED=False,
-                PLACE_SORT=False, PLACE_CHUNK=0)
+    return dict(c, TOPK_ALGO="bound", BOUND_GROUP=bound_default_group(workload) or c["BLOCK_N"], RADIX_FIRST="byte",
+                RADIX_FUSED=False, PLACE_SORT=False, PLACE_CHUNK=0)
 
 
 def merge_config(workload: Workload) -> dict[str, Any]:

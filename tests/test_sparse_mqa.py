@@ -227,8 +227,8 @@ def test_bound_filters_to_few_candidates(device):
 
 @pytest.mark.parametrize("scale", [-1.0, 1e9, 1e-14])
 def test_bound_end_of_range_scores(scale, device):
-    """Scores all <= 0, all above 2^23, all below 2^-40: the bound's 16 order bits sit in
-    any part of the float range."""
+    """Scores all <= 0, all above 2^23, all below 2^-40: the group maxima and the bound's
+    linear bins lie in any part of the float range."""
     inp = ragged_inputs("dsv32", 2, [1200, 300], top_k=40, device=device, seed=3)
     inp["weights"] = inp["weights"].abs() * scale if scale < 0 else inp["weights"] * scale
     idx, logits = M.launch(config=bcfg("dsv32", 2, NUM_SPLITS=2, BOUND_GROUP=16), **dict(inp, return_logits=True))
@@ -1000,8 +1000,9 @@ def test_gpu_bound_path(group, rank_block, device):
     """The bound path on the GPU, where a row's programs (up to 256) append concurrently and
     the placing ranks across programs: exactly the top-k of its own logits, the same indices
     call after call and without the logits (the counts start from zero each call), valid
-    against the reference; ragged rows, one shorter than top_k, next_n 2. (Not compared with the radix path's indices: its scoring kernel is another
-    compile, whose scores may round differently, so near-ties at the k-th can swap.)"""
+    against the reference; ragged rows, one shorter than top_k, next_n 2. (Not compared with
+    the radix path's indices: its scoring kernel is another compile, whose scores may round
+    differently, so near-ties at the k-th can swap.)"""
     for w, lens in ((M.Workload(1, 524288, 1, "dsv32"), [524288]), (M.Workload(1, 131072, 1, "dsv32"), [100000]),
                     (M.Workload(2, 32768, 2, "dsv41-flash"), [32768, 300])):
         inp = M.make_inputs(w, device, 0)
