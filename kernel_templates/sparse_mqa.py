@@ -476,7 +476,11 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
                   BLOCK_N: tl.constexpr, NUM_SPLITS: tl.constexpr, CAND_MULT: tl.constexpr,
                   SELECT_BLOCK: tl.constexpr, SHARE_THRESHOLD: tl.constexpr, MX_FP8_DOT: tl.constexpr,
                   TOPK_ALGO: tl.constexpr, INTERPRET: tl.constexpr, MX_WORD_DECODE: tl.constexpr = False,
-                  BOUND_GROUP: tl.constexpr = 64):
+                  BOUND_GROUP: tl.constexpr = 64, PDL: tl.constexpr = False):
+    if PDL:
+        # LAUNCH_PDL: the top-k launches after this one may start their programs now (each
+        # waits for this launch to finish before it reads anything: _pdl_enter)
+        tl.extra.cuda.gdc_launch_dependents()
     b = tl.program_id(0)
     split = tl.program_id(1)
     if TOPK_ALGO == "radix" or TOPK_ALGO == "bound":
@@ -762,9 +766,10 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
                        NEXT_N: tl.constexpr, FROM_LOGITS: tl.constexpr, SRC_CNT: tl.constexpr, PICK: tl.constexpr,
                        DST_CNT: tl.constexpr, HIST: tl.constexpr, TOPK_BLOCK: tl.constexpr,
                        TOPK_SPLITS: tl.constexpr, RADIX_FIRST: tl.constexpr = "byte", MODE: tl.constexpr = 0,
-                       SRC_CNT2: tl.constexpr = 0):
+                       SRC_CNT2: tl.constexpr = 0, PDL: tl.constexpr = False):
     """One step of the row-parallel radix select (``_radix_step``) a launch; programs over
     (row, TOPK_SPLITS chunks)."""
+    _pdl_enter(PDL)
     _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k, max_len,
                 stride_src, stride_sel, stride_dst, tl.program_id(0), tl.program_id(1),
                 NEXT_N, FROM_LOGITS, SRC_CNT, PICK, DST_CNT, HIST, TOPK_BLOCK, TOPK_SPLITS, RADIX_FIRST, MODE,
@@ -889,7 +894,7 @@ def _rank_in(base, n, keys, CMP_BLOCK: tl.constexpr):
 def _radix_place_kernel(sel_ptr, tie_ptr, rs_ptr, idx_ptr, top_k, stride_sel, stride_tie, stride_idx,
                         RANK_BLOCK: tl.constexpr, PLACE_SORT: tl.constexpr, TOPK_P2: tl.constexpr,
                         TIE_MAX: tl.constexpr, TOPK_BLOCK: tl.constexpr, N_DIGITS: tl.constexpr = 4,
-                        PLACE_CHUNK: tl.constexpr = 0):
+                        PLACE_CHUNK: tl.constexpr = 0, PDL: tl.constexpr = False):
     """Write the row's indices in descending key order. The selected keys (all above the
     k-th score) come first, then the keys tied at the k-th score, the ``rem`` largest
     (lowest index) of them; -1 pads.
@@ -907,6 +912,7 @@ def _radix_place_kernel(sel_ptr, tie_ptr, rs_ptr, idx_ptr, top_k, stride_sel, st
     selected keys at their ranks across the sorted chunks (k log(PLACE_CHUNK) work a row,
     spread over the row's chunks, where the ranking is k^2 and the one sort a row is one
     program's latency)."""
+    _pdl_enter(PDL)
     row = tl.program_id(0)
     j = tl.program_id(1)
     nprog = tl.num_programs(1)
@@ -962,13 +968,15 @@ def _radix_place_kernel(sel_ptr, tie_ptr, rs_ptr, idx_ptr, top_k, stride_sel, st
 
 @triton.jit
 def _radix_merge_rank_kernel(sel_ptr, rs_ptr, idx_ptr, stride_sel, stride_idx,
-                             PLACE_CHUNK: tl.constexpr, CHUNK_LOG2: tl.constexpr, N_CHUNKS: tl.constexpr):
+                             PLACE_CHUNK: tl.constexpr, CHUNK_LOG2: tl.constexpr, N_CHUNKS: tl.constexpr,
+                             PDL: tl.constexpr = False):
     """Second launch of the chunked placing (``PLACE_CHUNK > 0``, programs over (row,
     chunk)): the row's selected list is sorted in descending chunks of PLACE_CHUNK keys,
     so a key's output position is the number of larger keys in all chunks together (in its
     own chunk, its position there). Each count is a branchless binary search, every chunk
     at once: CHUNK_LOG2 + 1 dependent gathers of ``[N_CHUNKS, PLACE_CHUNK]`` keys (L1/L2-hot).
     Keys are distinct and >= 0; positions past the list read -1, smaller than any key."""
+    _pdl_enter(PDL)
     row = tl.program_id(0)
     j = tl.program_id(1)
     n_sel = tl.load(rs_ptr + row * _RS + _CNT_SEL)
@@ -1090,74 +1098,146 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
 
 
 @triton.jit
-def _linear_bin(x, lo, scale):
-    """The bin (0..1023) of ``x`` among 1024 linear between ``lo`` and ``lo + 1023 / scale``."""
-    return tl.minimum(tl.maximum((x - lo) * scale, 0.0), 1023.0).to(tl.int32)
+def _pdl_enter(PDL: tl.constexpr):
+    """``LAUNCH_PDL``: a launch that may start while the previous one runs (programmatic
+    dependent launch, sm_90+) waits here until that one has finished and its stores are
+    visible, then lets the next launch start its programs early in turn. Every kernel
+    launched that way calls this first, before any load of what earlier launches wrote
+    (a launch that skipped the wait could finish before its predecessor, and the one after
+    it would not wait for that predecessor either)."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+
+
+@triton.jit
+def _bin32(x, lo, scale):
+    """The bin (0..31) of ``x`` among 32 linear from ``lo``, ``1 / scale`` wide (clamped)."""
+    return tl.minimum(tl.maximum((x - lo) * scale, 0.0), 31.0).to(tl.int32)
+
+
+@triton.jit
+def _in_bins(x, lo1, s1, b1, lo2, s2, b2, LEVEL: tl.constexpr):
+    """``_group_bound``: ``x`` in the bins selected at the levels before ``LEVEL`` (1-3)."""
+    sel = x == x
+    if LEVEL >= 2:
+        sel = _bin32(x, lo1, s1) == b1
+    if LEVEL >= 3:
+        sel = sel & (_bin32(x, lo2, s2) == b2)
+    return sel
+
+
+@triton.jit
+def _gb_level(gm, ng, want, lo1, s1, b1, lo2, s2, b2, LEVEL: tl.constexpr, GMAX_BLOCK: tl.constexpr):
+    """One level of ``_group_bound`` over the maxima in the bins selected so far: their min
+    and max (one pass), then a 32-bin histogram linear between them (a second). Returns
+    the level's bin origin and scale, the bin holding the ``want``-th largest of them, and
+    how many are still wanted in that bin."""
+    go = tl.arange(0, GMAX_BLOCK)
+    lo = tl.full([], float("inf"), tl.float32)
+    hi = tl.full([], float("-inf"), tl.float32)
+    for o in range(0, ng, GMAX_BLOCK):
+        x = tl.load(gm + o + go, mask=o + go < ng, other=0.0)
+        m = (o + go < ng) & _in_bins(x, lo1, s1, b1, lo2, s2, b2, LEVEL)
+        lo = tl.minimum(lo, tl.min(tl.where(m, x, float("inf")), 0))
+        hi = tl.maximum(hi, tl.max(tl.where(m, x, float("-inf")), 0))
+    s = 32.0 / tl.maximum(hi - lo, 1e-30)
+    h = tl.zeros([32], tl.int32)
+    for o in range(0, ng, GMAX_BLOCK):
+        x = tl.load(gm + o + go, mask=o + go < ng, other=0.0)
+        m = (o + go < ng) & _in_bins(x, lo1, s1, b1, lo2, s2, b2, LEVEL)
+        h += tl.histogram(_bin32(x, lo, s), 32, mask=m)
+    d, w = _select_digit(h, want)
+    return lo, s, d, w, (hi - lo) < float("inf")
+
+
+@triton.jit
+def _group_bound(gm, ng, want, GMAX_BLOCK: tl.constexpr):
+    """A lower bound of the ``want``-th largest of the ``ng`` group maxima at ``gm``
+    (``ng >= want``), held GMAX_BLOCK at a time: three nested 32-bin histograms, each
+    linear between the min and max of the maxima in the bin the level before selected (the
+    bin holding the want-th largest), then the least max whose bins are, level by level,
+    at or above the selected ones. At least ``want`` maxima are that high: the counts come
+    from the same bin expressions, so this holds whatever the rounding (tightness only
+    needs the bins ordered). Each level adapts to its bin's own spread (an outlier max
+    does not leave every other max in one bin), at the cost of small histograms:
+    tl.histogram's cost grows with its bins (sm_90, Triton 3.6: one 1024-bin histogram of
+    8192 maxima took most of a 34 us launch, H200 run 73). Returns the bound and whether the
+    maxima's range is finite (else no bound)."""
+    z = tl.full([], 0.0, tl.float32)
+    lo1, s1, b1, w1, ok = _gb_level(gm, ng, want, z, z, 0, z, z, 0, 1, GMAX_BLOCK)
+    lo2, s2, b2, w2, _ = _gb_level(gm, ng, w1, lo1, s1, b1, z, z, 0, 2, GMAX_BLOCK)
+    lo3, s3, b3, _, _ = _gb_level(gm, ng, w2, lo1, s1, b1, lo2, s2, b2, 3, GMAX_BLOCK)
+    go = tl.arange(0, GMAX_BLOCK)
+    thr = tl.full([], float("inf"), tl.float32)
+    for o in range(0, ng, GMAX_BLOCK):
+        m = o + go < ng
+        x = tl.load(gm + o + go, mask=m, other=0.0)
+        c1 = _bin32(x, lo1, s1)
+        c2 = _bin32(x, lo2, s2)
+        up = (c1 > b1) | ((c1 == b1) & ((c2 > b2) | ((c2 == b2) & (_bin32(x, lo3, s3) >= b3))))
+        thr = tl.minimum(thr, tl.min(tl.where(m & up, x, float("inf")), 0))
+    return thr, ok
+
+
+@triton.jit
+def _row_theta(seqlen_ptr, gmax_ptr, row, top_k, max_len, stride_gm, NEXT_N: tl.constexpr,
+               BOUND_GROUP: tl.constexpr, GMAX_BLOCK: tl.constexpr):
+    """The order bits a key of ``row`` needs to be a candidate of the bound path, from the
+    row's group maxima (``_group_bound`` of the k-th largest: k distinct groups each hold a
+    key at or above it, so the k-th score is at or above it); -1 (every visible key) when
+    the row has fewer groups than k, at most k keys, or maxima of no finite range."""
+    t = row % NEXT_N
+    n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
+    ng = tl.cdiv(n, BOUND_GROUP)
+    theta = tl.full([], -1, tl.int64)
+    if (n > top_k) & (ng >= top_k):
+        thr, ok = _group_bound(gmax_ptr + row.to(tl.int64) * stride_gm, ng, top_k, GMAX_BLOCK)
+        if ok:
+            theta = _order_bits(thr).to(tl.int64)
+    return theta
 
 
 @triton.jit
 def _bound_threshold_kernel(seqlen_ptr, gmax_ptr, rs_ptr, top_k, max_len, stride_gm,
-                            NEXT_N: tl.constexpr, BOUND_GROUP: tl.constexpr, GMAX_BLOCK: tl.constexpr):
-    """``TOPK_ALGO="bound"``, after the scoring kernel, which wrote the scores and the max of
-    every ``BOUND_GROUP`` keys: one program a row derives a bound of the row's k-th score
-    from the group maxima (held GMAX_BLOCK at a time; one block at 512K / 64): their min
-    and max, a 1024-bin histogram linear between them (spread bins: a histogram whose keys
-    share one bin serializes on one shared-memory counter), the bin holding the k-th
-    largest max, and the least max in that bin or above. At least k groups have a max at or
-    above it, each one key of its own, so the k-th score is at or above it. Fewer groups
-    than k (short rows), or at most k keys: no bound (every visible key passes). Stored in
-    the row's state: its order bits and a flag. (Every filter program deriving it for
-    itself cost more than this launch at 8192 maxima: H200 run 69.)"""
+                            NEXT_N: tl.constexpr, BOUND_GROUP: tl.constexpr, GMAX_BLOCK: tl.constexpr,
+                            PDL: tl.constexpr = False):
+    """``TOPK_ALGO="bound"`` without ``BOUND_FUSED``, after the scoring kernel (which wrote
+    the scores and the max of every ``BOUND_GROUP`` keys): one program a row derives the
+    row's candidate bound (``_row_theta``) and stores it in the row's state (order bits
+    in rs[_REM + 1], a flag in rs[_REM + 2]: 0 is "every key")."""
+    _pdl_enter(PDL)
     row = tl.program_id(0)
-    t = row % NEXT_N
-    n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
+    theta = _row_theta(seqlen_ptr, gmax_ptr, row, top_k, max_len, stride_gm, NEXT_N, BOUND_GROUP, GMAX_BLOCK)
     rs = rs_ptr + row * _RS
-    ng = tl.cdiv(n, BOUND_GROUP)
-    has = (n > top_k) & (ng >= top_k)
-    thr = tl.full([], float("-inf"), tl.float32)
-    if has:
-        gm = gmax_ptr + row.to(tl.int64) * stride_gm
-        go = tl.arange(0, GMAX_BLOCK)
-        lo = tl.full([], float("inf"), tl.float32)
-        hi = tl.full([], float("-inf"), tl.float32)
-        for o in range(0, ng, GMAX_BLOCK):
-            m = o + go < ng
-            x = tl.load(gm + o + go, mask=m, other=0.0)
-            lo = tl.minimum(lo, tl.min(tl.where(m, x, float("inf")), 0))
-            hi = tl.maximum(hi, tl.max(tl.where(m, x, float("-inf")), 0))
-        scale = 1023.0 / tl.maximum(hi - lo, 1e-30)
-        h = tl.zeros([1024], tl.int32)
-        for o in range(0, ng, GMAX_BLOCK):
-            m = o + go < ng
-            x = tl.load(gm + o + go, mask=m, other=0.0)
-            h += tl.histogram(_linear_bin(x, lo, scale), 1024, mask=m)
-        b, _ = _select_digit(h, top_k)
-        thr = tl.full([], float("inf"), tl.float32)
-        for o in range(0, ng, GMAX_BLOCK):
-            m = o + go < ng
-            x = tl.load(gm + o + go, mask=m, other=0.0)
-            up = m & (_linear_bin(x, lo, scale) >= b)
-            thr = tl.minimum(thr, tl.min(tl.where(up, x, float("inf")), 0))
-    tl.store(rs + _REM + 1, _order_bits(thr).to(tl.int32, bitcast=True))
-    tl.store(rs + _REM + 2, has.to(tl.int32))
+    tl.store(rs + _REM + 1, theta.to(tl.uint32).to(tl.int32, bitcast=True))
+    tl.store(rs + _REM + 2, (theta >= 0).to(tl.int32))
 
 
 @triton.jit
-def _bound_topk_kernel(logits_ptr, seqlen_ptr, cand_ptr, rs_ptr, max_len,
-                       NEXT_N: tl.constexpr, TOPK_BLOCK: tl.constexpr, TOPK_SPLITS: tl.constexpr):
+def _bound_topk_kernel(logits_ptr, seqlen_ptr, cand_ptr, rs_ptr, gmax_ptr, top_k, max_len, stride_gm,
+                       NEXT_N: tl.constexpr, TOPK_BLOCK: tl.constexpr, TOPK_SPLITS: tl.constexpr,
+                       BOUND_FUSED: tl.constexpr = False, BOUND_GROUP: tl.constexpr = 64, GMAX_BLOCK: tl.constexpr = 16,
+                       PDL: tl.constexpr = False):
     """``TOPK_ALGO="bound"``: programs over (row, TOPK_SPLITS) stream their chunk of the row's
-    scores once and append the keys at or above the row's bound (``_bound_threshold_kernel``)
-    to the row's candidate list (count in the row's state, zeroed by the scoring kernel);
-    ``_bound_place_kernel`` then ranks them. Chunks map in reverse: the interpreter runs
-    programs in order, so there too the list runs against the index order (as it may on a
-    GPU), and the tests see the placing not rely on it."""
+    scores once and append the keys at or above the row's bound to the row's candidate
+    list (count in the row's state, zeroed by the scoring kernel); ``_bound_place_kernel``
+    then ranks them. The bound: ``_bound_threshold_kernel``'s, or (``BOUND_FUSED``) each
+    program derives it itself from the group maxima (the same ``_row_theta``: one launch
+    fewer, the maxima read by every program). Chunks map in
+    reverse: the interpreter runs programs in order, so there too the list runs against
+    the index order (as it may on a GPU), and the tests see the placing not rely on it."""
+    _pdl_enter(PDL)
     row = tl.program_id(0)
     pid = TOPK_SPLITS - 1 - tl.program_id(1)
     t = row % NEXT_N
     n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
     rs = rs_ptr + row * _RS
-    theta = tl.load(rs + _REM + 1).to(tl.uint32, bitcast=True).to(tl.int64)
-    theta = tl.where(tl.load(rs + _REM + 2) != 0, theta, -1)  # order bits a candidate needs (-1: every key)
+    if BOUND_FUSED:
+        theta = _row_theta(seqlen_ptr, gmax_ptr, row, top_k, max_len, stride_gm, NEXT_N, BOUND_GROUP, GMAX_BLOCK)
+    else:
+        theta = tl.load(rs + _REM + 1).to(tl.uint32, bitcast=True).to(tl.int64)
+        theta = tl.where(tl.load(rs + _REM + 2) != 0, theta, -1)  # order bits a candidate needs (-1: every key)
     offs = tl.arange(0, TOPK_BLOCK)
     chunk = tl.cdiv(tl.cdiv(n, TOPK_SPLITS), TOPK_BLOCK) * TOPK_BLOCK
     start = pid * chunk
@@ -1173,16 +1253,20 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, cand_ptr, rs_ptr, max_len,
 
 @triton.jit
 def _bound_place_kernel(cand_ptr, rs_ptr, idx_ptr, top_k, max_len, stride_idx,
-                        RANK_BLOCK: tl.constexpr, SEL_CAP: tl.constexpr, TOPK_BLOCK: tl.constexpr):
+                        RANK_BLOCK: tl.constexpr, SEL_CAP: tl.constexpr, TOPK_BLOCK: tl.constexpr,
+                        RANK_STEP: tl.constexpr = 2048, PDL: tl.constexpr = False):
     """The bound path's indices, programs over (row, SEL_CAP / RANK_BLOCK): each candidate's
     output position is the number of larger candidate keys (every key above a top-k key is a
     candidate, so that is its rank in the row; keys are distinct: ties at a score are
     ordered by index); ranks past k drop, -1 pads a row of fewer keys. More than SEL_CAP
     candidates (a loose bound: masses of tied scores): program 0 radix-selects the k best
-    in place first (exact, slow: degenerate inputs only), then ranks them."""
+    in place first (exact, slow: degenerate inputs only), then ranks them. ``RANK_STEP``
+    compares a step (RANK_BLOCK keys against RANK_STEP / RANK_BLOCK candidates): the ranking
+    is a chain of dependent candidate loads, so larger steps mean fewer round trips."""
+    _pdl_enter(PDL)
     row = tl.program_id(0)
     j = tl.program_id(1)
-    CMP_BLOCK: tl.constexpr = 2048 // RANK_BLOCK  # [RANK_BLOCK, CMP_BLOCK] compares a step
+    CMP_BLOCK: tl.constexpr = RANK_STEP // RANK_BLOCK  # [RANK_BLOCK, CMP_BLOCK] compares a step
     cnt = rs_ptr + row * _RS + _CNT_C1
     nc = tl.load(cnt)
     cand = cand_ptr + row.to(tl.int64) * max_len
@@ -1281,8 +1365,33 @@ def radix_fused_cap(rows: int, sms: int = SMS) -> int:
     return cap
 
 
+# kernels that, with LAUNCH_PDL, start as programmatic dependent launches (each calls _pdl_enter first)
+_PDL_KERNELS = ("_radix_pass_kernel", "_radix_place_kernel", "_radix_merge_rank_kernel", "_bound_threshold_kernel",
+                "_bound_topk_kernel", "_bound_place_kernel")
+
+
 def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format, return_logits, config, bufs):
     """The launches as (kernel, grid, args); shared by ``launch`` and ``lower_signatures``.
+
+    ``LAUNCH_PDL`` (sm_90+, not under the interpreter): the scoring kernel lets the next
+    launch start early, and each top-k launch of ``_PDL_KERNELS`` after it starts as a
+    programmatic dependent launch (its programs become resident while the previous launch
+    finishes, and wait for it in ``_pdl_enter``), so the launch gaps between them shrink.
+    Launches of other kernels keep the plain stream order (they wait for everything
+    before them)."""
+    plan = _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format, return_logits,
+                          config, bufs)
+    if config.get("LAUNCH_PDL", False) and not interpreting() and len(plan) > 1:
+        plan[0][2]["PDL"] = True
+        for kern, _grid, args in plan[1:]:
+            if getattr(kern, "__name__", "") in _PDL_KERNELS:
+                args.update(PDL=True, launch_pdl=True)
+    return plan
+
+
+def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format, return_logits, config,
+                   bufs):
+    """``_plan``'s launches before ``LAUNCH_PDL``.
 
     ``bufs``: ``_buffers``'s dict: logits, the indices, and the scratch of the top-k path
     (merge: candidate lists, counts, shared thresholds, the merge levels' lists and counts;
@@ -1373,16 +1482,21 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
     if bound:
         max_len, rs, cand = logits.shape[-1], bufs["rs"], bufs["cand_a"]
         P, RB, cap = radix_splits(config, max_len), int(config["RANK_BLOCK"]), bound_select_cap(top_k)
-        plan.append((_bound_threshold_kernel, (B * T,), dict(
-            seqlen_ptr=seq_lens, gmax_ptr=bufs["gmax"], rs_ptr=rs, top_k=top_k, max_len=max_len,
-            stride_gm=bufs["gmax"].stride(0), NEXT_N=T, BOUND_GROUP=GB,
-            GMAX_BLOCK=max(16, min(next_power_of_2(cdiv(max_len, GB)), BOUND_GMAX_BLOCK)), num_warps=8, num_stages=1)))
+        fused = bool(config.get("BOUND_FUSED", False))
+        gbound = dict(gmax_ptr=bufs["gmax"], stride_gm=bufs["gmax"].stride(0), BOUND_GROUP=GB,
+                      GMAX_BLOCK=max(16, min(next_power_of_2(cdiv(max_len, GB)), BOUND_GMAX_BLOCK)))
+        if not fused:
+            plan.append((_bound_threshold_kernel, (B * T,), dict(
+                seqlen_ptr=seq_lens, rs_ptr=rs, top_k=top_k, max_len=max_len, NEXT_N=T, **gbound,
+                num_warps=8, num_stages=1)))
         plan.append((_bound_topk_kernel, (B * T, P), dict(
-            logits_ptr=logits, seqlen_ptr=seq_lens, cand_ptr=cand, rs_ptr=rs, max_len=max_len, NEXT_N=T,
-            TOPK_BLOCK=int(config["TOPK_BLOCK"]), TOPK_SPLITS=P, num_warps=4, num_stages=1)))
+            logits_ptr=logits, seqlen_ptr=seq_lens, cand_ptr=cand, rs_ptr=rs, top_k=top_k, max_len=max_len,
+            NEXT_N=T, TOPK_BLOCK=int(config["TOPK_BLOCK"]), TOPK_SPLITS=P, BOUND_FUSED=fused, **gbound,
+            num_warps=8 if fused else 4, num_stages=1)))
         plan.append((_bound_place_kernel, (B * T, cdiv(cap, RB)), dict(
             cand_ptr=cand, rs_ptr=rs, idx_ptr=idx, top_k=top_k, max_len=max_len, stride_idx=idx.stride(0),
-            RANK_BLOCK=RB, SEL_CAP=cap, TOPK_BLOCK=int(config["TOPK_BLOCK"]), num_warps=4, num_stages=1)))
+            RANK_BLOCK=RB, SEL_CAP=cap, TOPK_BLOCK=int(config["TOPK_BLOCK"]),
+            RANK_STEP=int(config.get("RANK_STEP", 2048)), num_warps=4, num_stages=1)))
         return plan
     if radix:
         max_len = logits.shape[-1]

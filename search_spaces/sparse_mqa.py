@@ -34,6 +34,12 @@ SPACE = Space(
                                   # (sparse_mqa._radix_digit); configs from before it ran "byte"
     BOUND_GROUP=Choice((16, 32, 64, 128), absent=64),  # bound: keys per group max (<= BLOCK_N): smaller
                                   # groups give a tighter bound (fewer candidates) for more maxima to read
+    BOUND_FUSED=Bool(absent=False),  # bound: every filter program derives the row's bound from the group
+                                  # maxima itself (one launch fewer) instead of one program a row, a launch
+    RANK_STEP=Choice((2048, 8192), absent=2048),  # bound: compares a step of the ranking (fewer, larger
+                                  # dependent candidate loads)
+    LAUNCH_PDL=Bool(absent=False),  # radix / bound: the top-k launches start as programmatic dependent
+                                  # launches (sm_90+), overlapping each launch with the end of the one before
     RADIX_FUSED=Bool(absent=False),  # radix: every pass in one launch, row barriers between them (only up
                                   # to RADIX_FUSED_MAX_ROWS rows; TOPK_SPLITS capped to one program an SM)
     num_warps=Pow2(4, 8),
@@ -71,7 +77,7 @@ def smem_estimate(config: dict[str, Any], workload: Workload) -> int:
 _MERGE_ONLY = {"CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024, "SHARE_THRESHOLD": False}
 _RADIX_ONLY = {"TOPK_BLOCK": 1024, "TOPK_SPLITS": 1, "RANK_BLOCK": 64, "PLACE_SORT": False, "RADIX_FIRST": "byte",
                "PLACE_CHUNK": 0, "RADIX_FUSED": False}
-_BOUND_ONLY = {"BOUND_GROUP": 64}
+_BOUND_ONLY = {"BOUND_GROUP": 64, "BOUND_FUSED": False, "RANK_STEP": 2048}
 # the bound path streams and splits as the radix passes do; it places by ranking (RANK_BLOCK) only
 _BOUND_IGNORES = {"RADIX_FIRST": "byte", "RADIX_FUSED": False, "PLACE_SORT": False, "PLACE_CHUNK": 0}
 # the row path streams TOPK_BLOCK keys, and sorts its selection in one program or in PLACE_CHUNK chunks
@@ -117,8 +123,10 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
             c["TOPK_SPLITS"] = min(c["TOPK_SPLITS"], radix_fused_cap(w.batch * w.next_n, SMS))
     elif c["TOPK_ALGO"] == "row":
         c.update(_MERGE_ONLY, **_ROW_IGNORES)
+        c["LAUNCH_PDL"] = False
     else:
         c.update(_RADIX_ONLY)
+        c["LAUNCH_PDL"] = False
         if c["NUM_SPLITS"] == 1:
             c["MERGE_GROUP"] = _MERGE_ONLY["MERGE_GROUP"]
     return c

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -201,10 +203,53 @@ BOUND_CASES = [
 ]
 
 
+@pytest.mark.parametrize("fused", [False, True])
 @pytest.mark.parametrize("profile, next_n, seqs, top_k, over", BOUND_CASES)
-def test_bound_indices_equal_reference(profile, next_n, seqs, top_k, over, device):
+def test_bound_indices_equal_reference(profile, next_n, seqs, top_k, over, fused, device):
+    """Each case with the bound in its own launch and derived by every filter program
+    (``BOUND_FUSED``), the ranking in default and 4x steps (``RANK_STEP``)."""
     inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, device=device, logits=next_n == 2)
-    check_exact(inp, bcfg(profile, next_n, **over))
+    check_exact(inp, bcfg(profile, next_n, **over, BOUND_FUSED=fused, RANK_STEP=8192 if fused else 2048))
+
+
+@triton.jit
+def _group_bound_probe(x_ptr, out_ptr, n, want, GMAX_BLOCK: tl.constexpr):
+    thr, ok = M._group_bound(x_ptr, n, want, GMAX_BLOCK)
+    tl.store(out_ptr, thr)
+    tl.store(out_ptr + 1, ok.to(tl.float32))
+
+
+def _group_bound(x: torch.Tensor, want: int, block: int) -> tuple[float, bool]:
+    out = torch.empty(2, dtype=torch.float32)
+    _group_bound_probe[(1,)](x, out, x.numel(), want, GMAX_BLOCK=block)
+    return float(out[0]), bool(out[1])
+
+
+@pytest.mark.parametrize("block", [64, 1024])
+@pytest.mark.parametrize("kind", ["normal", "outlier", "two_values", "equal", "tiny_range", "huge", "negative"])
+def test_group_bound_at_least_want_and_tight(kind, block):
+    """``_group_bound`` (the bound path's three nested 32-bin histograms) over 1000 maxima:
+    a value of the input with at least ``want`` maxima at or above it, whatever the spread
+    (one outlier 1e6x the rest, two values only, all equal, a range of a few ulps, values
+    near the float max, all negative), in one block or in many; on spread values within a
+    few of the exact want-th largest (32768 bins in effect); an infinite range: no bound."""
+    g = torch.Generator().manual_seed(5)
+    x = {"normal": torch.randn(1000, generator=g),
+         "outlier": torch.cat([torch.randn(999, generator=g), torch.tensor([1e6])]),
+         "two_values": torch.randint(0, 2, (1000,), generator=g).float(),
+         "equal": torch.full((1000,), 0.75),
+         "tiny_range": 1.0 + torch.randint(0, 4, (1000,), generator=g).float() * 2**-23,
+         "huge": 3e38 * torch.rand(1000, generator=g),
+         "negative": -torch.rand(1000, generator=g) - 1}[kind].float()
+    for want in (1, 37, 250, 1000):
+        thr, ok = _group_bound(x, want, block)
+        assert ok and thr in x.tolist(), (kind, want, thr)
+        above = int((x >= thr).sum())
+        assert above >= want, (kind, want, above)
+        if kind in ("normal", "outlier"):
+            assert above <= want + 3, (kind, want, above)
+    _, ok = _group_bound(torch.cat([torch.randn(99, generator=g), torch.tensor([float("inf")])]), 10, block)
+    assert not ok
 
 
 def test_bound_filters_to_few_candidates(device):
@@ -327,7 +372,7 @@ def test_bound_ties_at_the_kth_score(rank_block, device):
     still win (taking ties in list order lost them on the H200, run 69). All keys equal
     leaves every key a candidate: the one-program selection."""
     _check_radix_ties(dict(TOPK_ALGO="bound", RADIX_FIRST="byte", BOUND_GROUP=16, TOPK_BLOCK=32, TOPK_SPLITS=8,
-                           RANK_BLOCK=rank_block), device)
+                           RANK_BLOCK=rank_block, BOUND_FUSED=rank_block == 64), device)
 
 
 @pytest.mark.parametrize("chunk", [0, 16])
@@ -402,9 +447,35 @@ def test_bound_launches_and_grid():
         bufs = M._buffers(w.batch, w.next_n, w.context, 512, False, c, "meta",
                           alloc=lambda shape, dtype, fill=None: torch.empty(shape, dtype=dtype, device="meta"))
         assert tuple(bufs["gmax"].shape) == (w.batch * w.next_n, w.context // c["BOUND_GROUP"])
+        # BOUND_FUSED: no bound launch, the filter programs (8 warps) derive it
+        plan = M._plan_for(w, dict(c, BOUND_FUSED=True))
+        assert [f.__name__ for f, _, _ in plan] == ["_score_kernel", "_bound_topk_kernel", "_bound_place_kernel"]
+        assert plan[1][2]["BOUND_FUSED"] and plan[1][2]["num_warps"] == 8
     with pytest.raises(ValueError, match="BOUND_GROUP"):
         M._plan_for(M.Workload(1, 8192, 1, "dsv32"), dict(M.bound_config(M.Workload(1, 8192, 1, "dsv32")),
                                                           BLOCK_N=32, BOUND_GROUP=64))
+
+
+@pytest.mark.parametrize("algo", ["radix", "bound", "row", "merge"])
+def test_launch_pdl_marks_the_top_k_launches(algo, monkeypatch):
+    """LAUNCH_PDL on a GPU: the scoring kernel lets the next launch start early (PDL
+    constexpr), every later launch of a kernel that waits first (_pdl_enter) starts as a
+    programmatic dependent launch, any other keeps the plain stream order; without the
+    knob, or under the interpreter, nothing changes."""
+    w = M.Workload(1, 131072, 1, "dsv32")
+    c = {"radix": M.radix_config, "bound": M.bound_config, "row": M.row_config, "merge": M.merge_config}[algo](w)
+    plain = M._plan_for(w, c)
+    assert not any(a.get("PDL") or a.get("launch_pdl") for _, _, a in plain)
+    assert not any(a.get("PDL") for _, _, a in M._plan_for(w, dict(c, LAUNCH_PDL=True)))  # the interpreter
+    monkeypatch.setattr(M, "interpreting", lambda: False)
+    plan = M._plan_for(w, dict(c, LAUNCH_PDL=True))
+    assert plan[0][2]["PDL"] and "launch_pdl" not in plan[0][2]
+    for kern, _, args in plan[1:]:
+        waits = kern.__name__ in M._PDL_KERNELS
+        assert args.get("launch_pdl", False) == args.get("PDL", False) == waits, kern.__name__
+        assert "PDL" in M.lowering.constexpr_names(kern) or not waits
+    if algo in ("radix", "bound"):
+        assert all(a.get("launch_pdl") for _, _, a in plan[1:])
 
 
 def test_radix_fused_launches_and_grid(monkeypatch):
@@ -589,15 +660,16 @@ def test_property_row_random_shapes(seqs, top_k, next_n, profile, splits, block,
 @given(seqs=st.lists(st.integers(0, 600), min_size=1, max_size=3), top_k=st.integers(1, 90),
        next_n=st.integers(1, 2), profile=st.sampled_from(sorted(M.PROFILES)), splits=st.sampled_from([1, 2, 3]),
        group=st.sampled_from([4, 16, 64]), rank_block=st.sampled_from([16, 64]), dup=st.booleans(),
-       seed=st.integers(0, 2**16))
-def test_property_bound_random_shapes(seqs, top_k, next_n, profile, splits, group, rank_block, dup, seed):
+       fused=st.booleans(), seed=st.integers(0, 2**16))
+def test_property_bound_random_shapes(seqs, top_k, next_n, profile, splits, group, rank_block, dup, fused, seed):
     """Bound path on random ragged rows, as ``test_property_radix_random_shapes``."""
     inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, context=max(seqs + [128]), seed=seed)
     if dup:
         bt = inp["block_table"][0].long()
         inp["k_cache"][bt[1]] = inp["k_cache"][bt[0]].clone()
         inp["k_scales"][bt[1]] = inp["k_scales"][bt[0]].clone()
-    c = bcfg(profile, next_n, NUM_SPLITS=2, TOPK_SPLITS=splits, BOUND_GROUP=group, RANK_BLOCK=rank_block)
+    c = bcfg(profile, next_n, NUM_SPLITS=2, TOPK_SPLITS=splits, BOUND_GROUP=group, RANK_BLOCK=rank_block,
+             BOUND_FUSED=fused)
     idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
     assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, top_k))
     M.verify(idx, M.reference(**inp), inp)
@@ -829,12 +901,14 @@ for cc, prof, n in json.loads(sys.argv[1]):
     w, short = M.Workload(1, 131072, n, prof), M.Workload(1, 32768, n, prof)
     for w, cfg in ((w, dict(M.radix_config(w), RADIX_FUSED=True)),
                    (w, dict(M.merge_config(w), NUM_SPLITS=128, MERGE_GROUP=8)),
-                   (short, M.row_config(short)), (w, M.bound_config(w))):
+                   (short, M.row_config(short)), (w, M.bound_config(w)),
+                   (w, dict(M.bound_config(w), BOUND_FUSED=True, RANK_STEP=8192, LAUNCH_PDL=True))):
       for fn, sig, cx in M.lower_signatures(w, cfg):
         c = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
                            options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
         ptx = c.asm["ptx"]
-        res.append([cc, prof, fn.__name__, "wgmma" in ptx, "tcgen05.mma" in ptx, cfg["TOPK_ALGO"]])
+        res.append([cc, prof, fn.__name__, "wgmma" in ptx, "tcgen05.mma" in ptx, cfg["TOPK_ALGO"],
+                    bool(cfg.get("LAUNCH_PDL")), "griddepcontrol.wait" in ptx, "griddepcontrol.launch_dependents" in ptx])
 print(json.dumps(res))
 """
 
@@ -851,14 +925,18 @@ def test_lowers_for_sm100():
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(p.stdout.strip().splitlines()[-1])
     score = [r for r in res if r[2] == "_score_kernel"]
-    assert len(score) == 8
+    assert len(score) == 10
     assert all(r[4] for r in score if r[0] == 100), "sm_100: the scoring MMA should be tcgen05"
+    # LAUNCH_PDL: the scoring kernel lets the next launch start, the top-k kernels wait first
+    assert all(r[8] and not r[7] for r in score if r[6]) and not any(r[7] or r[8] for r in res if not r[6])
+    assert all(r[7] for r in res if r[6] and r[2] != "_score_kernel")
     assert sum(r[2] == "_merge_kernel" for r in res) == 2 * 3  # 128 splits, 8-way: three levels
     assert sum(r[2] == "_radix_fused_kernel" for r in res) == 2  # B=1 with RADIX_FUSED: every pass in one launch
     assert sum(r[2] == "_radix_place_kernel" for r in res) == 2
-    assert sum(r[2] == "_bound_place_kernel" for r in res) == 2
+    assert sum(r[2] == "_bound_place_kernel" for r in res) == 4
     assert sum(r[2] == "_row_topk_kernel" for r in res) == 2
-    assert sum(r[2] == "_bound_topk_kernel" for r in res) == sum(r[2] == "_bound_threshold_kernel" for r in res) == 2
+    assert sum(r[2] == "_bound_topk_kernel" for r in res) == 4  # BOUND_FUSED: no _bound_threshold_kernel
+    assert sum(r[2] == "_bound_threshold_kernel" for r in res) == 2
 
 
 _SM90 = r"""
@@ -1017,6 +1095,32 @@ def test_gpu_bound_path(group, rank_block, device):
         M.verify(idx, M.reference(**inp), inp)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", ["bound_fused", "bound", "radix"])
+def test_gpu_launch_pdl(path, device):
+    """LAUNCH_PDL on the GPU (programmatic dependent launches, each waiting in _pdl_enter):
+    the same indices as the plain launches of the same config, call after call and replayed
+    in a CUDA graph (the serving form), at B=1 512K and on ragged next_n 2 rows."""
+    for w, lens in ((M.Workload(1, 524288, 1, "dsv32"), [524288]), (M.Workload(2, 32768, 2, "dsv41-flash"), [32768, 300])):
+        inp = M.make_inputs(w, device, 0)
+        inp["seq_lens"] = torch.tensor(lens, dtype=torch.int32, device=device)
+        make = M.radix_config if path == "radix" else M.bound_config
+        c = dict(make(w), BOUND_FUSED=path == "bound_fused", RANK_STEP=8192 if path == "bound_fused" else 2048)
+        ref = M.launch(config=c, **inp)
+        cp = dict(c, LAUNCH_PDL=True)
+        for _ in range(3):
+            assert_equal(f"{path} with PDL, call after call", M.launch(config=cp, **inp), ref)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = M.launch(config=cp, **inp)
+        for _ in range(3):
+            out.fill_(-7)
+            g.replay()
+            torch.cuda.synchronize()
+            assert_equal(f"{path} with PDL, graph replay", out, ref)
+
+
 def test_space_names_are_kernel_constexprs():
     import inspect
 
@@ -1026,8 +1130,10 @@ def test_space_names_are_kernel_constexprs():
                          M._radix_place_kernel, M._radix_merge_rank_kernel, M._row_topk_kernel,
                          M._bound_topk_kernel, M._bound_place_kernel, M._bound_threshold_kernel)
              for n, prm in inspect.signature(k.fn).parameters.items() if prm.annotation in (tl.constexpr, "tl.constexpr")}
-    # RADIX_FUSED picks the kernel (_radix_fused_kernel or _radix_pass_kernel a pass): the host's
-    assert set(S.SPACE) - {"num_warps", "num_stages", "RADIX_FUSED"} <= names
+    # RADIX_FUSED picks the kernel (_radix_fused_kernel or _radix_pass_kernel a pass): the host's;
+    # LAUNCH_PDL is a launch option (and the kernels' PDL constexpr)
+    assert set(S.SPACE) - {"num_warps", "num_stages", "RADIX_FUSED", "LAUNCH_PDL"} <= names
+    assert "PDL" in names
 
 
 @pytest.mark.parametrize("path, case", [("merge", CASES[1]), ("merge", CASES[4]), ("radix", RADIX_CASES[1]),

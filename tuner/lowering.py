@@ -22,12 +22,13 @@ def constexpr_names(kern: Any) -> set[str]:
 
 def signature(kern: Any, args: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
     """(signature, constexprs) of one launch: tensors (meta tensors will do) become
-    pointers of their dtype, floats fp32, other scalars i32; constexprs keep their value."""
+    pointers of their dtype, floats fp32, other scalars i32; constexprs keep their value
+    (a defaulted parameter the launch leaves out, its default, as the JIT does)."""
     cx_names = constexpr_names(kern)
     sig: dict[str, str] = {}
     cx: dict[str, Any] = {}
-    for name in inspect.signature(getattr(kern, "fn", kern)).parameters:
-        v = args[name]
+    for name, prm in inspect.signature(getattr(kern, "fn", kern)).parameters.items():
+        v = args[name] if name in args or prm.default is inspect.Parameter.empty else prm.default
         if name in cx_names:
             sig[name], cx[name] = "constexpr", v
         elif isinstance(v, torch.Tensor):
@@ -57,9 +58,9 @@ def specialize(kern: Any, args: Mapping[str, Any], sig: dict[str, str],
     constexprs (``sig`` and ``cx`` are updated in place)."""
     attrs: dict[tuple[int], list[list[Any]]] = {}
     for i, name in enumerate(_param_names(kern)):
-        v = args[name]
         if sig[name] == "constexpr":
             continue
+        v = args[name]
         if isinstance(v, torch.Tensor) or (type(v) is int and v % 16 == 0):
             attrs[(i,)] = [["tt.divisibility", 16]]
         elif type(v) is int and v == 1:
