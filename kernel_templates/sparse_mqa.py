@@ -56,6 +56,17 @@ Design:
   also histogram a first 8-bit digit of their scores (``_row_digit``: quarter binades), so
   the row program reads the row's scores once, with the k-th score's bin known, and
   refines only that bin's keys (a few % of the row) before one ``tl.sort``.
+- ``TOPK_ALGO="bound"``: the scoring kernel also writes the max of every ``BOUND_GROUP``
+  keys; a bound of the row's k-th score is derived from those maxima (``_group_bound``:
+  k distinct groups each hold a key at or above the k-th largest max), by one program a
+  row in its own launch (``_bound_threshold_kernel``) or (``BOUND_FUSED``) by every
+  program of the filter; the filter (``_bound_topk_kernel``) streams the scores once and
+  appends the keys at or above it, and ``_bound_place_kernel`` ranks those few
+  candidates (one program selects exactly first when a loose bound leaves too many).
+  Three or four launches, where the radix path takes eight or more.
+- ``LAUNCH_PDL``: the top-k launches of the radix and bound paths start as programmatic
+  dependent launches (sm_90+): their programs become resident while the launch before
+  them finishes and wait for it (``_pdl_enter``), which shrinks the gaps between launches.
 """
 from __future__ import annotations
 
@@ -1224,9 +1235,9 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, cand_ptr, rs_ptr, gmax_ptr, top_k
     list (count in the row's state, zeroed by the scoring kernel); ``_bound_place_kernel``
     then ranks them. The bound: ``_bound_threshold_kernel``'s, or (``BOUND_FUSED``) each
     program derives it itself from the group maxima (the same ``_row_theta``: one launch
-    fewer, the maxima read by every program). Chunks map in
-    reverse: the interpreter runs programs in order, so there too the list runs against
-    the index order (as it may on a GPU), and the tests see the placing not rely on it."""
+    fewer, the maxima read by every program). Chunks map in reverse: the interpreter runs
+    programs in order, so there too the list runs against the index order (as it may on
+    a GPU), and the tests see the placing not rely on it."""
     _pdl_enter(PDL)
     row = tl.program_id(0)
     pid = TOPK_SPLITS - 1 - tl.program_id(1)
@@ -1850,7 +1861,8 @@ def radix_config(workload: Workload) -> dict[str, Any]:
         splits = min(splits, radix_fused_cap(rows))
     return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024,
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
-            "TOPK_BLOCK": tb, "RADIX_FUSED": fused, "BOUND_GROUP": 64,
+            "TOPK_BLOCK": tb, "RADIX_FUSED": fused, "BOUND_GROUP": 64, "BOUND_FUSED": False, "RANK_STEP": 2048,
+            "LAUNCH_PDL": False,
             "TOPK_SPLITS": splits, "RANK_BLOCK": 64 if chunked else rank_block,
             "PLACE_SORT": False, "PLACE_CHUNK": min(PLACE_CHUNK_DEFAULT, next_power_of_2(k) // 4) if chunked else 0,
             "RADIX_FIRST": "sampled" if rows >= RADIX_SAMPLED_ROWS and w.context >= RADIX_SAMPLED_CONTEXT else "byte",
