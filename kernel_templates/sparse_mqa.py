@@ -126,9 +126,18 @@ _SYNC = tl.constexpr(1551)  # RADIX_FUSED: arrivals at the row's barriers (_row_
 # quarter-binade digits before the four order bytes (_radix_digit)
 RADIX_FIRST = ("byte", "quarter", "sampled")
 RADIX_SAMPLE = tl.constexpr(16)  # "sampled": every 16th key of a row in the first histogram
-# bound path: group maxima a program holds at once (8192 at 8 warps: 32 a thread), and
-# the most candidates the placing ranks across programs (more: one program selects first)
-BOUND_GMAX_BLOCK = 8192
+# bound path: group maxima a step of the bound's histograms holds ([512, 16] compares: 64 a
+# thread at 4 warps), maxima a part of the bound launch takes at most (the parts' count a
+# power of two, at most BOUND_MAX_PARTS)
+BOUND_GMAX_BLOCK = 512
+BOUND_PART_MAXIMA = 1024
+BOUND_MAX_PARTS = 16
+
+
+def bound_parts(max_len: int, group: int) -> int:
+    """Programs a row of the bound launch (``_bound_threshold_kernel``): parts of at most
+    ``BOUND_PART_MAXIMA`` of a full row's group maxima, a power of two up to BOUND_MAX_PARTS."""
+    return min(BOUND_MAX_PARTS, next_power_of_2(cdiv(cdiv(max_len, group), BOUND_PART_MAXIMA)))
 
 
 def bound_select_cap(top_k: int) -> int:
@@ -1122,9 +1131,9 @@ def _pdl_enter(PDL: tl.constexpr):
 
 
 @triton.jit
-def _bin32(x, lo, scale):
-    """The bin (0..31) of ``x`` among 32 linear from ``lo``, ``1 / scale`` wide (clamped)."""
-    return tl.minimum(tl.maximum((x - lo) * scale, 0.0), 31.0).to(tl.int32)
+def _bin16(x, lo, scale):
+    """The bin (0..15) of ``x`` among 16 linear from ``lo``, ``1 / scale`` wide (clamped)."""
+    return tl.minimum(tl.maximum((x - lo) * scale, 0.0), 15.0).to(tl.int32)
 
 
 @triton.jit
@@ -1132,110 +1141,127 @@ def _in_bins(x, lo1, s1, b1, lo2, s2, b2, LEVEL: tl.constexpr):
     """``_group_bound``: ``x`` in the bins selected at the levels before ``LEVEL`` (1-3)."""
     sel = x == x
     if LEVEL >= 2:
-        sel = _bin32(x, lo1, s1) == b1
+        sel = _bin16(x, lo1, s1) == b1
     if LEVEL >= 3:
-        sel = sel & (_bin32(x, lo2, s2) == b2)
+        sel = sel & (_bin16(x, lo2, s2) == b2)
     return sel
 
 
 @triton.jit
-def _gb_level(gm, ng, want, lo1, s1, b1, lo2, s2, b2, LEVEL: tl.constexpr, GMAX_BLOCK: tl.constexpr):
+def _gb_level(gm, n, want, lo1, s1, b1, lo2, s2, b2, LEVEL: tl.constexpr, GMAX_BLOCK: tl.constexpr):
     """One level of ``_group_bound`` over the maxima in the bins selected so far: their min
-    and max (one pass), then a 32-bin histogram linear between them (a second). Returns
-    the level's bin origin and scale, the bin holding the ``want``-th largest of them, and
-    how many are still wanted in that bin."""
+    and max (one pass), then a 16-bin histogram linear between them (a second), counted by
+    compares (``[GMAX_BLOCK, 16]`` one-hot sums: no atomics). Returns the level's bin origin
+    and scale, the bin holding the ``want``-th largest of them, how many are still wanted in
+    that bin, and whether their range is finite."""
     go = tl.arange(0, GMAX_BLOCK)
     lo = tl.full([], float("inf"), tl.float32)
     hi = tl.full([], float("-inf"), tl.float32)
-    for o in range(0, ng, GMAX_BLOCK):
-        x = tl.load(gm + o + go, mask=o + go < ng, other=0.0)
-        m = (o + go < ng) & _in_bins(x, lo1, s1, b1, lo2, s2, b2, LEVEL)
+    for o in range(0, n, GMAX_BLOCK):
+        x = tl.load(gm + o + go, mask=o + go < n, other=0.0)
+        m = (o + go < n) & _in_bins(x, lo1, s1, b1, lo2, s2, b2, LEVEL)
         lo = tl.minimum(lo, tl.min(tl.where(m, x, float("inf")), 0))
         hi = tl.maximum(hi, tl.max(tl.where(m, x, float("-inf")), 0))
-    s = 32.0 / tl.maximum(hi - lo, 1e-30)
-    h = tl.zeros([32], tl.int32)
-    for o in range(0, ng, GMAX_BLOCK):
-        x = tl.load(gm + o + go, mask=o + go < ng, other=0.0)
-        m = (o + go < ng) & _in_bins(x, lo1, s1, b1, lo2, s2, b2, LEVEL)
-        h += tl.histogram(_bin32(x, lo, s), 32, mask=m)
+    s = 16.0 / tl.maximum(hi - lo, 1e-30)
+    bins = tl.arange(0, 16)
+    h = tl.zeros([16], tl.int32)
+    for o in range(0, n, GMAX_BLOCK):
+        x = tl.load(gm + o + go, mask=o + go < n, other=0.0)
+        m = (o + go < n) & _in_bins(x, lo1, s1, b1, lo2, s2, b2, LEVEL)
+        hit = (_bin16(x, lo, s)[:, None] == bins[None, :]) & m[:, None]
+        h += tl.sum(hit.to(tl.int32), 0)
     d, w = _select_digit(h, want)
     return lo, s, d, w, (hi - lo) < float("inf")
 
 
 @triton.jit
-def _group_bound(gm, ng, want, GMAX_BLOCK: tl.constexpr):
-    """A lower bound of the ``want``-th largest of the ``ng`` group maxima at ``gm``
-    (``ng >= want``), held GMAX_BLOCK at a time: three nested 32-bin histograms, each
-    linear between the min and max of the maxima in the bin the level before selected (the
-    bin holding the want-th largest), then the least max whose bins are, level by level,
-    at or above the selected ones. At least ``want`` maxima are that high: the counts come
-    from the same bin expressions, so this holds whatever the rounding (tightness only
-    needs the bins ordered). Each level adapts to its bin's own spread (an outlier max
-    does not leave every other max in one bin), at the cost of small histograms:
-    tl.histogram's cost grows with its bins (sm_90, Triton 3.6: one 1024-bin histogram of
-    8192 maxima took most of a 34 us launch, H200 run 73). Returns the bound and whether the
-    maxima's range is finite (else no bound)."""
+def _group_bound(gm, n, want, GMAX_BLOCK: tl.constexpr):
+    """A lower bound of the ``want``-th largest of the ``n`` group maxima at ``gm`` (``1 <=
+    want <= n``), held GMAX_BLOCK at a time: three nested 16-bin histograms, each linear
+    between the min and max of the maxima in the bin the level before selected (the bin
+    holding the want-th largest), then the least max whose bins are, level by level, at or
+    above the selected ones. At least ``want`` maxima are that high: the counts come from
+    the same bin expressions, so this holds whatever the rounding (tightness only needs
+    the bins ordered). Each level adapts to its bin's own spread (an outlier max does not
+    leave every other max in one bin). The histograms are sums of compares, not
+    ``tl.histogram``: Triton 3.6 lowers that to shared-memory atomics, which serialize on
+    maxima crowded in few bins (H200 runs 69, 73, 74: 34-43 us for 8192 maxima). Returns
+    the bound and whether the maxima's range is finite (else no bound)."""
     z = tl.full([], 0.0, tl.float32)
-    lo1, s1, b1, w1, ok = _gb_level(gm, ng, want, z, z, 0, z, z, 0, 1, GMAX_BLOCK)
-    lo2, s2, b2, w2, _ = _gb_level(gm, ng, w1, lo1, s1, b1, z, z, 0, 2, GMAX_BLOCK)
-    lo3, s3, b3, _, _ = _gb_level(gm, ng, w2, lo1, s1, b1, lo2, s2, b2, 3, GMAX_BLOCK)
+    lo1, s1, b1, w1, ok = _gb_level(gm, n, want, z, z, 0, z, z, 0, 1, GMAX_BLOCK)
+    lo2, s2, b2, w2, _ = _gb_level(gm, n, w1, lo1, s1, b1, z, z, 0, 2, GMAX_BLOCK)
+    lo3, s3, b3, _, _ = _gb_level(gm, n, w2, lo1, s1, b1, lo2, s2, b2, 3, GMAX_BLOCK)
     go = tl.arange(0, GMAX_BLOCK)
     thr = tl.full([], float("inf"), tl.float32)
-    for o in range(0, ng, GMAX_BLOCK):
-        m = o + go < ng
+    for o in range(0, n, GMAX_BLOCK):
+        m = o + go < n
         x = tl.load(gm + o + go, mask=m, other=0.0)
-        c1 = _bin32(x, lo1, s1)
-        c2 = _bin32(x, lo2, s2)
-        up = (c1 > b1) | ((c1 == b1) & ((c2 > b2) | ((c2 == b2) & (_bin32(x, lo3, s3) >= b3))))
+        c1 = _bin16(x, lo1, s1)
+        c2 = _bin16(x, lo2, s2)
+        up = (c1 > b1) | ((c1 == b1) & ((c2 > b2) | ((c2 == b2) & (_bin16(x, lo3, s3) >= b3))))
         thr = tl.minimum(thr, tl.min(tl.where(m & up, x, float("inf")), 0))
     return thr, ok
 
 
 @triton.jit
-def _row_theta(seqlen_ptr, gmax_ptr, row, top_k, max_len, stride_gm, NEXT_N: tl.constexpr,
-               BOUND_GROUP: tl.constexpr, GMAX_BLOCK: tl.constexpr):
-    """The order bits a key of ``row`` needs to be a candidate of the bound path, from the
-    row's group maxima (``_group_bound`` of the k-th largest: k distinct groups each hold a
-    key at or above it, so the k-th score is at or above it); -1 (every visible key) when
-    the row has fewer groups than k, at most k keys, or maxima of no finite range."""
-    t = row % NEXT_N
-    n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
+def _row_groups(seqlen_ptr, row, top_k, max_len, NEXT_N: tl.constexpr, BOUND_GROUP: tl.constexpr):
+    """The row's group maxima count and whether the bound path bounds the row at all: more
+    keys than k and at least k groups (else every visible key is a candidate)."""
+    n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), row % NEXT_N, NEXT_N, max_len)
     ng = tl.cdiv(n, BOUND_GROUP)
-    theta = tl.full([], -1, tl.int64)
-    if (n > top_k) & (ng >= top_k):
-        thr, ok = _group_bound(gmax_ptr + row.to(tl.int64) * stride_gm, ng, top_k, GMAX_BLOCK)
-        if ok:
-            theta = _order_bits(thr).to(tl.int64)
+    return ng, (n > top_k) & (ng >= top_k)
+
+
+@triton.jit
+def _part_theta(gm, ng, top_k, part, BOUND_PARTS: tl.constexpr, GMAX_BLOCK: tl.constexpr):
+    """Part ``part`` of ``BOUND_PARTS`` contiguous parts of a row's ``ng`` maxima: the order
+    bits of a lower bound of its ``k_p``-th largest, ``k_p = ceil(k * n_p / ng)`` for its
+    ``n_p`` maxima (so the parts' k_p sum to at least k, and k_p <= n_p). The least of the
+    parts' bounds is a bound of the row: each part has k_p distinct groups with a key at or
+    above it. 0 (every key) for a part of no finite range, 2^32 - 1 (no constraint) for an
+    empty part."""
+    per = tl.cdiv(ng, BOUND_PARTS)
+    p0 = part * per
+    n_p = tl.maximum(tl.minimum(ng - p0, per), 0)
+    k_p = tl.cdiv(top_k.to(tl.int64) * n_p, ng).to(tl.int32)
+    theta = tl.full([], 4294967295, tl.int64)
+    if n_p > 0:
+        thr, ok = _group_bound(gm + p0, n_p, k_p, GMAX_BLOCK)
+        theta = tl.where(ok, _order_bits(thr).to(tl.int64), 0)
     return theta
 
 
 @triton.jit
 def _bound_threshold_kernel(seqlen_ptr, gmax_ptr, rs_ptr, top_k, max_len, stride_gm,
-                            NEXT_N: tl.constexpr, BOUND_GROUP: tl.constexpr, GMAX_BLOCK: tl.constexpr,
-                            PDL: tl.constexpr = False):
+                            NEXT_N: tl.constexpr, BOUND_GROUP: tl.constexpr, BOUND_PARTS: tl.constexpr,
+                            GMAX_BLOCK: tl.constexpr, PDL: tl.constexpr = False):
     """``TOPK_ALGO="bound"`` without ``BOUND_FUSED``, after the scoring kernel (which wrote
-    the scores and the max of every ``BOUND_GROUP`` keys): one program a row derives the
-    row's candidate bound (``_row_theta``) and stores it in the row's state (order bits
-    in rs[_REM + 1], a flag in rs[_REM + 2]: 0 is "every key")."""
+    the scores and the max of every ``BOUND_GROUP`` keys): programs over (row,
+    BOUND_PARTS) each derive one part's bound (``_part_theta``) into the row's state
+    (rs[part], an area the bound path leaves to this: the radix path's histograms), which
+    the filter programs reduce to the row's (the least). One program a row was the cost of
+    the path at 8192 maxima (34 us, H200 run 73); a part is 1024 maxima or fewer."""
     _pdl_enter(PDL)
     row = tl.program_id(0)
-    theta = _row_theta(seqlen_ptr, gmax_ptr, row, top_k, max_len, stride_gm, NEXT_N, BOUND_GROUP, GMAX_BLOCK)
-    rs = rs_ptr + row * _RS
-    tl.store(rs + _REM + 1, theta.to(tl.uint32).to(tl.int32, bitcast=True))
-    tl.store(rs + _REM + 2, (theta >= 0).to(tl.int32))
+    part = tl.program_id(1)
+    ng, has = _row_groups(seqlen_ptr, row, top_k, max_len, NEXT_N, BOUND_GROUP)
+    theta = tl.full([], 0, tl.int64)
+    if has:
+        theta = _part_theta(gmax_ptr + row.to(tl.int64) * stride_gm, ng, top_k, part, BOUND_PARTS, GMAX_BLOCK)
+    tl.store(rs_ptr + row * _RS + part, theta.to(tl.uint32).to(tl.int32, bitcast=True))
 
 
 @triton.jit
 def _bound_topk_kernel(logits_ptr, seqlen_ptr, cand_ptr, rs_ptr, gmax_ptr, top_k, max_len, stride_gm,
                        NEXT_N: tl.constexpr, TOPK_BLOCK: tl.constexpr, TOPK_SPLITS: tl.constexpr,
-                       BOUND_FUSED: tl.constexpr = False, BOUND_GROUP: tl.constexpr = 64, GMAX_BLOCK: tl.constexpr = 16,
-                       PDL: tl.constexpr = False):
+                       BOUND_FUSED: tl.constexpr = False, BOUND_GROUP: tl.constexpr = 64,
+                       BOUND_PARTS: tl.constexpr = 1, GMAX_BLOCK: tl.constexpr = 16, PDL: tl.constexpr = False):
     """``TOPK_ALGO="bound"``: programs over (row, TOPK_SPLITS) stream their chunk of the row's
     scores once and append the keys at or above the row's bound to the row's candidate
     list (count in the row's state, zeroed by the scoring kernel); ``_bound_place_kernel``
-    then ranks them. The bound: ``_bound_threshold_kernel``'s, or (``BOUND_FUSED``) each
-    program derives it itself from the group maxima (the same ``_row_theta``: one launch
-    fewer, the maxima read by every program). Chunks map in reverse: the interpreter runs
+    then ranks them. The bound: the least of ``_bound_threshold_kernel``'s parts, or
+    (``BOUND_FUSED``) each program derives it itself from all the row's maxima (one part:
+    one launch fewer, every maximum read by every program). Chunks map in reverse: the interpreter runs
     programs in order, so there too the list runs against the index order (as it may on
     a GPU), and the tests see the placing not rely on it."""
     _pdl_enter(PDL)
@@ -1244,11 +1270,14 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, cand_ptr, rs_ptr, gmax_ptr, top_k
     t = row % NEXT_N
     n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
     rs = rs_ptr + row * _RS
-    if BOUND_FUSED:
-        theta = _row_theta(seqlen_ptr, gmax_ptr, row, top_k, max_len, stride_gm, NEXT_N, BOUND_GROUP, GMAX_BLOCK)
-    else:
-        theta = tl.load(rs + _REM + 1).to(tl.uint32, bitcast=True).to(tl.int64)
-        theta = tl.where(tl.load(rs + _REM + 2) != 0, theta, -1)  # order bits a candidate needs (-1: every key)
+    ng, has = _row_groups(seqlen_ptr, row, top_k, max_len, NEXT_N, BOUND_GROUP)
+    theta = tl.full([], -1, tl.int64)  # the order bits a candidate needs (-1: every visible key)
+    if has:
+        if BOUND_FUSED:
+            theta = _part_theta(gmax_ptr + row.to(tl.int64) * stride_gm, ng, top_k, 0, 1, GMAX_BLOCK)
+        else:
+            po = tl.arange(0, BOUND_PARTS)
+            theta = tl.min(tl.load(rs + po).to(tl.uint32, bitcast=True).to(tl.int64), 0)
     offs = tl.arange(0, TOPK_BLOCK)
     chunk = tl.cdiv(tl.cdiv(n, TOPK_SPLITS), TOPK_BLOCK) * TOPK_BLOCK
     start = pid * chunk
@@ -1494,12 +1523,13 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
         max_len, rs, cand = logits.shape[-1], bufs["rs"], bufs["cand_a"]
         P, RB, cap = radix_splits(config, max_len), int(config["RANK_BLOCK"]), bound_select_cap(top_k)
         fused = bool(config.get("BOUND_FUSED", False))
-        gbound = dict(gmax_ptr=bufs["gmax"], stride_gm=bufs["gmax"].stride(0), BOUND_GROUP=GB,
-                      GMAX_BLOCK=max(16, min(next_power_of_2(cdiv(max_len, GB)), BOUND_GMAX_BLOCK)))
+        parts = 1 if fused else bound_parts(max_len, GB)
+        gbound = dict(gmax_ptr=bufs["gmax"], stride_gm=bufs["gmax"].stride(0), BOUND_GROUP=GB, BOUND_PARTS=parts,
+                      GMAX_BLOCK=max(16, min(next_power_of_2(cdiv(cdiv(max_len, GB), parts)), BOUND_GMAX_BLOCK)))
         if not fused:
-            plan.append((_bound_threshold_kernel, (B * T,), dict(
+            plan.append((_bound_threshold_kernel, (B * T, parts), dict(
                 seqlen_ptr=seq_lens, rs_ptr=rs, top_k=top_k, max_len=max_len, NEXT_N=T, **gbound,
-                num_warps=8, num_stages=1)))
+                num_warps=4, num_stages=1)))
         plan.append((_bound_topk_kernel, (B * T, P), dict(
             logits_ptr=logits, seqlen_ptr=seq_lens, cand_ptr=cand, rs_ptr=rs, top_k=top_k, max_len=max_len,
             NEXT_N=T, TOPK_BLOCK=int(config["TOPK_BLOCK"]), TOPK_SPLITS=P, BOUND_FUSED=fused, **gbound,

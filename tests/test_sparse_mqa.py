@@ -212,6 +212,19 @@ def test_bound_indices_equal_reference(profile, next_n, seqs, top_k, over, fused
     check_exact(inp, bcfg(profile, next_n, **over, BOUND_FUSED=fused, RANK_STEP=8192 if fused else 2048))
 
 
+@pytest.mark.parametrize("case", [BOUND_CASES[0], BOUND_CASES[1], BOUND_CASES[3]])
+def test_bound_in_parts(case, device, monkeypatch):
+    """The bound launch in parts (``bound_parts``: here 8 maxima a part, so 2-16 parts a
+    row, some empty on short rows): each part bounds its ceil(k * n_p / ng)-th largest max,
+    the filter takes the least, and the indices stay exact."""
+    profile, next_n, seqs, top_k, over = case
+    monkeypatch.setattr(M, "BOUND_PART_MAXIMA", 8)
+    inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, device=device, logits=next_n == 2)
+    c = bcfg(profile, next_n, **over)
+    assert M.bound_parts(max(seqs), c["BOUND_GROUP"]) > 1
+    check_exact(inp, c)
+
+
 @triton.jit
 def _group_bound_probe(x_ptr, out_ptr, n, want, GMAX_BLOCK: tl.constexpr):
     thr, ok = M._group_bound(x_ptr, n, want, GMAX_BLOCK)
@@ -228,11 +241,11 @@ def _group_bound(x: torch.Tensor, want: int, block: int) -> tuple[float, bool]:
 @pytest.mark.parametrize("block", [64, 1024])
 @pytest.mark.parametrize("kind", ["normal", "outlier", "two_values", "equal", "tiny_range", "huge", "negative"])
 def test_group_bound_at_least_want_and_tight(kind, block):
-    """``_group_bound`` (the bound path's three nested 32-bin histograms) over 1000 maxima:
+    """``_group_bound`` (the bound path's three nested 16-bin histograms) over 1000 maxima:
     a value of the input with at least ``want`` maxima at or above it, whatever the spread
     (one outlier 1e6x the rest, two values only, all equal, a range of a few ulps, values
     near the float max, all negative), in one block or in many; on spread values within a
-    few of the exact want-th largest (32768 bins in effect); an infinite range: no bound."""
+    few % of the exact want-th largest; an infinite range: no bound."""
     g = torch.Generator().manual_seed(5)
     x = {"normal": torch.randn(1000, generator=g),
          "outlier": torch.cat([torch.randn(999, generator=g), torch.tensor([1e6])]),
@@ -246,8 +259,8 @@ def test_group_bound_at_least_want_and_tight(kind, block):
         assert ok and thr in x.tolist(), (kind, want, thr)
         above = int((x >= thr).sum())
         assert above >= want, (kind, want, above)
-        if kind in ("normal", "outlier"):
-            assert above <= want + 3, (kind, want, above)
+        if kind in ("normal", "outlier"):  # 4096 bins in effect; 256 over the spread past an outlier
+            assert above <= want + 3 + want // 20, (kind, want, above)
     _, ok = _group_bound(torch.cat([torch.randn(99, generator=g), torch.tensor([float("inf")])]), 10, block)
     assert not ok
 
@@ -440,8 +453,10 @@ def test_bound_launches_and_grid():
         for rb in (16, 64):
             plan = M._plan_for(w, dict(c, RANK_BLOCK=rb))
             rows, k = w.batch * w.next_n, M.PROFILES[w.profile]["top_k"]
+            parts = M.bound_parts(w.context, c["BOUND_GROUP"])
             assert [(f.__name__, g) for f, g, _ in plan][1:] == [
-                ("_bound_threshold_kernel", (rows,)), ("_bound_topk_kernel", (rows, M.radix_splits(c, w.context))),
+                ("_bound_threshold_kernel", (rows, parts)),
+                ("_bound_topk_kernel", (rows, M.radix_splits(c, w.context))),
                 ("_bound_place_kernel", (rows, 2 * k // rb))]
             assert all(isinstance(g, int) for _, grid, _ in plan for g in grid)
         bufs = M._buffers(w.batch, w.next_n, w.context, 512, False, c, "meta",
@@ -812,8 +827,10 @@ def test_search_space_defaults_and_feasibility():
     assert not S.constraints(dict(M.default_config(w), MX_FP8_DOT=True), w)
     # each top-k path admits many configs, and none that only varies the other path's knobs
     # (RADIX_FUSED pinned off in the radix grid, which it would double from ~50 s;
-    # test_search_space_radix_fused covers it)
-    for algo, fixed in (("merge", S._RADIX_ONLY), ("radix", dict(S._MERGE_ONLY, RADIX_FUSED=False))):
+    # test_search_space_radix_fused covers it; the bound path's knobs and LAUNCH_PDL pinned too:
+    # canonical pins them off the bound path, test_canonical_* in test_space.py covers that)
+    pins = dict(S._BOUND_ONLY, LAUNCH_PDL=False)
+    for algo, fixed in (("merge", dict(S._RADIX_ONLY, **pins)), ("radix", dict(S._MERGE_ONLY, RADIX_FUSED=False, **pins))):
         sub = S.Space({n: p for n, p in S.SPACE.items() if n not in fixed and n != "TOPK_ALGO"})
         ok = [c for c in sub.grid() if S.constraints(dict(c, TOPK_ALGO=algo, **fixed), w)]
         assert len(ok) > 100, algo
