@@ -1204,10 +1204,9 @@ def _group_bound(gm, n, want, GMAX_BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _row_groups(seqlen_ptr, row, top_k, max_len, NEXT_N: tl.constexpr, BOUND_GROUP: tl.constexpr):
-    """The row's group maxima count and whether the bound path bounds the row at all: more
-    keys than k and at least k groups (else every visible key is a candidate)."""
-    n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), row % NEXT_N, NEXT_N, max_len)
+def _row_groups(n, top_k, BOUND_GROUP: tl.constexpr):
+    """A row of ``n`` visible keys: its group maxima count and whether the bound path bounds
+    it at all: more keys than k and at least k groups (else every visible key is a candidate)."""
     ng = tl.cdiv(n, BOUND_GROUP)
     return ng, (n > top_k) & (ng >= top_k)
 
@@ -1244,7 +1243,8 @@ def _bound_threshold_kernel(seqlen_ptr, gmax_ptr, rs_ptr, top_k, max_len, stride
     _pdl_enter(PDL)
     row = tl.program_id(0)
     part = tl.program_id(1)
-    ng, has = _row_groups(seqlen_ptr, row, top_k, max_len, NEXT_N, BOUND_GROUP)
+    n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), row % NEXT_N, NEXT_N, max_len)
+    ng, has = _row_groups(n, top_k, BOUND_GROUP)
     theta = tl.full([], 0, tl.int64)
     if has:
         theta = _part_theta(gmax_ptr + row.to(tl.int64) * stride_gm, ng, top_k, part, BOUND_PARTS, GMAX_BLOCK)
@@ -1261,16 +1261,16 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, cand_ptr, rs_ptr, gmax_ptr, top_k
     list (count in the row's state, zeroed by the scoring kernel); ``_bound_place_kernel``
     then ranks them. The bound: the least of ``_bound_threshold_kernel``'s parts, or
     (``BOUND_FUSED``) each program derives it itself from all the row's maxima (one part:
-    one launch fewer, every maximum read by every program). Chunks map in reverse: the interpreter runs
-    programs in order, so there too the list runs against the index order (as it may on
-    a GPU), and the tests see the placing not rely on it."""
+    one launch fewer, every maximum read by every program). Chunks map in reverse: the
+    interpreter runs programs in order, so there too the list runs against the index
+    order (as it may on a GPU), and the tests see the placing not rely on it."""
     _pdl_enter(PDL)
     row = tl.program_id(0)
     pid = TOPK_SPLITS - 1 - tl.program_id(1)
     t = row % NEXT_N
     n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
     rs = rs_ptr + row * _RS
-    ng, has = _row_groups(seqlen_ptr, row, top_k, max_len, NEXT_N, BOUND_GROUP)
+    ng, has = _row_groups(n, top_k, BOUND_GROUP)
     theta = tl.full([], -1, tl.int64)  # the order bits a candidate needs (-1: every visible key)
     if has:
         if BOUND_FUSED:
@@ -1903,9 +1903,9 @@ def bound_config(workload: Workload) -> dict[str, Any]:
     """``radix_config``'s scoring with the bound top-k (``TOPK_ALGO="bound"``): the scoring
     kernel also writes the max of every BOUND_GROUP keys (``bound_default_group``'s size
     where it finds one, else one group a tile), one launch derives a bound of each row's k-th
-    score from them (``_bound_threshold_kernel``), one filters the row at it
-    (``_bound_topk_kernel``) and one ranks the few keys above it (``_bound_place_kernel``):
-    four launches in all, where the radix path takes eight or more."""
+    score from them in parts (``_bound_threshold_kernel``, ``bound_parts`` programs a row), one
+    filters the row at it (``_bound_topk_kernel``) and one ranks the few keys above it
+    (``_bound_place_kernel``): four launches in all, where the radix path takes eight or more."""
     c = radix_config(workload)
     return dict(c, TOPK_ALGO="bound", BOUND_GROUP=bound_default_group(workload) or c["BLOCK_N"], RADIX_FIRST="byte",
                 RADIX_FUSED=False, PLACE_SORT=False, PLACE_CHUNK=0)

@@ -34,8 +34,8 @@ SPACE = Space(
                                   # (sparse_mqa._radix_digit); configs from before it ran "byte"
     BOUND_GROUP=Choice((16, 32, 64, 128), absent=64),  # bound: keys per group max (<= BLOCK_N): smaller
                                   # groups give a tighter bound (fewer candidates) for more maxima to read
-    BOUND_FUSED=Bool(absent=False),  # bound: every filter program derives the row's bound from the group
-                                  # maxima itself (one launch fewer) instead of one program a row, a launch
+    BOUND_FUSED=Bool(absent=False),  # bound: every filter program derives the row's bound from all its
+                                  # group maxima (one launch fewer) instead of the bound launch's parts
     RANK_STEP=Choice((2048, 8192), absent=2048),  # bound: compares a step of the ranking (fewer, larger
                                   # dependent candidate loads)
     LAUNCH_PDL=Bool(absent=False),  # radix / bound: the top-k launches start as programmatic dependent
@@ -123,12 +123,12 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
             c["TOPK_SPLITS"] = min(c["TOPK_SPLITS"], radix_fused_cap(w.batch * w.next_n, SMS))
     elif c["TOPK_ALGO"] == "row":
         c.update(_MERGE_ONLY, **_ROW_IGNORES)
-        c["LAUNCH_PDL"] = False
     else:
         c.update(_RADIX_ONLY)
-        c["LAUNCH_PDL"] = False
         if c["NUM_SPLITS"] == 1:
             c["MERGE_GROUP"] = _MERGE_ONLY["MERGE_GROUP"]
+    if c["TOPK_ALGO"] not in ("radix", "bound"):
+        c["LAUNCH_PDL"] = False  # the merge and row paths' launches have no _pdl_enter
     return c
 
 

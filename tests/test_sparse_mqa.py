@@ -266,7 +266,7 @@ def test_group_bound_at_least_want_and_tight(kind, block):
 
 
 def test_bound_filters_to_few_candidates(device):
-    """The bound (the least 16-key group max in the histogram bin of the k-th largest) keeps
+    """The bound (a lower bound of the k-th largest 16-key group max, ``_group_bound``) keeps
     few keys besides the top-k on random scores (each group max a distinct key at or above
     it, so never fewer than k); a row of at most k keys keeps all."""
     inp = ragged_inputs("dsv32", 1, [2000, 700, 5], top_k=10, device=device)
@@ -445,7 +445,7 @@ def test_launches_and_graph_safety():
 
 
 def test_bound_launches_and_grid():
-    """bound: the scoring kernel, the bound (one program a row), the filter over (row,
+    """bound: the scoring kernel, the bound (``bound_parts`` programs a row), the filter over (row,
     TOPK_SPLITS) and the ranking over (row, 2 x next_pow2(k) / RANK_BLOCK): four launches
     where the radix passes make 8-12; its scratch holds one max per BOUND_GROUP keys a row."""
     for w in (M.Workload(1, 524288, 1, "dsv32"), M.Workload(32, 131072, 2, "dsv41-flash")):
