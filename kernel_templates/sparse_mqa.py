@@ -131,13 +131,34 @@ RADIX_SAMPLE = tl.constexpr(16)  # "sampled": every 16th key of a row in the fir
 # power of two, at most BOUND_MAX_PARTS)
 BOUND_GMAX_BLOCK = 512
 BOUND_PART_MAXIMA = 1024
-BOUND_MAX_PARTS = 16
+BOUND_MAX_PARTS = 32
+# maxima a program of the bound holds in registers at once (_group_bound's ONE_LOAD): a part
+# of the bound launch (4 warps), and every filter program with BOUND_FUSED (8 warps); past
+# that, GMAX_BLOCK at a time from memory
+BOUND_REG_MAXIMA = 1024
+BOUND_REG_MAXIMA_FUSED = 8192
 
 
 def bound_parts(max_len: int, group: int) -> int:
     """Programs a row of the bound launch (``_bound_threshold_kernel``): parts of at most
     ``BOUND_PART_MAXIMA`` of a full row's group maxima, a power of two up to BOUND_MAX_PARTS."""
     return min(BOUND_MAX_PARTS, next_power_of_2(cdiv(cdiv(max_len, group), BOUND_PART_MAXIMA)))
+
+
+def bound_gmax_block(per_part: int, fused: bool) -> dict[str, Any]:
+    """``GMAX_BLOCK`` and ``ONE_LOAD`` of the bound's programs for at most ``per_part`` maxima
+    a program: all of them in registers (one load) up to ``BOUND_REG_MAXIMA`` (fused:
+    ``BOUND_REG_MAXIMA_FUSED``), else ``BOUND_GMAX_BLOCK`` at a time."""
+    block = max(16, next_power_of_2(max(1, per_part)))
+    if block <= (BOUND_REG_MAXIMA_FUSED if fused else BOUND_REG_MAXIMA):
+        return dict(GMAX_BLOCK=block, ONE_LOAD=True)
+    return dict(GMAX_BLOCK=BOUND_GMAX_BLOCK, ONE_LOAD=False)
+
+
+def bound_filter_warps(gmax_block: int) -> int:
+    """Warps of a ``BOUND_FUSED`` filter program: 8, 16 when it holds 8192 maxima in registers
+    (sm_90 compiles: 4096 at 8 warps 123 registers; 8192 at 8 warps spilled)."""
+    return 16 if gmax_block > 4096 else 8
 
 
 def bound_select_cap(top_k: int) -> int:
@@ -1175,31 +1196,92 @@ def _gb_level(gm, n, want, lo1, s1, b1, lo2, s2, b2, LEVEL: tl.constexpr, GMAX_B
 
 
 @triton.jit
-def _group_bound(gm, n, want, GMAX_BLOCK: tl.constexpr):
+def _min_max(a_lo, a_hi, b_lo, b_hi):
+    return tl.minimum(a_lo, b_lo), tl.maximum(a_hi, b_hi)
+
+
+@triton.jit
+def _gb_range(x, sel):
+    """``_group_bound_regs``: the origin and scale of 16 bins linear between the min and max
+    of ``x`` where ``sel`` (one block reduction of the pair), and whether that range is finite."""
+    lo, hi = tl.reduce((tl.where(sel, x, float("inf")), tl.where(sel, x, float("-inf"))), 0, _min_max)
+    return lo, 16.0 / tl.maximum(hi - lo, 1e-30), (hi - lo) < float("inf")
+
+
+@triton.jit
+def _add4(a0, a1, a2, a3, b0, b1, b2, b3):
+    return a0 + b0, a1 + b1, a2 + b2, a3 + b3
+
+
+@triton.jit
+def _hist16(c, sel):
+    """Counts of the bins ``c`` (0..15) where ``sel`` (fewer than 2^16 elements), without
+    atomics and without a ``[n, 16]`` one-hot tile (at 1024 maxima and 4 warps that spilled):
+    each element adds 1 to a 16-bit field of one of four int64 words (bins 4w .. 4w + 3),
+    the four summed in one block reduction."""
+    one = tl.where(sel, 1, 0).to(tl.int64) << ((c & 3) * 16).to(tl.int64)
+    w = c >> 2
+    h0, h1, h2, h3 = tl.reduce((tl.where(w == 0, one, 0), tl.where(w == 1, one, 0), tl.where(w == 2, one, 0),
+                                tl.where(w == 3, one, 0)), 0, _add4)
+    bins = tl.arange(0, 16)
+    q = bins >> 2
+    word = tl.where(q == 0, h0, tl.where(q == 1, h1, tl.where(q == 2, h2, h3)))
+    return ((word >> ((bins & 3) * 16).to(tl.int64)) & 65535).to(tl.int32)
+
+
+@triton.jit
+def _group_bound_regs(x, m, want):
+    """``_group_bound`` over maxima already in registers (``x`` where ``m``): the same three
+    nested 16-bin levels and the same result, each level one min/max and one histogram
+    reduction of the block, with no reload in between (the looped form reads the maxima
+    seven times: a chain of dependent loads, ~9.8 us at 1024 maxima, H200 run 75)."""
+    lo1, s1, ok = _gb_range(x, m)
+    c1 = _bin16(x, lo1, s1)
+    b1, w1 = _select_digit(_hist16(c1, m), want)
+    m2 = m & (c1 == b1)
+    lo2, s2, _ = _gb_range(x, m2)
+    c2 = _bin16(x, lo2, s2)
+    b2, w2 = _select_digit(_hist16(c2, m2), w1)
+    m3 = m2 & (c2 == b2)
+    lo3, s3, _ = _gb_range(x, m3)
+    c3 = _bin16(x, lo3, s3)
+    b3, _ = _select_digit(_hist16(c3, m3), w2)
+    up = m & ((c1 > b1) | ((c1 == b1) & ((c2 > b2) | ((c2 == b2) & (c3 >= b3)))))
+    return tl.min(tl.where(up, x, float("inf")), 0), ok
+
+
+@triton.jit
+def _group_bound(gm, n, want, GMAX_BLOCK: tl.constexpr, ONE_LOAD: tl.constexpr):
     """A lower bound of the ``want``-th largest of the ``n`` group maxima at ``gm`` (``1 <=
-    want <= n``), held GMAX_BLOCK at a time: three nested 16-bin histograms, each linear
-    between the min and max of the maxima in the bin the level before selected (the bin
-    holding the want-th largest), then the least max whose bins are, level by level, at or
-    above the selected ones. At least ``want`` maxima are that high: the counts come from
-    the same bin expressions, so this holds whatever the rounding (tightness only needs
-    the bins ordered). Each level adapts to its bin's own spread (an outlier max does not
-    leave every other max in one bin). The histograms are sums of compares, not
-    ``tl.histogram``: Triton 3.6 lowers that to shared-memory atomics, which serialize on
-    maxima crowded in few bins (H200 runs 69, 73, 74: 34-43 us for 8192 maxima). Returns
+    want <= n``): three nested 16-bin histograms, each linear between the min and max of
+    the maxima in the bin the level before selected (the bin holding the want-th largest),
+    then the least max whose bins are, level by level, at or above the selected ones. At
+    least ``want`` maxima are that high: the counts come from the same bin expressions, so
+    this holds whatever the rounding (tightness only needs the bins ordered). Each level
+    adapts to its bin's own spread (an outlier max does not leave every other max in one
+    bin). The histograms are sums of compares, not ``tl.histogram``: Triton 3.6 lowers
+    that to shared-memory atomics, which serialize on maxima crowded in few bins (H200
+    runs 69, 73, 74: 34-43 us for 8192 maxima). ``ONE_LOAD`` (``n <= GMAX_BLOCK``, the
+    caller's promise): the maxima are loaded once and kept in registers
+    (``_group_bound_regs``); else GMAX_BLOCK at a time, reloaded at every pass. Returns
     the bound and whether the maxima's range is finite (else no bound)."""
-    z = tl.full([], 0.0, tl.float32)
-    lo1, s1, b1, w1, ok = _gb_level(gm, n, want, z, z, 0, z, z, 0, 1, GMAX_BLOCK)
-    lo2, s2, b2, w2, _ = _gb_level(gm, n, w1, lo1, s1, b1, z, z, 0, 2, GMAX_BLOCK)
-    lo3, s3, b3, _, _ = _gb_level(gm, n, w2, lo1, s1, b1, lo2, s2, b2, 3, GMAX_BLOCK)
     go = tl.arange(0, GMAX_BLOCK)
-    thr = tl.full([], float("inf"), tl.float32)
-    for o in range(0, n, GMAX_BLOCK):
-        m = o + go < n
-        x = tl.load(gm + o + go, mask=m, other=0.0)
-        c1 = _bin16(x, lo1, s1)
-        c2 = _bin16(x, lo2, s2)
-        up = (c1 > b1) | ((c1 == b1) & ((c2 > b2) | ((c2 == b2) & (_bin16(x, lo3, s3) >= b3))))
-        thr = tl.minimum(thr, tl.min(tl.where(m & up, x, float("inf")), 0))
+    if ONE_LOAD:
+        m = go < n
+        thr, ok = _group_bound_regs(tl.load(gm + go, mask=m, other=0.0), m, want)
+    else:
+        z = tl.full([], 0.0, tl.float32)
+        lo1, s1, b1, w1, ok = _gb_level(gm, n, want, z, z, 0, z, z, 0, 1, GMAX_BLOCK)
+        lo2, s2, b2, w2, _ = _gb_level(gm, n, w1, lo1, s1, b1, z, z, 0, 2, GMAX_BLOCK)
+        lo3, s3, b3, _, _ = _gb_level(gm, n, w2, lo1, s1, b1, lo2, s2, b2, 3, GMAX_BLOCK)
+        thr = tl.full([], float("inf"), tl.float32)
+        for o in range(0, n, GMAX_BLOCK):
+            m = o + go < n
+            x = tl.load(gm + o + go, mask=m, other=0.0)
+            c1 = _bin16(x, lo1, s1)
+            c2 = _bin16(x, lo2, s2)
+            up = (c1 > b1) | ((c1 == b1) & ((c2 > b2) | ((c2 == b2) & (_bin16(x, lo3, s3) >= b3))))
+            thr = tl.minimum(thr, tl.min(tl.where(m & up, x, float("inf")), 0))
     return thr, ok
 
 
@@ -1212,7 +1294,7 @@ def _row_groups(n, top_k, BOUND_GROUP: tl.constexpr):
 
 
 @triton.jit
-def _part_theta(gm, ng, top_k, part, BOUND_PARTS: tl.constexpr, GMAX_BLOCK: tl.constexpr):
+def _part_theta(gm, ng, top_k, part, BOUND_PARTS: tl.constexpr, GMAX_BLOCK: tl.constexpr, ONE_LOAD: tl.constexpr):
     """Part ``part`` of ``BOUND_PARTS`` contiguous parts of a row's ``ng`` maxima: the order
     bits of a lower bound of its ``k_p``-th largest, ``k_p = ceil(k * n_p / ng)`` for its
     ``n_p`` maxima (so the parts' k_p sum to at least k, and k_p <= n_p). The least of the
@@ -1225,7 +1307,7 @@ def _part_theta(gm, ng, top_k, part, BOUND_PARTS: tl.constexpr, GMAX_BLOCK: tl.c
     k_p = tl.cdiv(top_k.to(tl.int64) * n_p, ng).to(tl.int32)
     theta = tl.full([], 4294967295, tl.int64)
     if n_p > 0:
-        thr, ok = _group_bound(gm + p0, n_p, k_p, GMAX_BLOCK)
+        thr, ok = _group_bound(gm + p0, n_p, k_p, GMAX_BLOCK, ONE_LOAD)
         theta = tl.where(ok, _order_bits(thr).to(tl.int64), 0)
     return theta
 
@@ -1233,7 +1315,7 @@ def _part_theta(gm, ng, top_k, part, BOUND_PARTS: tl.constexpr, GMAX_BLOCK: tl.c
 @triton.jit
 def _bound_threshold_kernel(seqlen_ptr, gmax_ptr, rs_ptr, top_k, max_len, stride_gm,
                             NEXT_N: tl.constexpr, BOUND_GROUP: tl.constexpr, BOUND_PARTS: tl.constexpr,
-                            GMAX_BLOCK: tl.constexpr, PDL: tl.constexpr = False):
+                            GMAX_BLOCK: tl.constexpr, ONE_LOAD: tl.constexpr, PDL: tl.constexpr = False):
     """``TOPK_ALGO="bound"`` without ``BOUND_FUSED``, after the scoring kernel (which wrote
     the scores and the max of every ``BOUND_GROUP`` keys): programs over (row,
     BOUND_PARTS) each derive one part's bound (``_part_theta``) into the row's state
@@ -1247,7 +1329,8 @@ def _bound_threshold_kernel(seqlen_ptr, gmax_ptr, rs_ptr, top_k, max_len, stride
     ng, has = _row_groups(n, top_k, BOUND_GROUP)
     theta = tl.full([], 0, tl.int64)
     if has:
-        theta = _part_theta(gmax_ptr + row.to(tl.int64) * stride_gm, ng, top_k, part, BOUND_PARTS, GMAX_BLOCK)
+        theta = _part_theta(gmax_ptr + row.to(tl.int64) * stride_gm, ng, top_k, part, BOUND_PARTS, GMAX_BLOCK,
+                            ONE_LOAD)
     tl.store(rs_ptr + row * _RS + part, theta.to(tl.uint32).to(tl.int32, bitcast=True))
 
 
@@ -1255,7 +1338,8 @@ def _bound_threshold_kernel(seqlen_ptr, gmax_ptr, rs_ptr, top_k, max_len, stride
 def _bound_topk_kernel(logits_ptr, seqlen_ptr, cand_ptr, rs_ptr, gmax_ptr, top_k, max_len, stride_gm,
                        NEXT_N: tl.constexpr, TOPK_BLOCK: tl.constexpr, TOPK_SPLITS: tl.constexpr,
                        BOUND_FUSED: tl.constexpr = False, BOUND_GROUP: tl.constexpr = 64,
-                       BOUND_PARTS: tl.constexpr = 1, GMAX_BLOCK: tl.constexpr = 16, PDL: tl.constexpr = False):
+                       BOUND_PARTS: tl.constexpr = 1, GMAX_BLOCK: tl.constexpr = 16, ONE_LOAD: tl.constexpr = False,
+                       PDL: tl.constexpr = False):
     """``TOPK_ALGO="bound"``: programs over (row, TOPK_SPLITS) stream their chunk of the row's
     scores once and append the keys at or above the row's bound to the row's candidate
     list (count in the row's state, zeroed by the scoring kernel); ``_bound_place_kernel``
@@ -1274,7 +1358,7 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, cand_ptr, rs_ptr, gmax_ptr, top_k
     theta = tl.full([], -1, tl.int64)  # the order bits a candidate needs (-1: every visible key)
     if has:
         if BOUND_FUSED:
-            theta = _part_theta(gmax_ptr + row.to(tl.int64) * stride_gm, ng, top_k, 0, 1, GMAX_BLOCK)
+            theta = _part_theta(gmax_ptr + row.to(tl.int64) * stride_gm, ng, top_k, 0, 1, GMAX_BLOCK, ONE_LOAD)
         else:
             po = tl.arange(0, BOUND_PARTS)
             theta = tl.min(tl.load(rs + po).to(tl.uint32, bitcast=True).to(tl.int64), 0)
@@ -1525,7 +1609,7 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
         fused = bool(config.get("BOUND_FUSED", False))
         parts = 1 if fused else bound_parts(max_len, GB)
         gbound = dict(gmax_ptr=bufs["gmax"], stride_gm=bufs["gmax"].stride(0), BOUND_GROUP=GB, BOUND_PARTS=parts,
-                      GMAX_BLOCK=max(16, min(next_power_of_2(cdiv(cdiv(max_len, GB), parts)), BOUND_GMAX_BLOCK)))
+                      **bound_gmax_block(cdiv(cdiv(max_len, GB), parts), fused))
         if not fused:
             plan.append((_bound_threshold_kernel, (B * T, parts), dict(
                 seqlen_ptr=seq_lens, rs_ptr=rs, top_k=top_k, max_len=max_len, NEXT_N=T, **gbound,
@@ -1533,7 +1617,7 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
         plan.append((_bound_topk_kernel, (B * T, P), dict(
             logits_ptr=logits, seqlen_ptr=seq_lens, cand_ptr=cand, rs_ptr=rs, top_k=top_k, max_len=max_len,
             NEXT_N=T, TOPK_BLOCK=int(config["TOPK_BLOCK"]), TOPK_SPLITS=P, BOUND_FUSED=fused, **gbound,
-            num_warps=8 if fused else 4, num_stages=1)))
+            num_warps=bound_filter_warps(gbound["GMAX_BLOCK"]) if fused else 4, num_stages=1)))
         plan.append((_bound_place_kernel, (B * T, cdiv(cap, RB)), dict(
             cand_ptr=cand, rs_ptr=rs, idx_ptr=idx, top_k=top_k, max_len=max_len, stride_idx=idx.stride(0),
             RANK_BLOCK=RB, SEL_CAP=cap, TOPK_BLOCK=int(config["TOPK_BLOCK"]),

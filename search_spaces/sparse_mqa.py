@@ -43,8 +43,9 @@ SPACE = Space(
     RADIX_FUSED=Bool(absent=False),  # radix: every pass in one launch, row barriers between them (only up
                                   # to RADIX_FUSED_MAX_ROWS rows; TOPK_SPLITS capped to one program an SM)
     num_warps=Pow2(4, 8),
-    num_stages=Choice((1, 2, 3, 4, 5)),  # scoring pipeline depth: one key tile in flight a program up to 4,
-                                  # two at 5 (the block-table load takes stages; kernel_templates/sparse_mqa.py)
+    num_stages=Choice((1, 2, 3, 4, 5, 7, 9)),  # scoring pipeline depth: one key tile in flight a program up
+                                  # to 4, two at 5, three at 7, four at 9 (the block-table load takes stages;
+                                  # kernel_templates/sparse_mqa.py; 7 and 9: more bytes in flight at B=1)
 )
 
 SMEM_BYTES = 232448   # opt-in shared memory per block on H100/H200 and B200 (227 KB)

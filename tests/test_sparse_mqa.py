@@ -226,26 +226,27 @@ def test_bound_in_parts(case, device, monkeypatch):
 
 
 @triton.jit
-def _group_bound_probe(x_ptr, out_ptr, n, want, GMAX_BLOCK: tl.constexpr):
-    thr, ok = M._group_bound(x_ptr, n, want, GMAX_BLOCK)
+def _group_bound_probe(x_ptr, out_ptr, n, want, GMAX_BLOCK: tl.constexpr, ONE_LOAD: tl.constexpr):
+    thr, ok = M._group_bound(x_ptr, n, want, GMAX_BLOCK, ONE_LOAD)
     tl.store(out_ptr, thr)
     tl.store(out_ptr + 1, ok.to(tl.float32))
 
 
-def _group_bound(x: torch.Tensor, want: int, block: int) -> tuple[float, bool]:
+def _group_bound(x: torch.Tensor, want: int, block: int, one_load: bool) -> tuple[float, bool]:
     out = torch.empty(2, dtype=torch.float32)
-    _group_bound_probe[(1,)](x, out, x.numel(), want, GMAX_BLOCK=block)
+    _group_bound_probe[(1,)](x, out, x.numel(), want, GMAX_BLOCK=block, ONE_LOAD=one_load)
     return float(out[0]), bool(out[1])
 
 
-@pytest.mark.parametrize("block", [64, 1024])
+@pytest.mark.parametrize("block, one_load", [(64, False), (1024, False), (1024, True)])
 @pytest.mark.parametrize("kind", ["normal", "outlier", "two_values", "equal", "tiny_range", "huge", "negative"])
-def test_group_bound_at_least_want_and_tight(kind, block):
+def test_group_bound_at_least_want_and_tight(kind, block, one_load):
     """``_group_bound`` (the bound path's three nested 16-bin histograms) over 1000 maxima:
     a value of the input with at least ``want`` maxima at or above it, whatever the spread
     (one outlier 1e6x the rest, two values only, all equal, a range of a few ulps, values
-    near the float max, all negative), in one block or in many; on spread values within a
-    few % of the exact want-th largest; an infinite range: no bound."""
+    near the float max, all negative), in many blocks, in one block reloaded at every pass,
+    and held in registers (``ONE_LOAD``: the same bound as the looped form); on spread
+    values within a few % of the exact want-th largest; an infinite range: no bound."""
     g = torch.Generator().manual_seed(5)
     x = {"normal": torch.randn(1000, generator=g),
          "outlier": torch.cat([torch.randn(999, generator=g), torch.tensor([1e6])]),
@@ -255,13 +256,15 @@ def test_group_bound_at_least_want_and_tight(kind, block):
          "huge": 3e38 * torch.rand(1000, generator=g),
          "negative": -torch.rand(1000, generator=g) - 1}[kind].float()
     for want in (1, 37, 250, 1000):
-        thr, ok = _group_bound(x, want, block)
+        thr, ok = _group_bound(x, want, block, one_load)
         assert ok and thr in x.tolist(), (kind, want, thr)
+        if one_load:
+            assert thr == _group_bound(x, want, 64, False)[0], (kind, want)
         above = int((x >= thr).sum())
         assert above >= want, (kind, want, above)
         if kind in ("normal", "outlier"):  # 4096 bins in effect; 256 over the spread past an outlier
             assert above <= want + 3 + want // 20, (kind, want, above)
-    _, ok = _group_bound(torch.cat([torch.randn(99, generator=g), torch.tensor([float("inf")])]), 10, block)
+    _, ok = _group_bound(torch.cat([torch.randn(99, generator=g), torch.tensor([float("inf")])]), 10, block, one_load)
     assert not ok
 
 
@@ -465,7 +468,9 @@ def test_bound_launches_and_grid():
         # BOUND_FUSED: no bound launch, the filter programs (8 warps) derive it
         plan = M._plan_for(w, dict(c, BOUND_FUSED=True))
         assert [f.__name__ for f, _, _ in plan] == ["_score_kernel", "_bound_topk_kernel", "_bound_place_kernel"]
-        assert plan[1][2]["BOUND_FUSED"] and plan[1][2]["num_warps"] == 8
+        assert plan[1][2]["BOUND_FUSED"] and plan[1][2]["num_warps"] == M.bound_filter_warps(plan[1][2]["GMAX_BLOCK"])
+        # every maximum in registers: 8192 (512K, 64-key groups) at 16 warps, 4096 at 8
+        assert plan[1][2]["ONE_LOAD"] and plan[1][2]["GMAX_BLOCK"] == w.context // c["BOUND_GROUP"]
     with pytest.raises(ValueError, match="BOUND_GROUP"):
         M._plan_for(M.Workload(1, 8192, 1, "dsv32"), dict(M.bound_config(M.Workload(1, 8192, 1, "dsv32")),
                                                           BLOCK_N=32, BOUND_GROUP=64))
