@@ -1896,13 +1896,16 @@ RADIX_FUSED_DEFAULT_ROWS = 0
 
 
 # The bound top-k by default for one row (B = 1, next_n = 1) where a group size gives the
-# bound kernel 2k..4096 maxima (H200 run 70, call us, radix -> bound): dsv32 128K 40.2 ->
-# 34.2 (32-key groups); dsv41-flash 32K 41.1 -> 29.1 (32), 128K 44.8 -> 35.6 (64). More
-# maxima lose (512K: 65.0 -> 75.9 dsv32, 66.1 -> 79.7 dsv41-flash: one program derives the
-# bound), fewer than 2k give a loose bound; more rows are unmeasured but B = 32 at 128K
-# (dsv41-flash 234.5 -> 231.1, dsv32 233.0 -> 588.5 at too few maxima) showed no gain.
+# bound kernel 2k..8192 maxima (H200 run 70, call us, radix -> bound): dsv32 128K 40.2 ->
+# 34.2 (32-key groups); dsv41-flash 32K 41.1 -> 29.1 (32), 128K 44.8 -> 35.6 (64). At 512K
+# (8192 maxima) it lost while one program derived the bound (65.0 -> 75.9 dsv32, 66.1 -> 79.7
+# dsv41-flash); with the bound in parts held in registers, PDL launches, 8192-compare ranking
+# steps and one filter step a program it wins (run 78: dsv32 65.7 -> 44.3, dsv41-flash 63.7 ->
+# 47.4; 128K 40.1 -> 24.6 and 44.3 -> 25.3). Fewer than 2k maxima give a loose bound; more
+# rows are unmeasured but B = 32 at 128K (dsv41-flash 234.5 -> 231.1, dsv32 233.0 -> 588.5 at
+# too few maxima) showed no gain.
 BOUND_DEFAULT_MAX_ROWS = 1
-BOUND_DEFAULT_MAX_MAXIMA = 4096
+BOUND_DEFAULT_MAX_MAXIMA = 8192
 
 
 def bound_default_group(workload: Workload) -> int:
@@ -2018,8 +2021,12 @@ def bound_config(workload: Workload) -> dict[str, Any]:
     filters the row at it (``_bound_topk_kernel``) and one ranks the few keys above it
     (``_bound_place_kernel``): four launches in all, where the radix path takes eight or more."""
     c = radix_config(workload)
+    # one filter step a program (H200 run 76, dsv32 B=1 512K: 2048-key steps 46.7 -> 44.4 us),
+    # 8192 compares a ranking step (run 75: place 6.5 -> 5.3 us) and PDL launches (runs 74-78:
+    # 1-2.5 us less at B=1 128K-512K; ignored before sm_90 and by the interpreter)
+    tb = max(c["TOPK_BLOCK"], min(2048, next_power_of_2(cdiv(workload.context, c["TOPK_SPLITS"]))))
     return dict(c, TOPK_ALGO="bound", BOUND_GROUP=bound_default_group(workload) or c["BLOCK_N"], RADIX_FIRST="byte",
-                RADIX_FUSED=False, PLACE_SORT=False, PLACE_CHUNK=0)
+                RADIX_FUSED=False, PLACE_SORT=False, PLACE_CHUNK=0, TOPK_BLOCK=tb, RANK_STEP=8192, LAUNCH_PDL=True)
 
 
 def merge_config(workload: Workload) -> dict[str, Any]:
