@@ -191,7 +191,9 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
                      pct_floor=100 * nbytes / hbm / (t.median_us * 1e-6), topk_overhead=t.median_us / (r["score_us"] if r.get("variant") else ts.median_us) - 1)
         runs.append(r)
     rec["runs"] = runs
-    main_run = [r for r in runs if not r.get("variant")][-1]
+    # the workload's own config (the pack's, else the default): with --algos it is the column of its path
+    plain = [r for r in runs if not r.get("variant")]
+    main_run = next((r for r in plain if r["config"] == config), plain[-1])
     rec["verified"] = all(r["verified"] for r in runs)
     if not rec["verified"]:
         rec["error"] = "; ".join(f"{r['algo']}: {r.get('error', 'rows wrong vs own logits')}" for r in runs

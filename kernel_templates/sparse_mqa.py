@@ -1595,6 +1595,9 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
         TOPK_ALGO="radix" if radix else "row" if row else "bound" if bound else "merge", BOUND_GROUP=GB if bound else 64,
         INTERPRET=interpreting(), num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]),
     )
+    if config.get("SCORE_MAXNREG", 0) and not interpreting():
+        # a register cap for the scoring kernel (ptxas -maxrregcount): more programs resident an SM
+        score_args["maxnreg"] = int(config["SCORE_MAXNREG"])
     plan = [(_score_kernel, (B, S), score_args)]
     if top_k == 0:
         return plan
@@ -2006,7 +2009,7 @@ def radix_config(workload: Workload) -> dict[str, Any]:
     return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024,
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
             "TOPK_BLOCK": tb, "RADIX_FUSED": fused, "BOUND_GROUP": 64, "BOUND_FUSED": False, "RANK_STEP": 2048,
-            "LAUNCH_PDL": False,
+            "LAUNCH_PDL": False, "SCORE_MAXNREG": 0,
             "TOPK_SPLITS": splits, "RANK_BLOCK": 64 if chunked else rank_block,
             "PLACE_SORT": False, "PLACE_CHUNK": min(PLACE_CHUNK_DEFAULT, next_power_of_2(k) // 4) if chunked else 0,
             "RADIX_FIRST": "sampled" if rows >= RADIX_SAMPLED_ROWS and w.context >= RADIX_SAMPLED_CONTEXT else "byte",

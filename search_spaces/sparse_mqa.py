@@ -12,8 +12,9 @@ __all__ = ["SPACE", "canonical", "constraints", "smem_estimate", "feasible", "WO
 
 SPACE = Space(
     BLOCK_N=Pow2(16, 128),        # keys per tile: the MMA's M (wgmma wants 64)
-    NUM_SPLITS=Pow2(1, 512),      # context splits per sequence (parallelism at small batch: B=1 tuned to the
-                                  # old cap of 128, one 4-warp program an SM)
+    NUM_SPLITS=Choice((1, 2, 4, 8, 16, 20, 32, 64, 128, 256, 512, 640)),  # context splits per sequence
+                                  # (parallelism at small batch); 20 and 640: five 4-warp programs an SM of
+                                  # 132 at B=32 / B=1, with SCORE_MAXNREG 96 (H200 run 80)
     CAND_MULT=Choice((2, 4)),     # candidate list = CAND_MULT x next_pow2(top_k): fewer prunes vs more scratch
     MERGE_GROUP=Pow2(2, 16),      # lists merged per program and level (levels = log_G(NUM_SPLITS))
     SELECT_BLOCK=Pow2(256, 2048), # keys per step of the radix-select / compaction streams
@@ -42,6 +43,9 @@ SPACE = Space(
                                   # launches (sm_90+), overlapping each launch with the end of the one before
     RADIX_FUSED=Bool(absent=False),  # radix: every pass in one launch, row barriers between them (only up
                                   # to RADIX_FUSED_MAX_ROWS rows; TOPK_SPLITS capped to one program an SM)
+    SCORE_MAXNREG=Choice((0, 96), absent=0),  # scoring kernel register cap (0: none): at 96, five programs an
+                                  # SM fit (fp8 keys: 110 registers otherwise, four); H200 run 80, dsv32 512K
+                                  # scoring B=1 29.6 -> 26.7 us (640 splits), B=32 615 -> 569 (20 splits)
     num_warps=Pow2(4, 8),
     num_stages=Choice((1, 2, 3, 4, 5, 7, 9)),  # scoring pipeline depth: one key tile in flight a program up
                                   # to 4, two at 5, three at 7, four at 9 (the block-table load takes stages;

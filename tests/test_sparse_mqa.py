@@ -834,7 +834,7 @@ def test_search_space_defaults_and_feasibility():
     # (RADIX_FUSED pinned off in the radix grid, which it would double from ~50 s;
     # test_search_space_radix_fused covers it; the bound path's knobs and LAUNCH_PDL pinned too:
     # canonical pins them off the bound path, test_canonical_* in test_space.py covers that)
-    pins = dict(S._BOUND_ONLY, LAUNCH_PDL=False)
+    pins = dict(S._BOUND_ONLY, LAUNCH_PDL=False, SCORE_MAXNREG=0)
     for algo, fixed in (("merge", dict(S._RADIX_ONLY, **pins)), ("radix", dict(S._MERGE_ONLY, RADIX_FUSED=False, **pins))):
         sub = S.Space({n: p for n, p in S.SPACE.items() if n not in fixed and n != "TOPK_ALGO"})
         ok = [c for c in sub.grid() if S.constraints(dict(c, TOPK_ALGO=algo, **fixed), w)]
@@ -850,14 +850,15 @@ def test_search_space_defaults_and_feasibility():
     # 512, not dsv32's 2048), the radix passes otherwise; the others stay admitted
     for wl, want in ((M.Workload(1, 8192, 1, "dsv41-flash"), "row"), (M.Workload(32, 8192, 2, "dsv41-flash"), "row"),
                      (M.Workload(1, 8192, 1, "dsv32"), "radix"), (M.Workload(128, 32768, 2, "dsv41-flash"), "radix"),
-                     (M.Workload(1, 131072, 1, "dsv32"), "bound"), (M.Workload(1, 524288, 1, "dsv32"), "radix"),
+                     (M.Workload(1, 131072, 1, "dsv32"), "bound"), (M.Workload(1, 524288, 1, "dsv32"), "bound"),
+                     (M.Workload(8, 524288, 1, "dsv32"), "radix"),
                      (M.Workload(1, 32768, 1, "dsv41-flash"), "bound"), (M.Workload(1, 131072, 2, "dsv41-flash"), "radix"),
                      (M.Workload(1, 32768, 1, "dsv32"), "radix"), (M.Workload(128, 524288, 2, "dsv41-flash"), "radix")):
         assert M.default_config(wl)["TOPK_ALGO"] == want, wl
         assert S.constraints(M.merge_config(wl), wl) and S.constraints(M.radix_config(wl), wl)
-    # the bound default's group size: 2k..4096 maxima a row, one row only
-    assert [M.bound_default_group(M.Workload(1, c, 1, "dsv32")) for c in S._CONTEXT] == [0, 0, 32, 0]
-    assert [M.bound_default_group(M.Workload(1, c, 1, "dsv41-flash")) for c in S._CONTEXT] == [0, 32, 64, 0]
+    # the bound default's group size: 2k..8192 maxima a row, one row only
+    assert [M.bound_default_group(M.Workload(1, c, 1, "dsv32")) for c in S._CONTEXT] == [0, 0, 32, 64]
+    assert [M.bound_default_group(M.Workload(1, c, 1, "dsv41-flash")) for c in S._CONTEXT] == [0, 32, 64, 64]
     assert M.default_config(M.Workload(1, 131072, 1, "dsv32"))["BOUND_GROUP"] == 32
     # row: TOPK_BLOCK varies, the radix-only knobs do not, and not past S.ROW_MAX_CONTEXT
     wr = M.Workload(8, 32768, 2, "dsv32")
@@ -1153,8 +1154,8 @@ def test_space_names_are_kernel_constexprs():
                          M._bound_topk_kernel, M._bound_place_kernel, M._bound_threshold_kernel)
              for n, prm in inspect.signature(k.fn).parameters.items() if prm.annotation in (tl.constexpr, "tl.constexpr")}
     # RADIX_FUSED picks the kernel (_radix_fused_kernel or _radix_pass_kernel a pass): the host's;
-    # LAUNCH_PDL is a launch option (and the kernels' PDL constexpr)
-    assert set(S.SPACE) - {"num_warps", "num_stages", "RADIX_FUSED", "LAUNCH_PDL"} <= names
+    # LAUNCH_PDL is a launch option (and the kernels' PDL constexpr), SCORE_MAXNREG the scoring launch's maxnreg
+    assert set(S.SPACE) - {"num_warps", "num_stages", "RADIX_FUSED", "LAUNCH_PDL", "SCORE_MAXNREG"} <= names
     assert "PDL" in names
 
 
