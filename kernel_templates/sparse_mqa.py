@@ -78,6 +78,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernel_templates._gluon import async_copy, async_load, cta_barrier, gl, gluon_available, gluon_jit, hopper
 from kernel_templates._host import cdiv, next_power_of_2, sm_count
 from kernel_templates.nvfp4 import dequantize_mxfp4, mxfp4_tile_to_f32, quantize_mxfp4, ue8m0_to_f32
 from tuner import lowering, runtime
@@ -687,6 +688,155 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
         hb = tl.arange(0, TP * 256)
         tl.store(rs_ptr + ((b * NEXT_N + hb // 256) * NUM_SPLITS + split) * 256 + hb % 256, row_hist,
                  mask=hb // 256 < NEXT_N)
+
+
+# ----------------------------------------------------------------------------- Gluon scoring kernel (sm_90)
+#
+# ``SCORE_GLUON``: the scoring of fp8 keys for one query token (next_n = 1) on the radix /
+# bound paths (and ``top_k=0`` with the logits), by a Gluon kernel with explicit layouts.
+# What the Triton kernel could not avoid (H200 runs 77-78, ncu of dsv32 B=1 512K): its
+# loop is a serial chain a tile, and Triton's layout passes put the reduced scores, the
+# store's pointers and mask, and the group max through shared memory (layout conversions,
+# 8 CTA barriers a tile). Here every per-key value lives in the layout the head sum leaves
+# (``SliceLayout(1, MMA)``: a thread holds two keys' scores, replicated over the four lanes
+# of a quad), and the scale loads, the score store and the group max's in-warp steps are
+# done in it. A tile: one wait for its cp.async group, one CTA barrier (its copies visible
+# to every warp, and every warp done with the slot refilled next), the refill of that slot
+# ``STAGES - 1`` tiles ahead, one 64 x HP x 128 FP8 wgmma (keys on M, query heads on N, q
+# in shared memory once a program), the epilogue; the group max is the only cross-warp
+# step (one reduction through shared memory). Block-table entries are loaded a tile before
+# their copies are issued, key scales two tiles before they are used. Not runnable under
+# the interpreter: verified on the GPU (tests marked gpu, and the tuner's check of every
+# config against the reference).
+
+GL_SCORE_BLOCK_N = 64  # wgmma's M: one warpgroup
+GL_SCORE_MAX_HP = 128  # query rows (heads, padded): the accumulator is HP / 2 registers a thread
+
+
+def score_gluon_error(config: dict[str, Any], k_format: str, next_n: int, heads: int, page: int, top_k: int,
+                      algo: str, compile_only: bool = False) -> str | None:
+    """Why ``SCORE_GLUON`` cannot run this call (None: it can). ``compile_only``: judged for
+    another machine (lowering), so the interpreter being on here does not matter."""
+    if not gluon_available(compile_only=compile_only):
+        return "SCORE_GLUON needs Triton's Gluon (triton >= 3.5) and does not run under TRITON_INTERPRET"
+    if k_format != "fp8" or next_n != 1:
+        return f"SCORE_GLUON scores fp8 keys for one query token (got k_format={k_format!r}, next_n={next_n})"
+    if config["BLOCK_N"] != GL_SCORE_BLOCK_N or page % GL_SCORE_BLOCK_N:
+        return f"SCORE_GLUON needs BLOCK_N={GL_SCORE_BLOCK_N} and a page size divisible by it"
+    if int(config["num_warps"]) != 4 or int(config["num_stages"]) < 2:
+        return "SCORE_GLUON runs one warpgroup (num_warps=4) and a ring of num_stages >= 2 key tiles"
+    if max(next_power_of_2(heads), 16) > GL_SCORE_MAX_HP:
+        return f"SCORE_GLUON takes at most {GL_SCORE_MAX_HP} heads, got {heads}"
+    if top_k > 0 and algo not in ("radix", "bound"):
+        return f"SCORE_GLUON writes the scores for the radix / bound top-k paths, not {algo!r}"
+    return None
+
+
+@gluon_jit
+def _gl_page(bt_row, start, j, n_tiles, PAGE: gl.constexpr):
+    """Block-table entry of the program's tile ``j`` (0 past its last tile)."""
+    return gl.load(bt_row + (start + j * 64) // PAGE, mask=j < n_tiles, other=0).to(gl.int64)
+
+
+@gluon_jit
+def _gl_issue_keys(k_ptr, kbuf, koff, rl, page, start, j, end, stride_kp, stride_ks, STAGES: gl.constexpr,
+                   PAGE: gl.constexpr):
+    """cp.async of the program's key tile ``j`` (rows past ``end`` zero-filled) into its ring slot."""
+    n0 = start + j * 64
+    base = page * stride_kp + (n0 % PAGE) * stride_ks
+    async_load(kbuf.index(j % STAGES), k_ptr + base + koff, mask=(n0 + rl < end)[:, None])
+    async_copy.commit_group()
+
+
+@gluon_jit
+def _gl_scales(ks_ptr, bt_row, start, j, n_tiles, end, rows, stride_sp, stride_ss, PAGE: gl.constexpr):
+    """The fp32 key scales of tile ``j`` in the head sum's layout (0 past ``end``)."""
+    n0 = start + j * 64
+    page = _gl_page(bt_row, start, j, n_tiles, PAGE)
+    return gl.load(ks_ptr + page * stride_sp + (n0 % PAGE + rows) * stride_ss, mask=n0 + rows < end, other=0.0)
+
+
+@gluon_jit
+def _gl_score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, rs_ptr, gmax_ptr, H, max_len,
+                     stride_qb, stride_qh, stride_wb, stride_kp, stride_ks, stride_sp, stride_ss, stride_btb,
+                     stride_lb, stride_gm,
+                     HP: gl.constexpr, PAGE: gl.constexpr, NUM_SPLITS: gl.constexpr, STAGES: gl.constexpr,
+                     ZERO_RS: gl.constexpr, RS: gl.constexpr, GMAX: gl.constexpr, BOUND_GROUP: gl.constexpr,
+                     PDL: gl.constexpr = False):
+    """Scores of one (sequence, split) chunk of fp8 keys for one query token; see above."""
+    BLOCK_N: gl.constexpr = 64
+    D: gl.constexpr = 128
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HP, 32])
+    ROW: gl.constexpr = gl.SliceLayout(1, MMA)  # [64] per key: two keys a thread, four lanes alike
+    COL: gl.constexpr = gl.SliceLayout(0, MMA)  # [HP] per query head
+    KS: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2)
+    LD: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])  # [64, 128] fp8: 16 B a thread
+    ZL: gl.constexpr = gl.BlockedLayout([4], [32], [4], [0])
+    if PDL:
+        # LAUNCH_PDL: the top-k launches after this one may start their programs now (each
+        # waits for this launch to finish before it reads anything: _pdl_enter)
+        tl.extra.cuda.gdc_launch_dependents()
+    b = gl.program_id(0)
+    split = gl.program_id(1)
+    if ZERO_RS:
+        # the radix / bound top-k's per-row histograms and counters start at zero
+        if split == 0:
+            zo = gl.arange(0, 2048, layout=ZL)
+            gl.store(rs_ptr + b * RS + zo, gl.zeros([2048], gl.int32, ZL), mask=zo < RS)
+    seq_len = gl.minimum(gl.maximum(gl.load(seqlen_ptr + b), 0), max_len)
+    chunk = gl.cdiv(gl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    start = split * chunk
+    end = gl.minimum(start + chunk, seq_len)
+    n_tiles = gl.cdiv(gl.maximum(end - start, 0), BLOCK_N)
+    bt_row = bt_ptr + b.to(gl.int64) * stride_btb
+
+    # q [HP, 128] in shared memory once (the wgmma's B operand, K-major); padded heads are zero
+    hq = gl.arange(0, HP, layout=gl.SliceLayout(1, LD))
+    dq = gl.arange(0, D, layout=gl.SliceLayout(0, LD))
+    qv = gl.load(q_ptr + b.to(gl.int64) * stride_qb + hq[:, None] * stride_qh + dq[None, :], mask=(hq < H)[:, None])
+    q_smem = gl.allocate_shared_memory(gl.float8e4nv, [HP, D], KS, qv)
+    hw = gl.arange(0, HP, layout=COL)
+    w = gl.load(w_ptr + b.to(gl.int64) * stride_wb + hw, mask=hw < H, other=0.0)
+
+    kbuf = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, D], KS)
+    rl = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LD))
+    koff = rl[:, None] * stride_ks + dq[None, :]
+    for j in gl.static_range(STAGES - 1):
+        _gl_issue_keys(k_ptr, kbuf, koff, rl, _gl_page(bt_row, start, j, n_tiles, PAGE), start, j, end, stride_kp,
+                       stride_ks, STAGES, PAGE)
+    page_next = _gl_page(bt_row, start, STAGES - 1, n_tiles, PAGE)
+    rows = gl.arange(0, BLOCK_N, layout=ROW)
+    scl = _gl_scales(ks_ptr, bt_row, start, 0, n_tiles, end, rows, stride_sp, stride_ss, PAGE)
+    scl_next = _gl_scales(ks_ptr, bt_row, start, 1, n_tiles, end, rows, stride_sp, stride_ss, PAGE)
+    zero = gl.zeros([BLOCK_N, HP], gl.float32, MMA)
+    lrow = logits_ptr + b.to(gl.int64) * stride_lb
+    grow = gmax_ptr + b.to(gl.int64) * stride_gm
+    NG: gl.constexpr = BLOCK_N // BOUND_GROUP
+    gcol = gl.arange(0, NG, layout=COL)
+    for i in range(n_tiles):
+        async_copy.wait_group(STAGES - 2)  # tile i has landed (this thread's copies)
+        hopper.fence_async_shared()  # ... and is visible to the wgmma (async proxy)
+        cta_barrier()  # every thread's copies of tile i done; every warp done with tile i - 1's slot
+        _gl_issue_keys(k_ptr, kbuf, koff, rl, page_next, start, i + STAGES - 1, end, stride_kp, stride_ks, STAGES,
+                       PAGE)
+        page_next = _gl_page(bt_row, start, i + STAGES, n_tiles, PAGE)
+        scl_after = _gl_scales(ks_ptr, bt_row, start, i + 2, n_tiles, end, rows, stride_sp, stride_ss, PAGE)
+        acc = hopper.warpgroup_mma(kbuf.index(i % STAGES), q_smem.permute((1, 0)), zero, use_acc=False, is_async=True)
+        acc = hopper.warpgroup_mma_wait(0, deps=[acc])
+        sc = gl.sum(gl.maximum(acc, 0.0) * w[None, :], axis=1) * scl  # [64] in ROW
+        n0 = start + i * BLOCK_N
+        key = n0 + rows
+        vis = key < end
+        gl.store(lrow + key, sc, mask=vis)
+        if GMAX:
+            # the max of each BOUND_GROUP keys (groups with a visible key): one cross-warp reduction a tile
+            xm = gl.where((((rows // BOUND_GROUP)[:, None] == gcol[None, :]) & vis[:, None]), sc[:, None],
+                          float("-inf"))
+            gi = n0 // BOUND_GROUP + gcol
+            gl.store(grow + gi, gl.max(xm, axis=0), mask=gi * BOUND_GROUP < end)
+        scl = scl_next
+        scl_next = scl_after
+    async_copy.wait_group(0)
 
 
 @triton.jit
@@ -1598,7 +1748,23 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
     if config.get("SCORE_MAXNREG", 0) and not interpreting():
         # a register cap for the scoring kernel (ptxas -maxrregcount): more programs resident an SM
         score_args["maxnreg"] = int(config["SCORE_MAXNREG"])
-    plan = [(_score_kernel, (B, S), score_args)]
+    if config.get("SCORE_GLUON", False):
+        err = score_gluon_error(config, k_format, T, H, page, top_k, algo)
+        if err:
+            raise ValueError(err)
+        score = (_gl_score_kernel, (B, S), dict(
+            q_ptr=q, w_ptr=weights, k_ptr=k_cache, ks_ptr=k_scales, bt_ptr=block_table, seqlen_ptr=seq_lens,
+            logits_ptr=logits, rs_ptr=bufs["rs"], gmax_ptr=bufs["gmax"], H=H, max_len=block_table.shape[1] * page,
+            stride_qb=q.stride(0), stride_qh=q.stride(2), stride_wb=weights.stride(0), stride_kp=k_cache.stride(0),
+            stride_ks=k_cache.stride(1), stride_sp=k_scales.stride(0), stride_ss=k_scales.stride(1),
+            stride_btb=block_table.stride(0), stride_lb=logits.stride(0), stride_gm=bufs["gmax"].stride(0),
+            HP=hp, PAGE=page, NUM_SPLITS=S, STAGES=int(config["num_stages"]), ZERO_RS=radix or bound, RS=int(_RS.value),
+            GMAX=bound, BOUND_GROUP=GB if bound else GL_SCORE_BLOCK_N, num_warps=4, num_stages=1))
+        if "maxnreg" in score_args:
+            score[2]["maxnreg"] = score_args["maxnreg"]
+    else:
+        score = (_score_kernel, (B, S), score_args)
+    plan = [score]
     if top_k == 0:
         return plan
     # the placing's knobs (a merge-path config from before them has none)

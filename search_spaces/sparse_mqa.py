@@ -5,7 +5,10 @@ from typing import Any
 
 import triton
 
-from kernel_templates.sparse_mqa import D_INDEX, PAGE, PROFILES, RADIX_FIRST, Workload, feasible, radix_fused_cap
+from kernel_templates._gluon import gluon_available
+from kernel_templates.sparse_mqa import (D_INDEX, GL_SCORE_BLOCK_N, PAGE, PROFILES, RADIX_FIRST, Workload, feasible,
+                                         radix_fused_cap)
+from tuner.runtime.env import assumed_target_cc, target_cc
 from tuner.space import Bool, Choice, Pow2, Space
 
 __all__ = ["SPACE", "canonical", "constraints", "smem_estimate", "feasible", "WORKLOADS", "SMALL_WORKLOADS"]
@@ -46,6 +49,9 @@ SPACE = Space(
     SCORE_MAXNREG=Choice((0, 96), absent=0),  # scoring kernel register cap (0: none): at 96, five programs an
                                   # SM fit (fp8 keys: 110 registers otherwise, four); H200 run 80, dsv32 512K
                                   # scoring B=1 29.6 -> 26.7 us (640 splits), B=32 615 -> 569 (20 splits)
+    SCORE_GLUON=Bool(absent=False),  # fp8 keys, next_n 1, radix / bound, sm_90: the Gluon scoring kernel
+                                  # (sparse_mqa._gl_score_kernel: explicit layouts, one barrier a tile for
+                                  # the copies and one for the group max); num_stages is its ring depth
     num_warps=Pow2(4, 8),
     num_stages=Choice((1, 2, 3, 4, 5, 7, 9)),  # scoring pipeline depth: one key tile in flight a program up
                                   # to 4, two at 5, three at 7, four at 9 (the block-table load takes stages;
@@ -75,7 +81,19 @@ def smem_estimate(config: dict[str, Any], workload: Workload) -> int:
     bn, ns = config["BLOCK_N"], config["num_stages"]
     qr = triton.next_power_of_2(w.next_n) * triton.next_power_of_2(prof["heads"])
     key_bytes = D_INDEX // 2 if prof["k_format"] == "mxfp4" and config["MX_FP8_DOT"] else D_INDEX
+    if config.get("SCORE_GLUON", False):
+        return 1024 + qr * D_INDEX + ns * bn * D_INDEX  # q once, the ring of key tiles, the group max's scratch
     return 1024 + qr * D_INDEX * (2 if bn < 64 else 1) + ns * bn * key_bytes
+
+
+def _gluon_scoring_applies(config: dict[str, Any], workload: Workload) -> bool:
+    """``SCORE_GLUON`` can run this config here (sparse_mqa.score_gluon_error), on an sm_90 target."""
+    w = workload
+    prof = PROFILES[w.profile]
+    return (90 <= target_cc() < 100 and gluon_available(compile_only=assumed_target_cc() is not None)
+            and prof["k_format"] == "fp8" and w.next_n == 1 and config["TOPK_ALGO"] in ("radix", "bound")
+            and config["BLOCK_N"] == GL_SCORE_BLOCK_N and config["num_warps"] == 4 and config["num_stages"] >= 2
+            and max(triton.next_power_of_2(prof["heads"]), 16) <= 128)
 
 
 # pinned values of the parameters a top-k path ignores (other values would only duplicate trials)
@@ -134,6 +152,10 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
             c["MERGE_GROUP"] = _MERGE_ONLY["MERGE_GROUP"]
     if c["TOPK_ALGO"] not in ("radix", "bound"):
         c["LAUNCH_PDL"] = False  # the merge and row paths' launches have no _pdl_enter
+    if c.get("SCORE_GLUON", False) and not _gluon_scoring_applies(c, w):
+        c["SCORE_GLUON"] = False  # fp8 keys, one token, BLOCK_N 64, 4 warps, 2+ stages, sm_90 only
+    if c.get("SCORE_GLUON", False):
+        c["SCORE_MAXNREG"] = 0  # the Gluon kernel takes ~72 registers: a cap of 96 changes nothing
     return c
 
 

@@ -1144,6 +1144,147 @@ def test_gpu_launch_pdl(path, device):
             assert_equal(f"{path} with PDL, graph replay", out, ref)
 
 
+
+def _heads(inp: dict, h: int) -> dict:
+    """The inputs with only the first ``h`` query heads (strided views, as a caller may pass)."""
+    return dict(inp, q=inp["q"][:, :, :h], weights=inp["weights"][:, :, :h])
+
+
+
+def test_gluon_scoring_refused_where_it_cannot_run(device):
+    """SCORE_GLUON: one line of why where the Gluon scoring kernel cannot run (under the
+    interpreter: every CPU run), and None for what it covers."""
+    w = M.Workload(1, 700, 1, "dsv32")
+    cfg = dict(M.bound_config(w), BLOCK_N=64, num_warps=4, num_stages=3)
+    if M.interpreting():
+        with pytest.raises(ValueError, match="does not run under TRITON_INTERPRET"):
+            M.launch(config=dict(cfg, SCORE_GLUON=True), **ragged_inputs("dsv32", 1, [700], top_k=64, device=device))
+    err = lambda c, fmt="fp8", t=1, h=64, page=64, k=2048: M.score_gluon_error(  # noqa: E731
+        c, fmt, t, h, page, k, c["TOPK_ALGO"], compile_only=True)
+    assert err(cfg) is None and err(dict(cfg, TOPK_ALGO="radix")) is None
+    assert err(cfg, k=0) is None and err(dict(cfg, TOPK_ALGO="merge"), k=0) is None  # scores only
+    assert "fp8 keys for one query token" in err(cfg, fmt="mxfp4") and "next_n=2" in err(cfg, t=2)
+    assert "BLOCK_N=64" in err(dict(cfg, BLOCK_N=32)) and "BLOCK_N=64" in err(cfg, page=32)
+    assert "num_warps=4" in err(dict(cfg, num_warps=8)) and "num_stages >= 2" in err(dict(cfg, num_stages=1))
+    assert "at most 128 heads" in err(cfg, h=129) and err(cfg, h=128) is None
+    assert "radix / bound" in err(dict(cfg, TOPK_ALGO="row"))
+
+
+def test_gluon_scoring_in_the_search_space(monkeypatch):
+    """SCORE_GLUON is drawn only where it runs: fp8 keys, one token, the radix / bound paths,
+    BLOCK_N 64, 4 warps, 2+ stages, an sm_90 target with Gluon; it pins SCORE_MAXNREG."""
+    w = M.Workload(1, 524288, 1, "dsv32")
+    cfg = dict(M.bound_config(w), BLOCK_N=64, num_warps=4, num_stages=4, SCORE_MAXNREG=0, SCORE_GLUON=True)
+    assert not S.constraints(cfg, w), "never where it cannot run (here: the interpreter or no sm_90 GPU)"
+    monkeypatch.setattr(S, "target_cc", lambda: 90)
+    monkeypatch.setattr(S, "gluon_available", lambda **_: True)
+    assert S.constraints(cfg, w)
+    assert S.constraints(dict(cfg, TOPK_ALGO="radix", **S._BOUND_ONLY), w)
+    assert not S.constraints(dict(cfg, SCORE_MAXNREG=96), w), "no register cap with the Gluon kernel"
+    assert not S.constraints(dict(cfg, num_warps=8), w) and not S.constraints(dict(cfg, num_stages=1), w)
+    assert not S.constraints(dict(cfg, BLOCK_N=128), w)
+    for other in (M.Workload(1, 524288, 2, "dsv32"), M.Workload(1, 524288, 1, "dsv41-flash")):
+        assert S.canonical(dict(cfg, **{k: v for k, v in M.bound_config(other).items() if k not in cfg}),
+                           other)["SCORE_GLUON"] is False
+    assert S.smem_estimate(cfg, w) == 1024 + 64 * 128 + 4 * 64 * 128
+    monkeypatch.setattr(S, "target_cc", lambda: 100)
+    assert not S.constraints(cfg, w), "wgmma is sm_90 only"
+    assert S.SPACE.complete({k: v for k, v in M.bound_config(w).items() if k != "SCORE_GLUON"})["SCORE_GLUON"] is False
+
+
+_GL_LOWER = r"""
+import json, os, re, subprocess, tempfile, triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from kernel_templates import sparse_mqa as M
+BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+res = []
+for b, ctx, algo, over in ((1, 524288, "bound", {"LAUNCH_PDL": True}), (32, 524288, "radix", {"LAUNCH_PDL": False}),
+                           (1, 131072, "bound", {"BOUND_GROUP": 16, "num_stages": 2, "LAUNCH_PDL": False})):
+    w = M.Workload(b, ctx, 1, "dsv32")
+    cfg = dict(M.bound_config(w) if algo == "bound" else M.radix_config(w), BLOCK_N=64, num_warps=4, num_stages=5,
+               SCORE_MAXNREG=0, SCORE_GLUON=True)
+    cfg.update(over)
+    fn, _grid, args = M._plan_for(w, cfg)[0]
+    sig, cx = M.lowering.signature(fn, args)
+    attrs = M.lowering.specialize(fn, args, sig, cx)
+    k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=cx, attrs=attrs),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 1})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(k.asm["cubin"])
+        f.flush()
+        use = subprocess.run([BIN, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    ptx = k.asm["ptx"]
+    res.append([fn.__name__, algo, int(re.search(r"REG:(\d+)", use).group(1)), int(re.search(r"STACK:(\d+)", use).group(1)),
+                len(re.findall(r"wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3", ptx)),
+                len(re.findall(r"cp\.async\.cg\.shared\.global[^;]*0x10", ptx)),
+                "griddepcontrol.launch_dependents" in ptx, k.metadata.shared, cx["STAGES"]])
+print(json.dumps(res))
+"""
+
+
+def test_gluon_scoring_lowers_for_sm90():
+    """The Gluon scoring kernel compiles for sm_90 (a clean process: no interpreter): FP8
+    wgmma m64n64k32 (64 heads on N), key tiles by cp.async, no local memory, at most 128
+    registers (four 4-warp programs an SM and more), shared memory = q + the ring + scratch,
+    the PDL hint where LAUNCH_PDL asks for it."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    r = subprocess.run([sys.executable, "-c", _GL_LOWER], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert [(x[0], x[1]) for x in res] == [("_gl_score_kernel", "bound"), ("_gl_score_kernel", "radix"),
+                                          ("_gl_score_kernel", "bound")]
+    for name, algo, reg, stack, n_wgmma, n_copy, pdl, shared, stages in res:
+        assert stack == 0 and reg <= 128, (algo, reg, stack)
+        assert n_wgmma >= 4, "K = 128: four m64n64k32 FP8 wgmma a tile"
+        assert n_copy >= 4, "the key tiles come by cp.async, 16 B a copy"
+        assert 64 * 128 + stages * 64 * 128 <= shared <= 64 * 128 + stages * 64 * 128 + 1024
+    assert [x[6] for x in res] == [True, False, False]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", ["bound", "radix", "scores"])
+def test_gpu_gluon_scoring(path, device):
+    """SCORE_GLUON (the Gluon scoring kernel, fp8 keys, one token) on the GPU: its logits equal
+    the Triton scoring kernel's (the same wgmma products; the head sum may round in another
+    order) and are -inf past each row's keys; the indices are exactly the top-k of its own
+    logits, the same call after call and with PDL, and valid against the reference. Full 512K
+    rows and ragged ones (tiles cut by the row's end, rows shorter than a split, an empty
+    row), 64 / 40 / 16 heads (40: padded query rows), ring depths 2-5, bound groups 16-64."""
+    cases = [(M.Workload(1, 524288, 1, "dsv32"), [524288], 64, {}),
+             (M.Workload(4, 131072, 1, "dsv32"), [100001, 300, 64 * 7 + 5, 0], 40, {"num_stages": 2}),
+             (M.Workload(3, 32768, 1, "dsv32"), [32768, 2049, 16383], 16, {"num_stages": 3, "BOUND_GROUP": 16}),
+             (M.Workload(2, 65536, 1, "dsv32"), [65536, 40000], 64, {"NUM_SPLITS": 7, "BOUND_GROUP": 32})]
+    for w, lens, h, over in cases:
+        inp = _heads(M.make_inputs(w, device, 0), h)
+        inp["seq_lens"] = torch.tensor(lens, dtype=torch.int32, device=device)
+        k = M.PROFILES[w.profile]["top_k"]
+        if path == "radix":
+            over = {key: v for key, v in over.items() if key != "BOUND_GROUP"}
+            base = M.radix_config(w)
+        else:
+            base = M.bound_config(w)
+        c = dict(base, BLOCK_N=64, num_warps=4, num_stages=5, SCORE_MAXNREG=0, **over)
+        g = dict(c, SCORE_GLUON=True)
+        if path == "scores":
+            want = M.launch(config=c, **dict(inp, top_k=0, return_logits=True))[1]
+            got = M.launch(config=g, **dict(inp, top_k=0, return_logits=True))[1]
+        else:
+            idx, got = M.launch(config=g, **dict(inp, return_logits=True))
+            want = M.launch(config=c, **dict(inp, return_logits=True))[1]
+            assert_equal(f"{path} with the Gluon scores vs their own top-k", idx, M.topk_of_logits(got, k))
+            for _ in range(2):
+                assert_equal(f"{path}, call after call", M.launch(config=g, **inp), idx)
+            assert_equal(f"{path} with PDL", M.launch(config=dict(g, LAUNCH_PDL=True), **inp), idx)
+            M.verify(idx, M.reference(**inp), inp)
+        fin = torch.isfinite(want)
+        assert torch.equal(fin, torch.isfinite(got)), (w, lens, h)
+        torch.testing.assert_close(got[fin], want[fin], rtol=1e-5, atol=1e-6 * float(want[fin].abs().max()))
+
+
 def test_space_names_are_kernel_constexprs():
     import inspect
 
@@ -1154,8 +1295,10 @@ def test_space_names_are_kernel_constexprs():
                          M._bound_topk_kernel, M._bound_place_kernel, M._bound_threshold_kernel)
              for n, prm in inspect.signature(k.fn).parameters.items() if prm.annotation in (tl.constexpr, "tl.constexpr")}
     # RADIX_FUSED picks the kernel (_radix_fused_kernel or _radix_pass_kernel a pass): the host's;
-    # LAUNCH_PDL is a launch option (and the kernels' PDL constexpr), SCORE_MAXNREG the scoring launch's maxnreg
-    assert set(S.SPACE) - {"num_warps", "num_stages", "RADIX_FUSED", "LAUNCH_PDL", "SCORE_MAXNREG"} <= names
+    # LAUNCH_PDL is a launch option (and the kernels' PDL constexpr), SCORE_MAXNREG the scoring launch's maxnreg,
+    # SCORE_GLUON picks the scoring kernel (_gl_score_kernel or _score_kernel)
+    assert set(S.SPACE) - {"num_warps", "num_stages", "RADIX_FUSED", "LAUNCH_PDL", "SCORE_MAXNREG",
+                           "SCORE_GLUON"} <= names
     assert "PDL" in names
 
 
