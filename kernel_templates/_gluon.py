@@ -12,6 +12,10 @@ try:  # Gluon: Triton >= 3.5
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia import hopper
+    from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    # a TMA load into shared memory: async_copy_global_to_shared up to Triton 3.6, async_load later
+    tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
     from triton.experimental.gluon.language.nvidia.ampere import async_copy
     # cp.async into shared memory: async_copy_global_to_shared up to Triton 3.6, async_load later
     async_load = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
@@ -19,7 +23,7 @@ try:  # Gluon: Triton >= 3.5
     # a CTA-wide barrier: gl.thread_barrier in Triton 3.5-3.6, gl.barrier from 3.7 on
     cta_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
 except ImportError:  # pragma: no cover - old Triton
-    gluon = gl = hopper = async_copy = async_load = cta_barrier = None
+    gluon = gl = hopper = async_copy = async_load = cta_barrier = mbarrier = tma = tma_load = TensorDescriptor = None
 
     def gluon_jit(fn):
         return None

@@ -78,7 +78,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_templates._gluon import async_copy, async_load, cta_barrier, gl, gluon_available, gluon_jit, hopper
+from kernel_templates._gluon import (TensorDescriptor, async_copy, async_load, cta_barrier, gl, gluon_available, gluon_jit,
+                                    hopper, mbarrier, tma_load)
 from kernel_templates._host import cdiv, next_power_of_2, sm_count
 from kernel_templates.nvfp4 import dequantize_mxfp4, mxfp4_tile_to_f32, quantize_mxfp4, ue8m0_to_f32
 from tuner import lowering, runtime
@@ -748,6 +749,17 @@ def _gl_issue_keys(k_ptr, kbuf, koff, rl, page, start, j, end, stride_kp, stride
     async_copy.commit_group()
 
 
+
+@gluon_jit
+def _gl_tma_keys(k_desc, kbuf, bars, page, start, j, n_tiles, STAGES: gl.constexpr, PAGE: gl.constexpr):
+    """TMA of the program's key tile ``j`` (if it has one) into its ring slot, completing on its mbarrier."""
+    n0 = start + j * 64
+    bar = bars.index(j % STAGES)
+    ok = j < n_tiles
+    mbarrier.expect(bar, 64 * 128, ok)
+    tma_load(k_desc, [(page * PAGE + n0 % PAGE).to(gl.int32), 0], bar, kbuf.index(j % STAGES), ok)
+
+
 @gluon_jit
 def _gl_scales(ks_ptr, bt_row, start, j, n_tiles, end, rows, stride_sp, stride_ss, PAGE: gl.constexpr):
     """The fp32 key scales of tile ``j`` in the head sum's layout (0 past ``end``)."""
@@ -762,7 +774,7 @@ def _gl_score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr
                      stride_lb, stride_gm,
                      HP: gl.constexpr, PAGE: gl.constexpr, NUM_SPLITS: gl.constexpr, STAGES: gl.constexpr,
                      ZERO_RS: gl.constexpr, RS: gl.constexpr, GMAX: gl.constexpr, BOUND_GROUP: gl.constexpr,
-                     PDL: gl.constexpr = False):
+                     PDL: gl.constexpr = False, A_REGS: gl.constexpr = False):
     """Scores of one (sequence, split) chunk of fp8 keys for one query token; see above."""
     BLOCK_N: gl.constexpr = 64
     D: gl.constexpr = 128
@@ -795,6 +807,8 @@ def _gl_score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr
     dq = gl.arange(0, D, layout=gl.SliceLayout(0, LD))
     qv = gl.load(q_ptr + b.to(gl.int64) * stride_qb + hq[:, None] * stride_qh + dq[None, :], mask=(hq < H)[:, None])
     q_smem = gl.allocate_shared_memory(gl.float8e4nv, [HP, D], KS, qv)
+    hopper.fence_async_shared()  # q's generic stores, before the wgmma (async proxy) reads them
+    cta_barrier()
     hw = gl.arange(0, HP, layout=COL)
     w = gl.load(w_ptr + b.to(gl.int64) * stride_wb + hw, mask=hw < H, other=0.0)
 
@@ -815,13 +829,20 @@ def _gl_score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr
     gcol = gl.arange(0, NG, layout=COL)
     for i in range(n_tiles):
         async_copy.wait_group(STAGES - 2)  # tile i has landed (this thread's copies)
-        hopper.fence_async_shared()  # ... and is visible to the wgmma (async proxy)
+        if not A_REGS:
+            hopper.fence_async_shared()  # ... and is visible to the wgmma (async proxy)
         cta_barrier()  # every thread's copies of tile i done; every warp done with tile i - 1's slot
         _gl_issue_keys(k_ptr, kbuf, koff, rl, page_next, start, i + STAGES - 1, end, stride_kp, stride_ks, STAGES,
                        PAGE)
         page_next = _gl_page(bt_row, start, i + STAGES, n_tiles, PAGE)
         scl_after = _gl_scales(ks_ptr, bt_row, start, i + 2, n_tiles, end, rows, stride_sp, stride_ss, PAGE)
-        acc = hopper.warpgroup_mma(kbuf.index(i % STAGES), q_smem.permute((1, 0)), zero, use_acc=False, is_async=True)
+        if A_REGS:
+            # the key tile as the register A operand (ldmatrix: a generic-proxy read, no proxy fence)
+            a = kbuf.index(i % STAGES).load(gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=4))
+            acc = hopper.warpgroup_mma(a, q_smem.permute((1, 0)), zero, use_acc=False, is_async=True)
+        else:
+            acc = hopper.warpgroup_mma(kbuf.index(i % STAGES), q_smem.permute((1, 0)), zero, use_acc=False,
+                                       is_async=True)
         acc = hopper.warpgroup_mma_wait(0, deps=[acc])
         sc = gl.sum(gl.maximum(acc, 0.0) * w[None, :], axis=1) * scl  # [64] in ROW
         n0 = start + i * BLOCK_N
@@ -837,6 +858,89 @@ def _gl_score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr
         scl = scl_next
         scl_next = scl_after
     async_copy.wait_group(0)
+
+
+
+@gluon_jit
+def _gl_score_tma_kernel(q_ptr, w_ptr, k_desc, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, rs_ptr, gmax_ptr, H, max_len,
+                         stride_qb, stride_qh, stride_wb, stride_sp, stride_ss, stride_btb, stride_lb, stride_gm,
+                         HP: gl.constexpr, PAGE: gl.constexpr, NUM_SPLITS: gl.constexpr, STAGES: gl.constexpr,
+                         ZERO_RS: gl.constexpr, RS: gl.constexpr, GMAX: gl.constexpr, BOUND_GROUP: gl.constexpr,
+                         PDL: gl.constexpr = False):
+    """``_gl_score_kernel`` with the key tiles brought by TMA (``k_desc``: the cache as
+    ``[pages * PAGE, 128]`` rows, 64-row boxes) into a ring completed by mbarriers: TMA
+    writes and wgmma reads are both in the async proxy, so the loop needs no proxy fence
+    (whose ``MEMBAR.ALL.CTA`` waited for every load in flight, the scale prefetch included)."""
+    BLOCK_N: gl.constexpr = 64
+    D: gl.constexpr = 128
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HP, 32])
+    ROW: gl.constexpr = gl.SliceLayout(1, MMA)
+    COL: gl.constexpr = gl.SliceLayout(0, MMA)
+    KS: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2)
+    LD: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])
+    ZL: gl.constexpr = gl.BlockedLayout([4], [32], [4], [0])
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+    b = gl.program_id(0)
+    split = gl.program_id(1)
+    if ZERO_RS:
+        if split == 0:
+            zo = gl.arange(0, 2048, layout=ZL)
+            gl.store(rs_ptr + b * RS + zo, gl.zeros([2048], gl.int32, ZL), mask=zo < RS)
+    seq_len = gl.minimum(gl.maximum(gl.load(seqlen_ptr + b), 0), max_len)
+    chunk = gl.cdiv(gl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    start = split * chunk
+    end = gl.minimum(start + chunk, seq_len)
+    n_tiles = gl.cdiv(gl.maximum(end - start, 0), BLOCK_N)
+    bt_row = bt_ptr + b.to(gl.int64) * stride_btb
+
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for s in gl.static_range(STAGES):
+        mbarrier.init(bars.index(s), count=1)
+    kbuf = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, D], KS)
+    hq = gl.arange(0, HP, layout=gl.SliceLayout(1, LD))
+    dq = gl.arange(0, D, layout=gl.SliceLayout(0, LD))
+    qv = gl.load(q_ptr + b.to(gl.int64) * stride_qb + hq[:, None] * stride_qh + dq[None, :], mask=(hq < H)[:, None])
+    q_smem = gl.allocate_shared_memory(gl.float8e4nv, [HP, D], KS, qv)
+    hopper.fence_async_shared()  # q's generic stores and the barrier inits, before the async proxy uses them
+    cta_barrier()
+    hw = gl.arange(0, HP, layout=COL)
+    w = gl.load(w_ptr + b.to(gl.int64) * stride_wb + hw, mask=hw < H, other=0.0)
+
+    for j in gl.static_range(STAGES - 1):
+        _gl_tma_keys(k_desc, kbuf, bars, _gl_page(bt_row, start, j, n_tiles, PAGE), start, j, n_tiles, STAGES, PAGE)
+    page_next = _gl_page(bt_row, start, STAGES - 1, n_tiles, PAGE)
+    rows = gl.arange(0, BLOCK_N, layout=ROW)
+    scl = _gl_scales(ks_ptr, bt_row, start, 0, n_tiles, end, rows, stride_sp, stride_ss, PAGE)
+    scl_next = _gl_scales(ks_ptr, bt_row, start, 1, n_tiles, end, rows, stride_sp, stride_ss, PAGE)
+    zero = gl.zeros([BLOCK_N, HP], gl.float32, MMA)
+    lrow = logits_ptr + b.to(gl.int64) * stride_lb
+    grow = gmax_ptr + b.to(gl.int64) * stride_gm
+    NG: gl.constexpr = BLOCK_N // BOUND_GROUP
+    gcol = gl.arange(0, NG, layout=COL)
+    for i in range(n_tiles):
+        cta_barrier()  # every warp's wgmma of tile i - 1 is done: its slot may be refilled
+        _gl_tma_keys(k_desc, kbuf, bars, page_next, start, i + STAGES - 1, n_tiles, STAGES, PAGE)
+        page_next = _gl_page(bt_row, start, i + STAGES, n_tiles, PAGE)
+        scl_after = _gl_scales(ks_ptr, bt_row, start, i + 2, n_tiles, end, rows, stride_sp, stride_ss, PAGE)
+        mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
+        acc = hopper.warpgroup_mma(kbuf.index(i % STAGES), q_smem.permute((1, 0)), zero, use_acc=False,
+                                   is_async=True)
+        acc = hopper.warpgroup_mma_wait(0, deps=[acc])
+        sc = gl.sum(gl.maximum(acc, 0.0) * w[None, :], axis=1) * scl
+        n0 = start + i * BLOCK_N
+        key = n0 + rows
+        vis = key < end
+        gl.store(lrow + key, sc, mask=vis)
+        if GMAX:
+            xm = gl.where((((rows // BOUND_GROUP)[:, None] == gcol[None, :]) & vis[:, None]), sc[:, None],
+                          float("-inf"))
+            gi = n0 // BOUND_GROUP + gcol
+            gl.store(grow + gi, gl.max(xm, axis=0), mask=gi * BOUND_GROUP < end)
+        scl = scl_next
+        scl_next = scl_after
+    for s in gl.static_range(STAGES):
+        mbarrier.invalidate(bars.index(s))
 
 
 @triton.jit
@@ -1760,6 +1864,18 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
             stride_btb=block_table.stride(0), stride_lb=logits.stride(0), stride_gm=bufs["gmax"].stride(0),
             HP=hp, PAGE=page, NUM_SPLITS=S, STAGES=int(config["num_stages"]), ZERO_RS=radix or bound, RS=int(_RS.value),
             GMAX=bound, BOUND_GROUP=GB if bound else GL_SCORE_BLOCK_N, num_warps=4, num_stages=1))
+        if config.get("SCORE_TMA", False):
+            if not k_cache.is_contiguous():
+                raise ValueError("SCORE_TMA reads the key cache as [pages * PAGE, 128] rows: it must be contiguous")
+            args = score[2]
+            for key in ("k_ptr", "stride_kp", "stride_ks"):
+                del args[key]
+            args["k_desc"] = TensorDescriptor.from_tensor(
+                k_cache.view(-1, D), [GL_SCORE_BLOCK_N, D],
+                gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2))
+            score = (_gl_score_tma_kernel, score[1], args)
+        elif config.get("SCORE_A_REGS", False):
+            score[2]["A_REGS"] = True
         if "maxnreg" in score_args:
             score[2]["maxnreg"] = score_args["maxnreg"]
     else:

@@ -1246,8 +1246,9 @@ def test_gluon_scoring_lowers_for_sm90():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("variant", [{}, {"SCORE_A_REGS": True}, {"SCORE_TMA": True}], ids=["smem_a", "regs_a", "tma"])
 @pytest.mark.parametrize("path", ["bound", "radix", "scores"])
-def test_gpu_gluon_scoring(path, device):
+def test_gpu_gluon_scoring(path, variant, device):
     """SCORE_GLUON (the Gluon scoring kernel, fp8 keys, one token) on the GPU: its logits equal
     the Triton scoring kernel's (the same wgmma products; the head sum may round in another
     order) and are -inf past each row's keys; the indices are exactly the top-k of its own
@@ -1267,8 +1268,9 @@ def test_gpu_gluon_scoring(path, device):
             base = M.radix_config(w)
         else:
             base = M.bound_config(w)
-        c = dict(base, BLOCK_N=64, num_warps=4, num_stages=5, SCORE_MAXNREG=0, **over)
-        g = dict(c, SCORE_GLUON=True)
+        c = dict(base, BLOCK_N=64, num_warps=4, num_stages=5, SCORE_MAXNREG=0)
+        c.update(over)
+        g = dict(c, SCORE_GLUON=True, **variant)
         if path == "scores":
             want = M.launch(config=c, **dict(inp, top_k=0, return_logits=True))[1]
             got = M.launch(config=g, **dict(inp, top_k=0, return_logits=True))[1]

@@ -33,11 +33,22 @@ def signature(kern: Any, args: Mapping[str, Any]) -> tuple[dict[str, str], dict[
             sig[name], cx[name] = "constexpr", v
         elif isinstance(v, torch.Tensor):
             sig[name] = "*" + _TRITON_TYPES[v.dtype]
+        elif hasattr(v, "block_shape") and hasattr(v, "layout") and hasattr(v, "base"):
+            sig[name] = _descriptor_type(v)
         elif isinstance(v, float):
             sig[name] = "fp32"
         else:
             sig[name] = "i32"
     return sig, cx
+
+
+def _descriptor_type(desc: Any) -> str:
+    """The JIT's type string of a Gluon TMA descriptor argument (Triton >= 3.7 has it as
+    ``__mangle__``; the same string for 3.5-3.6, whose specialization is native)."""
+    if hasattr(desc, "__mangle__"):
+        return desc.__mangle__()
+    block = ",".join(map(str, desc.block_shape))
+    return f"tensordesc<{_TRITON_TYPES[desc.base.dtype]}[{block}],{desc.layout!r}>"
 
 
 def _param_names(kern: Any) -> list[str]:
