@@ -1,7 +1,7 @@
 """Triton's Gluon (explicit layouts), where the installed Triton has it.
 
 Shared by the templates with a Gluon kernel (``nvfp4_attention``'s and ``mhc``'s ``GLUON``
-configs). Without Gluon every name is None, ``gluon_jit`` turns a kernel into None, and configs
+configs, ``sparse_mqa``'s ``SCORE_GLUON``). Without Gluon every name is None, ``gluon_jit`` turns a kernel into None, and configs
 that ask for a Gluon kernel are refused by their launcher and search space.
 """
 from __future__ import annotations
@@ -12,13 +12,13 @@ try:  # Gluon: Triton >= 3.5
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia import hopper
+    from triton.experimental.gluon.language.nvidia.ampere import async_copy
     from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-    # a TMA load into shared memory: async_copy_global_to_shared up to Triton 3.6, async_load later
-    tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-    from triton.experimental.gluon.language.nvidia.ampere import async_copy
     # cp.async into shared memory: async_copy_global_to_shared up to Triton 3.6, async_load later
     async_load = getattr(async_copy, "async_load", None) or async_copy.async_copy_global_to_shared
+    # a TMA load into shared memory (tma.*: the same renaming)
+    tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
     gluon_jit = gluon.jit
     # a CTA-wide barrier: gl.thread_barrier in Triton 3.5-3.6, gl.barrier from 3.7 on
     cta_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier

@@ -78,8 +78,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_templates._gluon import (TensorDescriptor, async_copy, async_load, cta_barrier, gl, gluon_available, gluon_jit,
-                                    hopper, mbarrier, tma_load)
+from kernel_templates._gluon import (TensorDescriptor, cta_barrier, gl, gluon_available, gluon_jit, gluon_on_hopper, hopper,
+                                    mbarrier, tma_load)
 from kernel_templates._host import cdiv, next_power_of_2, sm_count
 from kernel_templates.nvfp4 import dequantize_mxfp4, mxfp4_tile_to_f32, quantize_mxfp4, ue8m0_to_f32
 from tuner import lowering, runtime
@@ -88,6 +88,7 @@ from tuner.spec import KernelSpec
 from tuner.verify import assert_close
 
 log = logging.getLogger(__name__)
+_LOGGED: set[str] = set()  # one-time notices already logged
 
 SOURCE_DEPENDENCIES = ("kernel_templates.nvfp4",)
 
@@ -695,20 +696,23 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
 #
 # ``SCORE_GLUON``: the scoring of fp8 keys for one query token (next_n = 1) on the radix /
 # bound paths (and ``top_k=0`` with the logits), by a Gluon kernel with explicit layouts.
-# What the Triton kernel could not avoid (H200 runs 77-78, ncu of dsv32 B=1 512K): its
-# loop is a serial chain a tile, and Triton's layout passes put the reduced scores, the
-# store's pointers and mask, and the group max through shared memory (layout conversions,
-# 8 CTA barriers a tile). Here every per-key value lives in the layout the head sum leaves
-# (``SliceLayout(1, MMA)``: a thread holds two keys' scores, replicated over the four lanes
-# of a quad), and the scale loads, the score store and the group max's in-warp steps are
-# done in it. A tile: one wait for its cp.async group, one CTA barrier (its copies visible
-# to every warp, and every warp done with the slot refilled next), the refill of that slot
-# ``STAGES - 1`` tiles ahead, one 64 x HP x 128 FP8 wgmma (keys on M, query heads on N, q
-# in shared memory once a program), the epilogue; the group max is the only cross-warp
-# step (one reduction through shared memory). Block-table entries are loaded a tile before
-# their copies are issued, key scales two tiles before they are used. Not runnable under
-# the interpreter: verified on the GPU (tests marked gpu, and the tuner's check of every
-# config against the reference).
+# Every per-key value lives in the layout the head sum leaves (``SliceLayout(1, MMA)``: a
+# thread holds two keys' scores, replicated over the four lanes of a quad): the key scales
+# are loaded, the scores stored and the group max's in-warp steps done in it, where the
+# Triton kernel's layout passes put them through shared memory (8 CTA barriers a tile).
+# The key tiles (one page, 8 KB) come by TMA into a ring of ``num_stages`` slots completed by
+# mbarriers: TMA writes and wgmma reads are both in the async proxy, so the loop needs no
+# proxy fence. (A first form with cp.async into the ring needed two ``fence.proxy.async`` a
+# tile, each a ``MEMBAR.ALL.CTA`` waiting for every load in flight: 35.9 us against the
+# Triton kernel's 26.6 at dsv32 B=1 512K, H200 run 82; with ldmatrix A operands instead,
+# as the Triton kernel does, no fence and 26.6 us, run 83.) A tile: a CTA barrier (every
+# warp done with the slot refilled next), the TMA of the tile ``num_stages - 1`` ahead, the
+# block-table entry of the one after, the scales two tiles ahead, the wait on the tile's
+# mbarrier, one 64 x HP x 128 FP8 wgmma (keys on M, query heads on N, q in shared memory
+# once a program), the epilogue; the group max is the only cross-warp step. The cache must
+# be contiguous (a ``[pages * PAGE, 128]`` descriptor); otherwise the Triton kernel scores.
+# Not runnable under the interpreter: verified on the GPU (tests marked gpu, and the
+# tuner's check of every config against the reference).
 
 GL_SCORE_BLOCK_N = 64  # wgmma's M: one warpgroup
 GL_SCORE_MAX_HP = 128  # query rows (heads, padded): the accumulator is HP / 2 registers a thread
@@ -739,16 +743,6 @@ def _gl_page(bt_row, start, j, n_tiles, PAGE: gl.constexpr):
     return gl.load(bt_row + (start + j * 64) // PAGE, mask=j < n_tiles, other=0).to(gl.int64)
 
 
-@gluon_jit
-def _gl_issue_keys(k_ptr, kbuf, koff, rl, page, start, j, end, stride_kp, stride_ks, STAGES: gl.constexpr,
-                   PAGE: gl.constexpr):
-    """cp.async of the program's key tile ``j`` (rows past ``end`` zero-filled) into its ring slot."""
-    n0 = start + j * 64
-    base = page * stride_kp + (n0 % PAGE) * stride_ks
-    async_load(kbuf.index(j % STAGES), k_ptr + base + koff, mask=(n0 + rl < end)[:, None])
-    async_copy.commit_group()
-
-
 
 @gluon_jit
 def _gl_tma_keys(k_desc, kbuf, bars, page, start, j, n_tiles, STAGES: gl.constexpr, PAGE: gl.constexpr):
@@ -759,7 +753,6 @@ def _gl_tma_keys(k_desc, kbuf, bars, page, start, j, n_tiles, STAGES: gl.constex
     mbarrier.expect(bar, 64 * 128, ok)
     tma_load(k_desc, [(page * PAGE + n0 % PAGE).to(gl.int32), 0], bar, kbuf.index(j % STAGES), ok)
 
-
 @gluon_jit
 def _gl_scales(ks_ptr, bt_row, start, j, n_tiles, end, rows, stride_sp, stride_ss, PAGE: gl.constexpr):
     """The fp32 key scales of tile ``j`` in the head sum's layout (0 past ``end``)."""
@@ -769,108 +762,13 @@ def _gl_scales(ks_ptr, bt_row, start, j, n_tiles, end, rows, stride_sp, stride_s
 
 
 @gluon_jit
-def _gl_score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, rs_ptr, gmax_ptr, H, max_len,
-                     stride_qb, stride_qh, stride_wb, stride_kp, stride_ks, stride_sp, stride_ss, stride_btb,
-                     stride_lb, stride_gm,
-                     HP: gl.constexpr, PAGE: gl.constexpr, NUM_SPLITS: gl.constexpr, STAGES: gl.constexpr,
-                     ZERO_RS: gl.constexpr, RS: gl.constexpr, GMAX: gl.constexpr, BOUND_GROUP: gl.constexpr,
-                     PDL: gl.constexpr = False, A_REGS: gl.constexpr = False):
-    """Scores of one (sequence, split) chunk of fp8 keys for one query token; see above."""
-    BLOCK_N: gl.constexpr = 64
-    D: gl.constexpr = 128
-    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HP, 32])
-    ROW: gl.constexpr = gl.SliceLayout(1, MMA)  # [64] per key: two keys a thread, four lanes alike
-    COL: gl.constexpr = gl.SliceLayout(0, MMA)  # [HP] per query head
-    KS: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2)
-    LD: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])  # [64, 128] fp8: 16 B a thread
-    ZL: gl.constexpr = gl.BlockedLayout([4], [32], [4], [0])
-    if PDL:
-        # LAUNCH_PDL: the top-k launches after this one may start their programs now (each
-        # waits for this launch to finish before it reads anything: _pdl_enter)
-        tl.extra.cuda.gdc_launch_dependents()
-    b = gl.program_id(0)
-    split = gl.program_id(1)
-    if ZERO_RS:
-        # the radix / bound top-k's per-row histograms and counters start at zero
-        if split == 0:
-            zo = gl.arange(0, 2048, layout=ZL)
-            gl.store(rs_ptr + b * RS + zo, gl.zeros([2048], gl.int32, ZL), mask=zo < RS)
-    seq_len = gl.minimum(gl.maximum(gl.load(seqlen_ptr + b), 0), max_len)
-    chunk = gl.cdiv(gl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
-    start = split * chunk
-    end = gl.minimum(start + chunk, seq_len)
-    n_tiles = gl.cdiv(gl.maximum(end - start, 0), BLOCK_N)
-    bt_row = bt_ptr + b.to(gl.int64) * stride_btb
-
-    # q [HP, 128] in shared memory once (the wgmma's B operand, K-major); padded heads are zero
-    hq = gl.arange(0, HP, layout=gl.SliceLayout(1, LD))
-    dq = gl.arange(0, D, layout=gl.SliceLayout(0, LD))
-    qv = gl.load(q_ptr + b.to(gl.int64) * stride_qb + hq[:, None] * stride_qh + dq[None, :], mask=(hq < H)[:, None])
-    q_smem = gl.allocate_shared_memory(gl.float8e4nv, [HP, D], KS, qv)
-    hopper.fence_async_shared()  # q's generic stores, before the wgmma (async proxy) reads them
-    cta_barrier()
-    hw = gl.arange(0, HP, layout=COL)
-    w = gl.load(w_ptr + b.to(gl.int64) * stride_wb + hw, mask=hw < H, other=0.0)
-
-    kbuf = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, D], KS)
-    rl = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LD))
-    koff = rl[:, None] * stride_ks + dq[None, :]
-    for j in gl.static_range(STAGES - 1):
-        _gl_issue_keys(k_ptr, kbuf, koff, rl, _gl_page(bt_row, start, j, n_tiles, PAGE), start, j, end, stride_kp,
-                       stride_ks, STAGES, PAGE)
-    page_next = _gl_page(bt_row, start, STAGES - 1, n_tiles, PAGE)
-    rows = gl.arange(0, BLOCK_N, layout=ROW)
-    scl = _gl_scales(ks_ptr, bt_row, start, 0, n_tiles, end, rows, stride_sp, stride_ss, PAGE)
-    scl_next = _gl_scales(ks_ptr, bt_row, start, 1, n_tiles, end, rows, stride_sp, stride_ss, PAGE)
-    zero = gl.zeros([BLOCK_N, HP], gl.float32, MMA)
-    lrow = logits_ptr + b.to(gl.int64) * stride_lb
-    grow = gmax_ptr + b.to(gl.int64) * stride_gm
-    NG: gl.constexpr = BLOCK_N // BOUND_GROUP
-    gcol = gl.arange(0, NG, layout=COL)
-    for i in range(n_tiles):
-        async_copy.wait_group(STAGES - 2)  # tile i has landed (this thread's copies)
-        if not A_REGS:
-            hopper.fence_async_shared()  # ... and is visible to the wgmma (async proxy)
-        cta_barrier()  # every thread's copies of tile i done; every warp done with tile i - 1's slot
-        _gl_issue_keys(k_ptr, kbuf, koff, rl, page_next, start, i + STAGES - 1, end, stride_kp, stride_ks, STAGES,
-                       PAGE)
-        page_next = _gl_page(bt_row, start, i + STAGES, n_tiles, PAGE)
-        scl_after = _gl_scales(ks_ptr, bt_row, start, i + 2, n_tiles, end, rows, stride_sp, stride_ss, PAGE)
-        if A_REGS:
-            # the key tile as the register A operand (ldmatrix: a generic-proxy read, no proxy fence)
-            a = kbuf.index(i % STAGES).load(gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=4))
-            acc = hopper.warpgroup_mma(a, q_smem.permute((1, 0)), zero, use_acc=False, is_async=True)
-        else:
-            acc = hopper.warpgroup_mma(kbuf.index(i % STAGES), q_smem.permute((1, 0)), zero, use_acc=False,
-                                       is_async=True)
-        acc = hopper.warpgroup_mma_wait(0, deps=[acc])
-        sc = gl.sum(gl.maximum(acc, 0.0) * w[None, :], axis=1) * scl  # [64] in ROW
-        n0 = start + i * BLOCK_N
-        key = n0 + rows
-        vis = key < end
-        gl.store(lrow + key, sc, mask=vis)
-        if GMAX:
-            # the max of each BOUND_GROUP keys (groups with a visible key): one cross-warp reduction a tile
-            xm = gl.where((((rows // BOUND_GROUP)[:, None] == gcol[None, :]) & vis[:, None]), sc[:, None],
-                          float("-inf"))
-            gi = n0 // BOUND_GROUP + gcol
-            gl.store(grow + gi, gl.max(xm, axis=0), mask=gi * BOUND_GROUP < end)
-        scl = scl_next
-        scl_next = scl_after
-    async_copy.wait_group(0)
-
-
-
-@gluon_jit
-def _gl_score_tma_kernel(q_ptr, w_ptr, k_desc, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, rs_ptr, gmax_ptr, H, max_len,
+def _gl_score_kernel(q_ptr, w_ptr, k_desc, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, rs_ptr, gmax_ptr, H, max_len,
                          stride_qb, stride_qh, stride_wb, stride_sp, stride_ss, stride_btb, stride_lb, stride_gm,
                          HP: gl.constexpr, PAGE: gl.constexpr, NUM_SPLITS: gl.constexpr, STAGES: gl.constexpr,
                          ZERO_RS: gl.constexpr, RS: gl.constexpr, GMAX: gl.constexpr, BOUND_GROUP: gl.constexpr,
                          PDL: gl.constexpr = False):
-    """``_gl_score_kernel`` with the key tiles brought by TMA (``k_desc``: the cache as
-    ``[pages * PAGE, 128]`` rows, 64-row boxes) into a ring completed by mbarriers: TMA
-    writes and wgmma reads are both in the async proxy, so the loop needs no proxy fence
-    (whose ``MEMBAR.ALL.CTA`` waited for every load in flight, the scale prefetch included)."""
+    """Scores of one (sequence, split) chunk of fp8 keys for one query token (see above);
+    ``k_desc``: the key cache as ``[pages * PAGE, 128]`` rows, boxes of one 64-key tile."""
     BLOCK_N: gl.constexpr = 64
     D: gl.constexpr = 128
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HP, 32])
@@ -1852,30 +1750,28 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
     if config.get("SCORE_MAXNREG", 0) and not interpreting():
         # a register cap for the scoring kernel (ptxas -maxrregcount): more programs resident an SM
         score_args["maxnreg"] = int(config["SCORE_MAXNREG"])
-    if config.get("SCORE_GLUON", False):
+    gluon = bool(config.get("SCORE_GLUON", False))
+    if gluon and not k_cache.is_contiguous():
+        gluon = False
+        if "strided" not in _LOGGED:
+            _LOGGED.add("strided")
+            log.info("SCORE_GLUON reads the key cache through a TMA descriptor of its rows: a strided cache is "
+                     "scored by the Triton kernel")
+    if gluon:
         err = score_gluon_error(config, k_format, T, H, page, top_k, algo)
         if err:
             raise ValueError(err)
         score = (_gl_score_kernel, (B, S), dict(
-            q_ptr=q, w_ptr=weights, k_ptr=k_cache, ks_ptr=k_scales, bt_ptr=block_table, seqlen_ptr=seq_lens,
-            logits_ptr=logits, rs_ptr=bufs["rs"], gmax_ptr=bufs["gmax"], H=H, max_len=block_table.shape[1] * page,
-            stride_qb=q.stride(0), stride_qh=q.stride(2), stride_wb=weights.stride(0), stride_kp=k_cache.stride(0),
-            stride_ks=k_cache.stride(1), stride_sp=k_scales.stride(0), stride_ss=k_scales.stride(1),
-            stride_btb=block_table.stride(0), stride_lb=logits.stride(0), stride_gm=bufs["gmax"].stride(0),
-            HP=hp, PAGE=page, NUM_SPLITS=S, STAGES=int(config["num_stages"]), ZERO_RS=radix or bound, RS=int(_RS.value),
-            GMAX=bound, BOUND_GROUP=GB if bound else GL_SCORE_BLOCK_N, num_warps=4, num_stages=1))
-        if config.get("SCORE_TMA", False):
-            if not k_cache.is_contiguous():
-                raise ValueError("SCORE_TMA reads the key cache as [pages * PAGE, 128] rows: it must be contiguous")
-            args = score[2]
-            for key in ("k_ptr", "stride_kp", "stride_ks"):
-                del args[key]
-            args["k_desc"] = TensorDescriptor.from_tensor(
+            q_ptr=q, w_ptr=weights, k_desc=TensorDescriptor.from_tensor(
                 k_cache.view(-1, D), [GL_SCORE_BLOCK_N, D],
-                gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2))
-            score = (_gl_score_tma_kernel, score[1], args)
-        elif config.get("SCORE_A_REGS", False):
-            score[2]["A_REGS"] = True
+                gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2)),
+            ks_ptr=k_scales, bt_ptr=block_table, seqlen_ptr=seq_lens, logits_ptr=logits, rs_ptr=bufs["rs"],
+            gmax_ptr=bufs["gmax"], H=H, max_len=block_table.shape[1] * page, stride_qb=q.stride(0),
+            stride_qh=q.stride(2), stride_wb=weights.stride(0), stride_sp=k_scales.stride(0),
+            stride_ss=k_scales.stride(1), stride_btb=block_table.stride(0), stride_lb=logits.stride(0),
+            stride_gm=bufs["gmax"].stride(0), HP=hp, PAGE=page, NUM_SPLITS=S, STAGES=int(config["num_stages"]),
+            ZERO_RS=radix or bound, RS=int(_RS.value), GMAX=bound, BOUND_GROUP=GB if bound else GL_SCORE_BLOCK_N,
+            num_warps=4, num_stages=1))
         if "maxnreg" in score_args:
             score[2]["maxnreg"] = score_args["maxnreg"]
     else:
@@ -2235,7 +2131,8 @@ def row_config(workload: Workload) -> dict[str, Any]:
     whatever the block, sm_90 SASS), the radix-only knobs at their canonical values."""
     c = radix_config(workload)
     return dict(c, NUM_SPLITS=min(c["NUM_SPLITS"], ROW_DEFAULT_MAX_SPLITS), TOPK_ALGO="row", TOPK_BLOCK=2048,
-                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, PLACE_CHUNK=0, RADIX_FIRST="byte", RADIX_FUSED=False)
+                TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, PLACE_CHUNK=0, RADIX_FIRST="byte", RADIX_FUSED=False,
+                SCORE_GLUON=False, num_stages=RADIX_SCORE_STAGES)
 
 
 # Scoring stages of the radix / row paths. The key tile's address hangs on a block-table
@@ -2288,14 +2185,18 @@ def radix_config(workload: Workload) -> dict[str, Any]:
     splits = default_radix_splits(w, tb)
     if fused:
         splits = min(splits, radix_fused_cap(rows))
+    # SCORE_GLUON on Hopper for fp8 keys and one token: the Gluon scoring kernel, H200 run 83
+    # (CUPTI, scoring launch us, Triton pack config -> Gluon): dsv32 B=1 512K 26.8 -> 26.5 (3
+    # stages; 26.3 at 2, 27.6 at 4, 33.0 at 6), B=1 128K 10.7 -> 9.9 (3), B=32 512K 567.7 -> 554.6 (4)
+    gluon = gluon_on_hopper() and not mx and w.next_n == 1
     return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024,
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
             "TOPK_BLOCK": tb, "RADIX_FUSED": fused, "BOUND_GROUP": 64, "BOUND_FUSED": False, "RANK_STEP": 2048,
-            "LAUNCH_PDL": False, "SCORE_MAXNREG": 0,
+            "LAUNCH_PDL": False, "SCORE_MAXNREG": 0, "SCORE_GLUON": gluon,
             "TOPK_SPLITS": splits, "RANK_BLOCK": 64 if chunked else rank_block,
             "PLACE_SORT": False, "PLACE_CHUNK": min(PLACE_CHUNK_DEFAULT, next_power_of_2(k) // 4) if chunked else 0,
             "RADIX_FIRST": "sampled" if rows >= RADIX_SAMPLED_ROWS and w.context >= RADIX_SAMPLED_CONTEXT else "byte",
-            "num_warps": 4, "num_stages": RADIX_SCORE_STAGES}
+            "num_warps": 4, "num_stages": (3 if rows == 1 else 4) if gluon else RADIX_SCORE_STAGES}
 
 
 def bound_config(workload: Workload) -> dict[str, Any]:
@@ -2322,7 +2223,7 @@ def merge_config(workload: Workload) -> dict[str, Any]:
     S = default_splits(w, c["BLOCK_N"], per_sm=2, min_tiles=8, cap=128, round_up=True)  # every split one more list
     return dict(c, NUM_SPLITS=S, TOPK_ALGO="merge", MERGE_GROUP=min(8, max(2, S)), TOPK_BLOCK=1024,
                 TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, PLACE_CHUNK=0, RADIX_FIRST="byte", RADIX_FUSED=False,
-                num_stages=2)
+                SCORE_GLUON=False, num_stages=2)
 
 
 def cost(workload: Workload) -> tuple[float, float]:
