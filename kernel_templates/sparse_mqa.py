@@ -58,15 +58,20 @@ Design:
   refines only that bin's keys (a few % of the row) before one ``tl.sort``.
 - ``TOPK_ALGO="bound"``: the scoring kernel also writes the max of every ``BOUND_GROUP``
   keys; a bound of the row's k-th score is derived from those maxima (``_group_bound``:
-  k distinct groups each hold a key at or above the k-th largest max), by one program a
-  row in its own launch (``_bound_threshold_kernel``) or (``BOUND_FUSED``) by every
-  program of the filter; the filter (``_bound_topk_kernel``) streams the scores once and
-  appends the keys at or above it, and ``_bound_place_kernel`` ranks those few
-  candidates (one program selects exactly first when a loose bound leaves too many).
-  Three or four launches, where the radix path takes eight or more.
+  k distinct groups each hold a key at or above the k-th largest max) in its own launch,
+  in parts of at most ``BOUND_PART_MAXIMA`` maxima a program held in registers
+  (``_bound_threshold_kernel``, ``ONE_LOAD``; the filter takes the least of the parts'
+  bounds), or (``BOUND_FUSED``) by every program of the filter; the filter
+  (``_bound_topk_kernel``) streams the scores once and appends the keys at or above it, and
+  ``_bound_place_kernel`` ranks those few candidates (one program selects exactly first when
+  a loose bound leaves too many). Three or four launches, where the radix path takes eight or more.
 - ``LAUNCH_PDL``: the top-k launches of the radix and bound paths start as programmatic
   dependent launches (sm_90+): their programs become resident while the launch before
   them finishes and wait for it (``_pdl_enter``), which shrinks the gaps between launches.
+- ``SCORE_MAXNREG``: a register cap on the scoring launch (96: five 4-warp programs an SM
+  for fp8 keys; H200 run 80). ``SCORE_GLUON`` (sm_90, fp8 keys, one token, radix / bound):
+  the scoring by a Gluon kernel with explicit layouts and TMA key tiles (``_gl_score_kernel``,
+  see its section below).
 """
 from __future__ import annotations
 
@@ -136,8 +141,8 @@ BOUND_GMAX_BLOCK = 512
 BOUND_PART_MAXIMA = 1024
 BOUND_MAX_PARTS = 32
 # maxima a program of the bound holds in registers at once (_group_bound's ONE_LOAD): a part
-# of the bound launch (4 warps), and every filter program with BOUND_FUSED (8 warps); past
-# that, GMAX_BLOCK at a time from memory
+# of the bound launch (4 warps), and every filter program with BOUND_FUSED (8 warps, 16 at
+# 8192 maxima: bound_filter_warps); past that, GMAX_BLOCK at a time from memory
 BOUND_REG_MAXIMA = 1024
 BOUND_REG_MAXIMA_FUSED = 8192
 
@@ -160,7 +165,9 @@ def bound_gmax_block(per_part: int, fused: bool) -> dict[str, Any]:
 
 def bound_filter_warps(gmax_block: int) -> int:
     """Warps of a ``BOUND_FUSED`` filter program: 8, 16 when it holds 8192 maxima in registers
-    (sm_90 compiles: 4096 at 8 warps 123 registers; 8192 at 8 warps spilled)."""
+    (sm_90 compiles: 4096 at 8 warps 123 registers; 8192 at 8 warps spilled). Each such
+    program derives the row's bound itself: at dsv32 B=1 512K (8192 maxima) the filter launch
+    took 32 us (H200 run 76), where the bound launch in parts and a plain filter take ~10."""
     return 16 if gmax_block > 4096 else 8
 
 
@@ -530,7 +537,8 @@ def _tile_scales(ks_ptr, row_s, valid, K_FORMAT: tl.constexpr, MX_FP8_DOT: tl.co
     (``MX_WORD_DECODE``) or ``[BLOCK_N, 4]`` uint8. The scoring loop loads them a tile
     ahead: the pipeliner prefetches only what feeds the MMA (the key tile, its page), and a
     scale loaded where it is used left its whole memory latency exposed every tile (H200
-    run 77, ncu of dsv32 B=1 512K: 31% of the stall samples on the multiply by the scale)."""
+    run 77, ncu of dsv32 B=1 512K: 31% of the stall samples on the multiply by the scale).
+    The prefetch moved those stalls but not the time (run 78: the scoring stayed ~29 us)."""
     if K_FORMAT == 0:
         return tl.load(ks_ptr + row_s, mask=valid, other=0.0)
     elif MX_FP8_DOT and MX_WORD_DECODE:
