@@ -8,10 +8,10 @@ timeout 150 python3 -m pytest -q -m gpu tests/test_sparse_mqa.py -k "gluon_scori
 echo "[$((SECONDS-t0)) s] gpu tests rc=$?"; tail -3 "$L/gpu_tests.log" | cut -c1-300
 tune() { timeout $2 $T sparse-mqa --profile dsv32 --batch $1 --context $3 --next-n 1 --budget $4 --retune "${@:5}" \
     > "$L/tune_$1_$3.log" 2>&1; echo "[$((SECONDS-t0)) s] tune B=$1 ctx=$3 rc=$?"; grep "│ " "$L/tune_$1_$3.log" | cut -c1-180 | tail -2; }
-tune 1 75 524288 35s --try '{"SCORE_GLUON": true, "SCORE_MAXNREG": 0, "num_stages": 2}' --try '{"SCORE_GLUON": true, "SCORE_MAXNREG": 0, "num_stages": 3, "NUM_SPLITS": 640}'
-tune 1 60 131072 25s --try '{"SCORE_GLUON": true, "SCORE_MAXNREG": 0, "num_stages": 2}'
-tune 32 80 524288 40s --try '{"SCORE_GLUON": true, "SCORE_MAXNREG": 0, "num_stages": 3}'
-tune 32 60 131072 25s --try '{"SCORE_GLUON": true, "SCORE_MAXNREG": 0, "num_stages": 3}'
+tune 1 70 524288 30s --try '{"SCORE_GLUON": true, "SCORE_MAXNREG": 0, "num_stages": 2}' --try '{"SCORE_GLUON": true, "SCORE_MAXNREG": 0, "num_stages": 3, "NUM_SPLITS": 640}'
+tune 1 50 131072 20s --try '{"SCORE_GLUON": true, "SCORE_MAXNREG": 0, "num_stages": 2}'
+tune 32 75 524288 35s --try '{"SCORE_GLUON": true, "SCORE_MAXNREG": 0, "num_stages": 3}'
+tune 32 50 131072 20s --try '{"SCORE_GLUON": true, "SCORE_MAXNREG": 0, "num_stages": 3}'
 cp results.db "$OUT/results.db"
 $T export --out packs/nvidia-h200 > "$L/export.log" 2>&1 && $T verify-pack packs/nvidia-h200 >> "$L/export.log" 2>&1
 echo "export rc=$?"; tail -2 "$L/export.log"; mkdir -p "$OUT/pack"; cp packs/nvidia-h200/* "$OUT/pack/"
