@@ -123,7 +123,7 @@ def admitted(w: Any, config: dict[str, Any]) -> bool:
     from search_spaces import sparse_mqa as S
 
     base = M.merge_config(w) if config.get("TOPK_ALGO", "merge") == "merge" else M.radix_config(w)
-    cfg = {**base, "MX_WORD_DECODE": False, **config}
+    cfg = {**base, "MX_WORD_DECODE": False, "SCORE_GLUON": False, **config}  # keys' absent values
     cfg = {k: bool(v) if isinstance(S.SPACE[k].values()[0], bool) else v for k, v in cfg.items() if k in S.SPACE}
     ok = S.SPACE.contains(cfg) and S.constraints(cfg, w)
     if not ok:

@@ -88,7 +88,7 @@ from kernel_templates._gluon import (TensorDescriptor, cta_barrier, gl, gluon_av
 from kernel_templates._host import cdiv, next_power_of_2, sm_count
 from kernel_templates.nvfp4 import dequantize_mxfp4, mxfp4_tile_to_f32, quantize_mxfp4, ue8m0_to_f32
 from tuner import lowering, runtime
-from tuner.runtime.env import interpreting
+from tuner.runtime.env import assumed_target_cc, interpreting, target_cc
 from tuner.spec import KernelSpec
 from tuner.verify import assert_close
 
@@ -707,18 +707,21 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
 # Every per-key value lives in the layout the head sum leaves (``SliceLayout(1, MMA)``: a
 # thread holds two keys' scores, replicated over the four lanes of a quad): the key scales
 # are loaded, the scores stored and the group max's in-warp steps done in it, where the
-# Triton kernel's layout passes put them through shared memory (8 CTA barriers a tile).
+# Triton kernel's layout passes put them through shared memory.
 # The key tiles (one page, 8 KB) come by TMA into a ring of ``num_stages`` slots completed by
 # mbarriers: TMA writes and wgmma reads are both in the async proxy, so the loop needs no
 # proxy fence. (A first form with cp.async into the ring needed two ``fence.proxy.async`` a
 # tile, each a ``MEMBAR.ALL.CTA`` waiting for every load in flight: 35.9 us against the
 # Triton kernel's 26.6 at dsv32 B=1 512K, H200 run 82; with ldmatrix A operands instead,
 # as the Triton kernel does, no fence and 26.6 us, run 83.) A tile: a CTA barrier (every
-# warp done with the slot refilled next), the TMA of the tile ``num_stages - 1`` ahead, the
+# warp done with the slot refilled next; Triton's membar pass adds more around the mbarrier
+# expect and the group max's scratch: 4-5 ``bar.sync`` a tile in all), the TMA of the tile
+# ``num_stages - 1`` ahead, the
 # block-table entry of the one after, the scales two tiles ahead, the wait on the tile's
 # mbarrier, one 64 x HP x 128 FP8 wgmma (keys on M, query heads on N, q in shared memory
-# once a program), the epilogue; the group max is the only cross-warp step. The cache must
-# be contiguous (a ``[pages * PAGE, 128]`` descriptor); otherwise the Triton kernel scores.
+# once a program), the epilogue; the group max is the only cross-warp step. Where it cannot
+# score a call (``score_gluon_error``: not sm_90, mxfp4 keys, next_n > 1, a strided cache,
+# ...) the launcher runs the Triton kernel with the same config.
 # Not runnable under the interpreter: verified on the GPU (tests marked gpu, and the
 # tuner's check of every config against the reference).
 
@@ -727,11 +730,15 @@ GL_SCORE_MAX_HP = 128  # query rows (heads, padded): the accumulator is HP / 2 r
 
 
 def score_gluon_error(config: dict[str, Any], k_format: str, next_n: int, heads: int, page: int, top_k: int,
-                      algo: str, compile_only: bool = False) -> str | None:
-    """Why ``SCORE_GLUON`` cannot run this call (None: it can). ``compile_only``: judged for
-    another machine (lowering), so the interpreter being on here does not matter."""
+                      algo: str, return_logits: bool = True, contiguous: bool = True,
+                      compile_only: bool = False) -> str | None:
+    """Why ``SCORE_GLUON`` cannot score this call (None: it can); the launcher then scores
+    with the Triton kernel. ``compile_only``: judged for another machine (lowering under
+    ``assume_target``), so the interpreter being on here does not matter."""
     if not gluon_available(compile_only=compile_only):
         return "SCORE_GLUON needs Triton's Gluon (triton >= 3.5) and does not run under TRITON_INTERPRET"
+    if not 90 <= target_cc() < 100:
+        return "SCORE_GLUON runs wgmma and TMA as sm_90 has them: not on this target"
     if k_format != "fp8" or next_n != 1:
         return f"SCORE_GLUON scores fp8 keys for one query token (got k_format={k_format!r}, next_n={next_n})"
     if config["BLOCK_N"] != GL_SCORE_BLOCK_N or page % GL_SCORE_BLOCK_N:
@@ -742,6 +749,10 @@ def score_gluon_error(config: dict[str, Any], k_format: str, next_n: int, heads:
         return f"SCORE_GLUON takes at most {GL_SCORE_MAX_HP} heads, got {heads}"
     if top_k > 0 and algo not in ("radix", "bound"):
         return f"SCORE_GLUON writes the scores for the radix / bound top-k paths, not {algo!r}"
+    if top_k == 0 and not return_logits:
+        return "SCORE_GLUON always writes the scores: a call asking for neither indices nor logits has none to write"
+    if not contiguous:
+        return "SCORE_GLUON reads the key cache through a TMA descriptor of its rows: it must be contiguous"
     return None
 
 
@@ -806,7 +817,8 @@ def _gl_score_kernel(q_ptr, w_ptr, k_desc, ks_ptr, bt_ptr, seqlen_ptr, logits_pt
     kbuf = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, D], KS)
     hq = gl.arange(0, HP, layout=gl.SliceLayout(1, LD))
     dq = gl.arange(0, D, layout=gl.SliceLayout(0, LD))
-    qv = gl.load(q_ptr + b.to(gl.int64) * stride_qb + hq[:, None] * stride_qh + dq[None, :], mask=(hq < H)[:, None])
+    qv = gl.load(q_ptr + b.to(gl.int64) * stride_qb + hq[:, None] * stride_qh + dq[None, :], mask=(hq < H)[:, None],
+                 other=0.0)
     q_smem = gl.allocate_shared_memory(gl.float8e4nv, [HP, D], KS, qv)
     hopper.fence_async_shared()  # q's generic stores and the barrier inits, before the async proxy uses them
     cta_barrier()
@@ -1759,16 +1771,16 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
         # a register cap for the scoring kernel (ptxas -maxrregcount): more programs resident an SM
         score_args["maxnreg"] = int(config["SCORE_MAXNREG"])
     gluon = bool(config.get("SCORE_GLUON", False))
-    if gluon and not k_cache.is_contiguous():
-        gluon = False
-        if "strided" not in _LOGGED:
-            _LOGGED.add("strided")
-            log.info("SCORE_GLUON reads the key cache through a TMA descriptor of its rows: a strided cache is "
-                     "scored by the Triton kernel")
     if gluon:
-        err = score_gluon_error(config, k_format, T, H, page, top_k, algo)
-        if err:
-            raise ValueError(err)
+        # a performance choice: where the Gluon kernel cannot score this call, the Triton one does
+        why = score_gluon_error(config, k_format, T, H, page, top_k, algo, return_logits, k_cache.is_contiguous(),
+                                compile_only=assumed_target_cc() is not None)
+        if why:
+            gluon = False
+            if why not in _LOGGED:
+                _LOGGED.add(why)
+                log.info("%s; the Triton scoring kernel runs instead", why)
+    if gluon:
         score = (_gl_score_kernel, (B, S), dict(
             q_ptr=q, w_ptr=weights, k_desc=TensorDescriptor.from_tensor(
                 k_cache.view(-1, D), [GL_SCORE_BLOCK_N, D],

@@ -969,6 +969,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from kernel_templates import sparse_mqa as M
 from search_spaces.sparse_mqa import WORKLOADS
+M.gluon_on_hopper = lambda: False  # the Triton defaults, on a GPU machine too (the Gluon kernel: its own test)
 cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 seen = {}
 def configs(wl):
@@ -1152,22 +1153,30 @@ def _heads(inp: dict, h: int) -> dict:
 
 
 def test_gluon_scoring_refused_where_it_cannot_run(device):
-    """SCORE_GLUON: one line of why where the Gluon scoring kernel cannot run (under the
-    interpreter: every CPU run), and None for what it covers."""
+    """SCORE_GLUON is a performance choice: one line of why where the Gluon scoring kernel
+    cannot score a call, and the launcher then runs the Triton kernel with the same config
+    (here, under the interpreter: the same indices as without the key)."""
+    from tuner.runtime.env import assume_target
+
     w = M.Workload(1, 700, 1, "dsv32")
     cfg = dict(M.bound_config(w), BLOCK_N=64, num_warps=4, num_stages=3)
-    if M.interpreting():
-        with pytest.raises(ValueError, match="does not run under TRITON_INTERPRET"):
-            M.launch(config=dict(cfg, SCORE_GLUON=True), **ragged_inputs("dsv32", 1, [700], top_k=64, device=device))
-    err = lambda c, fmt="fp8", t=1, h=64, page=64, k=2048: M.score_gluon_error(  # noqa: E731
-        c, fmt, t, h, page, k, c["TOPK_ALGO"], compile_only=True)
-    assert err(cfg) is None and err(dict(cfg, TOPK_ALGO="radix")) is None
-    assert err(cfg, k=0) is None and err(dict(cfg, TOPK_ALGO="merge"), k=0) is None  # scores only
-    assert "fp8 keys for one query token" in err(cfg, fmt="mxfp4") and "next_n=2" in err(cfg, t=2)
-    assert "BLOCK_N=64" in err(dict(cfg, BLOCK_N=32)) and "BLOCK_N=64" in err(cfg, page=32)
-    assert "num_warps=4" in err(dict(cfg, num_warps=8)) and "num_stages >= 2" in err(dict(cfg, num_stages=1))
-    assert "at most 128 heads" in err(cfg, h=129) and err(cfg, h=128) is None
-    assert "radix / bound" in err(dict(cfg, TOPK_ALGO="row"))
+    inp = ragged_inputs("dsv32", 1, [700], top_k=64, device=device)
+    assert_equal("SCORE_GLUON where it cannot run", M.launch(config=dict(cfg, SCORE_GLUON=True), **inp),
+                 M.launch(config=dict(cfg, SCORE_GLUON=False), **inp))
+    err = lambda c, fmt="fp8", t=1, h=64, page=64, k=2048, logits=False, contiguous=True: M.score_gluon_error(  # noqa: E731
+        c, fmt, t, h, page, k, c["TOPK_ALGO"], logits, contiguous, compile_only=True)
+    with assume_target(90):
+        assert err(cfg) is None and err(dict(cfg, TOPK_ALGO="radix")) is None
+        assert err(cfg, k=0, logits=True) is None and err(dict(cfg, TOPK_ALGO="merge"), k=0, logits=True) is None
+        assert "neither indices nor logits" in err(cfg, k=0)
+        assert "fp8 keys for one query token" in err(cfg, fmt="mxfp4") and "next_n=2" in err(cfg, t=2)
+        assert "BLOCK_N=64" in err(dict(cfg, BLOCK_N=32)) and "BLOCK_N=64" in err(cfg, page=32)
+        assert "num_warps=4" in err(dict(cfg, num_warps=8)) and "num_stages >= 2" in err(dict(cfg, num_stages=1))
+        assert "at most 128 heads" in err(cfg, h=129) and err(cfg, h=128) is None
+        assert "radix / bound" in err(dict(cfg, TOPK_ALGO="row"))
+        assert "contiguous" in err(cfg, contiguous=False)
+    with assume_target(100):
+        assert "sm_90" in err(cfg)
 
 
 def test_gluon_scoring_strided_cache_falls_back(device, monkeypatch):
@@ -1180,6 +1189,7 @@ def test_gluon_scoring_strided_cache_falls_back(device, monkeypatch):
     assert not inp["k_cache"].is_contiguous()
     cfg = dict(M.bound_config(M.Workload(2, 300, 1, "dsv32")), BLOCK_N=64, num_warps=4, num_stages=2)
     monkeypatch.setattr(M, "gluon_available", lambda **_: True)
+    monkeypatch.setattr(M, "target_cc", lambda: 90)  # everything but the cache would let the Gluon kernel run
     assert_equal("SCORE_GLUON on a strided cache", M.launch(config=dict(cfg, SCORE_GLUON=True), **inp),
                  M.launch(config=cfg, **inp))
 
@@ -1189,7 +1199,8 @@ def test_gluon_scoring_in_the_search_space(monkeypatch):
     BLOCK_N 64, 4 warps, 2+ stages, an sm_90 target with Gluon; it pins SCORE_MAXNREG."""
     w = M.Workload(1, 524288, 1, "dsv32")
     cfg = dict(M.bound_config(w), BLOCK_N=64, num_warps=4, num_stages=4, SCORE_MAXNREG=0, SCORE_GLUON=True)
-    assert not S.constraints(cfg, w), "never where it cannot run (here: the interpreter or no sm_90 GPU)"
+    monkeypatch.setattr(S, "target_cc", lambda: 0)  # no GPU (or the interpreter), whatever runs the test
+    assert not S.constraints(cfg, w), "never where it cannot run"
     monkeypatch.setattr(S, "target_cc", lambda: 90)
     monkeypatch.setattr(S, "gluon_available", lambda **_: True)
     assert S.constraints(cfg, w)
@@ -1211,6 +1222,7 @@ import json, os, re, subprocess, tempfile, triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
 from kernel_templates import sparse_mqa as M
+from tuner.runtime.env import assume_target
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 res = []
 for b, ctx, algo, over in ((1, 524288, "bound", {"LAUNCH_PDL": True}), (32, 524288, "radix", {"LAUNCH_PDL": False}),
@@ -1219,7 +1231,8 @@ for b, ctx, algo, over in ((1, 524288, "bound", {"LAUNCH_PDL": True}), (32, 5242
     cfg = dict(M.bound_config(w) if algo == "bound" else M.radix_config(w), BLOCK_N=64, num_warps=4, num_stages=5,
                SCORE_MAXNREG=0, SCORE_GLUON=True)
     cfg.update(over)
-    fn, _grid, args = M._plan_for(w, cfg)[0]
+    with assume_target(90):  # as `tune lower --target sm_90` plans (no GPU here)
+        fn, _grid, args = M._plan_for(w, cfg)[0]
     sig, cx = M.lowering.signature(fn, args)
     attrs = M.lowering.specialize(fn, args, sig, cx)
     k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=cx, attrs=attrs),
@@ -1285,7 +1298,7 @@ def test_gpu_gluon_scoring(path, device):
         else:
             base = M.bound_config(w)
         c = dict(base, BLOCK_N=64, num_warps=4, num_stages=5, SCORE_MAXNREG=0)
-        c.update(over)
+        c.update(over, SCORE_GLUON=False)  # the Triton kernel (the Hopper default is the Gluon one)
         g = dict(c, SCORE_GLUON=True)
         if path == "scores":
             want = M.launch(config=c, **dict(inp, top_k=0, return_logits=True))[1]
@@ -1301,6 +1314,26 @@ def test_gpu_gluon_scoring(path, device):
         fin = torch.isfinite(want)
         assert torch.equal(fin, torch.isfinite(got)), (w, lens, h)
         torch.testing.assert_close(got[fin], want[fin], rtol=1e-5, atol=1e-6 * float(want[fin].abs().max()))
+        if path == "bound":  # the group maxima, where a row has keys (a low one would only loosen the bound)
+            grp = c["BOUND_GROUP"]
+            gm_want, gm_got = _group_maxima(inp, c), _group_maxima(inp, g)
+            for b, n in enumerate(lens):
+                ng = -(-n // grp)
+                torch.testing.assert_close(gm_got[b, :ng], gm_want[b, :ng], rtol=1e-5,
+                                           atol=1e-6 * float(gm_want[b, :ng].abs().max()) if ng else 0.0)
+
+
+def _group_maxima(inp: dict, config: dict) -> torch.Tensor:
+    """The bound path's group maxima buffer after one call (``launch``'s steps, keeping the scratch)."""
+    q, k_cache = inp["q"], inp["k_cache"]
+    B, T = q.shape[:2]
+    max_len = inp["block_table"].shape[1] * k_cache.shape[1]
+    top_k = inp["top_k"]
+    bufs = M._buffers(B, T, max_len, top_k, False, config, q.device)
+    for kern, grid, args in M._plan(q, inp["weights"], k_cache, inp["k_scales"], inp["block_table"], inp["seq_lens"],
+                                    top_k, "fp8", False, config, bufs):
+        kern[grid](**args)
+    return bufs["gmax"].clone()
 
 
 def test_space_names_are_kernel_constexprs():

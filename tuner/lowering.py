@@ -44,7 +44,8 @@ def signature(kern: Any, args: Mapping[str, Any]) -> tuple[dict[str, str], dict[
 
 def _descriptor_type(desc: Any) -> str:
     """The JIT's type string of a Gluon TMA descriptor argument (Triton >= 3.7 has it as
-    ``__mangle__``; the same string for 3.5-3.6, whose specialization is native)."""
+    ``__mangle__``; for 3.5-3.6, whose specialization is native, an equivalent string: it
+    writes the block shape with spaces, which parses the same)."""
     if hasattr(desc, "__mangle__"):
         return desc.__mangle__()
     block = ",".join(map(str, desc.block_shape))
