@@ -1,8 +1,9 @@
 """Triton's Gluon (explicit layouts), where the installed Triton has it.
 
 Shared by the templates with a Gluon kernel (``nvfp4_attention``'s and ``mhc``'s ``GLUON``
-configs, ``sparse_mqa``'s ``SCORE_GLUON``). Without Gluon every name is None, ``gluon_jit`` turns a kernel into None, and configs
-that ask for a Gluon kernel are refused by their launcher and search space.
+configs, ``sparse_mqa``'s ``SCORE_GLUON``). Without Gluon every name is None, ``gluon_jit``
+turns a kernel into None, and configs that ask for a Gluon kernel are refused by their
+launcher and search space (``SCORE_GLUON``: the launcher scores with the Triton kernel).
 """
 from __future__ import annotations
 

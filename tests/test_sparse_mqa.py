@@ -1163,8 +1163,9 @@ def test_gluon_scoring_refused_where_it_cannot_run(device):
     inp = ragged_inputs("dsv32", 1, [700], top_k=64, device=device)
     assert_equal("SCORE_GLUON where it cannot run", M.launch(config=dict(cfg, SCORE_GLUON=True), **inp),
                  M.launch(config=dict(cfg, SCORE_GLUON=False), **inp))
-    err = lambda c, fmt="fp8", t=1, h=64, page=64, k=2048, logits=False, contiguous=True: M.score_gluon_error(  # noqa: E731
-        c, fmt, t, h, page, k, c["TOPK_ALGO"], logits, contiguous, compile_only=True)
+    def err(c, fmt="fp8", t=1, h=64, page=64, k=2048, logits=False, contiguous=True):
+        return M.score_gluon_error(c, fmt, t, h, page, k, c["TOPK_ALGO"], logits, contiguous, compile_only=True)
+
     with assume_target(90):
         assert err(cfg) is None and err(dict(cfg, TOPK_ALGO="radix")) is None
         assert err(cfg, k=0, logits=True) is None and err(dict(cfg, TOPK_ALGO="merge"), k=0, logits=True) is None
@@ -1242,7 +1243,8 @@ for b, ctx, algo, over in ((1, 524288, "bound", {"LAUNCH_PDL": True}), (32, 5242
         f.flush()
         use = subprocess.run([BIN, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
     ptx = k.asm["ptx"]
-    res.append([fn.__name__, algo, int(re.search(r"REG:(\d+)", use).group(1)), int(re.search(r"STACK:(\d+)", use).group(1)),
+    reg, stack = (int(re.search(rf"{k}:(\d+)", use).group(1)) for k in ("REG", "STACK"))
+    res.append([fn.__name__, algo, reg, stack,
                 len(re.findall(r"wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3", ptx)),
                 len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared", ptx)),
                 "griddepcontrol.launch_dependents" in ptx, k.metadata.shared, cx["STAGES"],
