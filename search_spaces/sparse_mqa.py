@@ -5,10 +5,9 @@ from typing import Any
 
 import triton
 
-from kernel_templates._gluon import gluon_available
-from kernel_templates.sparse_mqa import (D_INDEX, GL_SCORE_BLOCK_N, PAGE, PROFILES, RADIX_FIRST, Workload, feasible,
-                                         radix_fused_cap)
-from tuner.runtime.env import assumed_target_cc, target_cc
+from kernel_templates.sparse_mqa import (D_INDEX, PAGE, PROFILES, RADIX_FIRST, Workload, feasible, radix_fused_cap,
+                                         score_gluon_error)
+from tuner.runtime.env import assumed_target_cc
 from tuner.space import Bool, Choice, Pow2, Space
 
 __all__ = ["SPACE", "canonical", "constraints", "smem_estimate", "feasible", "WORKLOADS", "SMALL_WORKLOADS"]
@@ -50,8 +49,8 @@ SPACE = Space(
                                   # SM fit (fp8 keys: 110 registers otherwise, four); H200 run 80, dsv32 512K
                                   # scoring B=1 29.6 -> 26.7 us (640 splits), B=32 615 -> 569 (20 splits)
     SCORE_GLUON=Bool(absent=False),  # fp8 keys, next_n 1, radix / bound, sm_90: the Gluon scoring kernel
-                                  # (sparse_mqa._gl_score_kernel: explicit layouts, one barrier a tile for
-                                  # the copies and one for the group max); num_stages is its ring depth
+                                  # (sparse_mqa._gl_score_kernel: explicit layouts, TMA key tiles into an
+                                  # mbarrier ring); num_stages is the ring's depth
     num_warps=Pow2(4, 8),
     num_stages=Choice((1, 2, 3, 4, 5, 7, 9)),  # scoring pipeline depth: one key tile in flight a program up
                                   # to 4, two at 5, three at 7, four at 9 (the block-table load takes stages;
@@ -87,13 +86,12 @@ def smem_estimate(config: dict[str, Any], workload: Workload) -> int:
 
 
 def _gluon_scoring_applies(config: dict[str, Any], workload: Workload) -> bool:
-    """``SCORE_GLUON`` can run this config here (sparse_mqa.score_gluon_error), on an sm_90 target."""
+    """``SCORE_GLUON`` can score this workload's calls with this config on the target (the
+    launcher's own test, ``sparse_mqa.score_gluon_error``, for the tuner's contiguous caches)."""
     w = workload
     prof = PROFILES[w.profile]
-    return (90 <= target_cc() < 100 and gluon_available(compile_only=assumed_target_cc() is not None)
-            and prof["k_format"] == "fp8" and w.next_n == 1 and config["TOPK_ALGO"] in ("radix", "bound")
-            and config["BLOCK_N"] == GL_SCORE_BLOCK_N and config["num_warps"] == 4 and config["num_stages"] >= 2
-            and max(triton.next_power_of_2(prof["heads"]), 16) <= 128)
+    return score_gluon_error(config, prof["k_format"], w.next_n, prof["heads"], PAGE, prof["top_k"],
+                             config["TOPK_ALGO"], compile_only=assumed_target_cc() is not None) is None
 
 
 # pinned values of the parameters a top-k path ignores (other values would only duplicate trials)

@@ -1197,13 +1197,14 @@ def test_gluon_scoring_strided_cache_falls_back(device, monkeypatch):
 
 def test_gluon_scoring_in_the_search_space(monkeypatch):
     """SCORE_GLUON is drawn only where it runs: fp8 keys, one token, the radix / bound paths,
-    BLOCK_N 64, 4 warps, 2+ stages, an sm_90 target with Gluon; it pins SCORE_MAXNREG."""
+    BLOCK_N 64, 4 warps, 2+ stages, an sm_90 target with Gluon (the launcher's own test,
+    ``score_gluon_error``, patched here through the template's names); it pins SCORE_MAXNREG."""
     w = M.Workload(1, 524288, 1, "dsv32")
     cfg = dict(M.bound_config(w), BLOCK_N=64, num_warps=4, num_stages=4, SCORE_MAXNREG=0, SCORE_GLUON=True)
-    monkeypatch.setattr(S, "target_cc", lambda: 0)  # no GPU (or the interpreter), whatever runs the test
+    monkeypatch.setattr(M, "target_cc", lambda: 0)  # no GPU (or the interpreter), whatever runs the test
     assert not S.constraints(cfg, w), "never where it cannot run"
-    monkeypatch.setattr(S, "target_cc", lambda: 90)
-    monkeypatch.setattr(S, "gluon_available", lambda **_: True)
+    monkeypatch.setattr(M, "target_cc", lambda: 90)
+    monkeypatch.setattr(M, "gluon_available", lambda **_: True)
     assert S.constraints(cfg, w)
     assert S.constraints(dict(cfg, TOPK_ALGO="radix", **S._BOUND_ONLY), w)
     assert not S.constraints(dict(cfg, SCORE_MAXNREG=96), w), "no register cap with the Gluon kernel"
@@ -1213,7 +1214,7 @@ def test_gluon_scoring_in_the_search_space(monkeypatch):
         assert S.canonical(dict(cfg, **{k: v for k, v in M.bound_config(other).items() if k not in cfg}),
                            other)["SCORE_GLUON"] is False
     assert S.smem_estimate(cfg, w) == 1024 + 64 * 128 + 4 * 64 * 128
-    monkeypatch.setattr(S, "target_cc", lambda: 100)
+    monkeypatch.setattr(M, "target_cc", lambda: 100)
     assert not S.constraints(cfg, w), "wgmma is sm_90 only"
     assert S.SPACE.complete({k: v for k, v in M.bound_config(w).items() if k != "SCORE_GLUON"})["SCORE_GLUON"] is False
 
