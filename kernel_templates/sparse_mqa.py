@@ -83,8 +83,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_templates._gluon import (TensorDescriptor, cta_barrier, gl, gluon_available, gluon_jit, gluon_on_hopper, hopper,
-                                    mbarrier, tma_load)
+from kernel_templates._gluon import (TensorDescriptor, cta_barrier, gl, gluon_available, gluon_jit, gluon_on_hopper,
+                                    hopper, mbarrier, tma_load)
 from kernel_templates._host import cdiv, next_power_of_2, sm_count
 from kernel_templates.nvfp4 import dequantize_mxfp4, mxfp4_tile_to_f32, quantize_mxfp4, ue8m0_to_f32
 from tuner import lowering, runtime
@@ -716,10 +716,10 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
 # as the Triton kernel does, no fence and 26.6 us, run 83.) A tile: a CTA barrier (every
 # warp done with the slot refilled next; Triton's membar pass adds more around the mbarrier
 # expect and the group max's scratch: 4-5 ``bar.sync`` a tile in all), the TMA of the tile
-# ``num_stages - 1`` ahead, the
-# block-table entry of the one after, the scales two tiles ahead, the wait on the tile's
-# mbarrier, one 64 x HP x 128 FP8 wgmma (keys on M, query heads on N, q in shared memory
-# once a program), the epilogue; the group max is the only cross-warp step. Where it cannot
+# ``num_stages - 1`` ahead, the block-table entry of the one after, the scales two tiles
+# ahead, the wait on the tile's mbarrier, one 64 x HP x 128 FP8 wgmma (keys on M, query
+# heads on N, q in shared memory once a program), the epilogue; the group max is the only
+# cross-warp step. Where it cannot
 # score a call (``score_gluon_error``: not sm_90, mxfp4 keys, next_n > 1, a strided cache,
 # ...) the launcher runs the Triton kernel with the same config.
 # Not runnable under the interpreter: verified on the GPU (tests marked gpu, and the
@@ -762,7 +762,6 @@ def _gl_page(bt_row, start, j, n_tiles, PAGE: gl.constexpr):
     return gl.load(bt_row + (start + j * 64) // PAGE, mask=j < n_tiles, other=0).to(gl.int64)
 
 
-
 @gluon_jit
 def _gl_tma_keys(k_desc, kbuf, bars, page, start, j, n_tiles, STAGES: gl.constexpr, PAGE: gl.constexpr):
     """TMA of the program's key tile ``j`` (if it has one) into its ring slot, completing on its mbarrier."""
@@ -771,6 +770,7 @@ def _gl_tma_keys(k_desc, kbuf, bars, page, start, j, n_tiles, STAGES: gl.constex
     ok = j < n_tiles
     mbarrier.expect(bar, 64 * 128, ok)
     tma_load(k_desc, [(page * PAGE + n0 % PAGE).to(gl.int32), 0], bar, kbuf.index(j % STAGES), ok)
+
 
 @gluon_jit
 def _gl_scales(ks_ptr, bt_row, start, j, n_tiles, end, rows, stride_sp, stride_ss, PAGE: gl.constexpr):
@@ -782,10 +782,10 @@ def _gl_scales(ks_ptr, bt_row, start, j, n_tiles, end, rows, stride_sp, stride_s
 
 @gluon_jit
 def _gl_score_kernel(q_ptr, w_ptr, k_desc, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, rs_ptr, gmax_ptr, H, max_len,
-                         stride_qb, stride_qh, stride_wb, stride_sp, stride_ss, stride_btb, stride_lb, stride_gm,
-                         HP: gl.constexpr, PAGE: gl.constexpr, NUM_SPLITS: gl.constexpr, STAGES: gl.constexpr,
-                         ZERO_RS: gl.constexpr, RS: gl.constexpr, GMAX: gl.constexpr, BOUND_GROUP: gl.constexpr,
-                         PDL: gl.constexpr = False):
+                     stride_qb, stride_qh, stride_wb, stride_sp, stride_ss, stride_btb, stride_lb, stride_gm,
+                     HP: gl.constexpr, PAGE: gl.constexpr, NUM_SPLITS: gl.constexpr, STAGES: gl.constexpr,
+                     ZERO_RS: gl.constexpr, RS: gl.constexpr, GMAX: gl.constexpr, BOUND_GROUP: gl.constexpr,
+                     PDL: gl.constexpr = False):
     """Scores of one (sequence, split) chunk of fp8 keys for one query token (see above);
     ``k_desc``: the key cache as ``[pages * PAGE, 128]`` rows, boxes of one 64-key tile."""
     BLOCK_N: gl.constexpr = 64
