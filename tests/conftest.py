@@ -4,7 +4,12 @@ TRITON_INTERPRET must be set before any kernel module is imported, so it is set 
 """
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -35,3 +40,26 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def device() -> str:
     return DEVICE
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def clean_env() -> dict[str, str]:
+    """Environment of a child process that compiles kernels for a GPU target: this one's
+    without TRITON_INTERPRET (the interpreter swaps jit functions for wrappers
+    ``triton.compile`` cannot take), the repository first on PYTHONPATH (the caller's entries
+    stay: they may name the Triton under test), FP fusion on as here."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    return env
+
+
+def run_clean(code: str, *args: str, timeout: int = 600) -> Any:
+    """Run ``code`` (``python -c``, with ``args``) in a clean process from the repository root;
+    assert it succeeded and return the JSON its last line of output prints."""
+    r = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, env=clean_env(), capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])

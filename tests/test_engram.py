@@ -3,7 +3,6 @@ their fallbacks, prefetch handles, parameters, search space and lowering."""
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import mmap
 import os
@@ -18,6 +17,7 @@ from hypothesis import strategies as st
 
 from kernel_templates import engram as E
 from search_spaces import engram as S
+from conftest import run_clean
 
 ROOT = Path(__file__).resolve().parents[1]
 # The device kernels run on: mirrors tests/conftest.py (which sets TRITON_INTERPRET=1 without a GPU
@@ -470,11 +470,7 @@ print(json.dumps(done))
 
 
 def test_lower_compiles_sm90_sm100():
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, "-c", _LOWER], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    done = json.loads(r.stdout.strip().splitlines()[-1])
+    done = run_clean(_LOWER)
     assert sorted(map(tuple, done)) == sorted([("lookup", True, 90), ("lookup", True, 100), ("lookup", False, 90),
                                                ("lookup", False, 100), ("hash", False, 90), ("hash", False, 100),
                                                ("prefetch", False, 90), ("prefetch", False, 100)])
@@ -522,12 +518,7 @@ def test_sm90_defaults_load_wide_store_16b_no_spills():
     """Every distinct default of the grid, compiled for sm_90 as launched (16-B aligned pointers):
     table values move in 8-B loads (264-B rows allow no wider; 16-B for host_split's 256-B rows),
     bf16 rows in 16-B stores, no spills."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, "-c", _LOWER_SM90_DEFAULTS], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    done = json.loads(r.stdout.strip().splitlines()[-1])
+    done = run_clean(_LOWER_SM90_DEFAULTS)
     assert len(done) >= 2 and any(d["cfg"]["DEDUP"] for d in done) and not all(d["cfg"]["DEDUP"] for d in done)
     assert any(d["split"] for d in done)
     for d in done:

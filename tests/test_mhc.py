@@ -1,11 +1,7 @@
 """mHC kernels against the float64 reference, through the interpreter on the CPU."""
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,6 +12,7 @@ from hypothesis import strategies as st
 
 from kernel_templates import mhc
 from search_spaces.mhc import SPACE, SMALL_WORKLOADS, WORKLOADS, constraints, smem_estimate
+from conftest import run_clean
 
 
 def _run(op: str, T: int, D: int, device: str, seed: int = 0, config: dict | None = None):
@@ -269,12 +266,7 @@ print(json.dumps(done))
 def test_lowers_for_hopper_and_blackwell():
     """`tune lower mhc --target sm_90|sm_100`: split, fused and post launches all compile.
     In a clean process: the interpreter swaps jit functions for uncompilable wrappers."""
-    root = Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, "-c", _LOWER], cwd=root, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    done = json.loads(r.stdout.strip().splitlines()[-1])
+    done = run_clean(_LOWER)
     assert all(d[-1] for d in done)
     kernels = {(d[3], d[4]) for d in done}
     assert kernels == {(k, cc) for cc in (90, 100) for k in ("_mhc_seam_kernel", "_mhc_finish_kernel",
@@ -318,12 +310,7 @@ def test_default_configs_fit_sm90():
     shared memory a block may have on an H100 / H200, and under the constraints' estimate
     (calibrated with Triton 3.6, whose sm_90 layouts take more shared memory than 3.9's).
     Identical compiles (same constexprs and specialization) are done once."""
-    root = Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, "-c", _SM90], cwd=root, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    done = json.loads(r.stdout.strip().splitlines()[-1])
+    done = run_clean(_SM90)
     assert {d[0] for d in done} == set(mhc.OPS)
     for op, T, D, name, cfg, shared in done:
         assert shared <= 232448, (op, T, D, name, cfg, shared)
@@ -454,14 +441,7 @@ def test_gluon_lowers_for_sm90():
     tf32 wgmma m64n32k8 with A from registers (16 a step: 4 streams x 4 k-steps), the
     operands come in by cp.async, no local memory, shared memory as the ring's depth says (2
     stages, the default: at 3, Triton 3.9 spills 8 B, 3.6 does not)."""
-    root = Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH")) if p)
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    r = subprocess.run([sys.executable, "-c", _GL_LOWER], cwd=root, env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    res = json.loads(r.stdout.strip().splitlines()[-1])
+    res = run_clean(_GL_LOWER)
     assert [(r[0], r[2]) for r in res] == [
         ("seam", "_fn_k_order_kernel"), ("seam", "_gl_mix_kernel"), ("seam", "_mhc_finish_kernel"),
         ("seam", "_fn_k_order_kernel"), ("seam", "_gl_mix_kernel"), ("pre", "_fn_k_order_kernel"),

@@ -2,9 +2,6 @@
 from __future__ import annotations
 
 import inspect
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +12,7 @@ from hypothesis import strategies as st
 
 from kernel_templates import moe_routing as mr
 from search_spaces import moe_routing as ms
+from conftest import run_clean
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -341,11 +339,7 @@ print(json.dumps(done))
 
 def test_lower_compiles_sm90_sm100():
     # The interpreter replaces jit functions with uncompilable wrappers: lower in a clean process.
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    r = subprocess.run([sys.executable, "-c", _LOWER], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    done = json.loads(r.stdout.strip().splitlines()[-1])
+    done = run_clean(_LOWER)
     # fused: one kernel per target; split: phases 1 and 2 per target; direct: one; 1024 programs: + the scan
     assert len(done) == 2 * (1 + 2) * 2 + 4 * 2 + 3 * 2
     assert {(d[2], d[3]) for d in done if d[0] not in ("prefix", "direct")} == {

@@ -16,6 +16,7 @@ import triton.language as tl
 from kernel_templates import nvfp4 as F
 from kernel_templates import nvfp4_attention as A
 from search_spaces import nvfp4_attention as S
+from conftest import clean_env, run_clean
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -266,14 +267,7 @@ print(json.dumps(res))
 
 
 def _lower(cases):
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    # the caller's PYTHONPATH stays (it may name the Triton under test)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    p = subprocess.run([sys.executable, "-c", _LOWER, json.dumps(cases)], capture_output=True, text=True, env=env,
-                       cwd=ROOT, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return run_clean(_LOWER, json.dumps(cases))
 
 
 def test_lowers_for_sm90_and_sm100():
@@ -469,10 +463,7 @@ def test_dot_scaled_configs_fit_shared_memory_on_sm100(monkeypatch, tmp_path):
              [64, "sparse", dict(base, BLOCK_H=32, DQ_FP16=True, num_warps=8, num_stages=1)]]
     for _, mode, cfg in cases:
         assert S.constraints(cfg, A.Workload(16, 32768, 64, "nvfp4", mode)), cfg
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    env["TRITON_CACHE_DIR"] = str(tmp_path)
+    env = dict(clean_env(), TRITON_CACHE_DIR=str(tmp_path))
     procs = [subprocess.Popen([sys.executable, "-c", _SMEM, json.dumps(c)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT) for c in cases]
     for c, p in zip(cases, procs):

@@ -9,8 +9,6 @@ shared memory, FP8 wgmma, 16-byte key loads, no spills in the radix kernels) / s
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from hypothesis import strategies as st
 from kernel_templates import sparse_mqa as M
 from search_spaces import sparse_mqa as S
 from tuner.verify import assert_equal
+from conftest import run_clean
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -939,14 +938,7 @@ print(json.dumps(res))
 def test_lowers_for_sm100():
     """sm_100 (sm_90: test_default_configs_fit_sm90): the scoring MMA is tcgen05; every top-k
     path's kernels compile (the bound path's too)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT)
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    cases = [[100, "dsv32", 2], [100, "dsv41-flash", 1]]
-    p = subprocess.run([sys.executable, "-c", _LOWER, json.dumps(cases)], capture_output=True, text=True, env=env,
-                       cwd=ROOT, timeout=900)
-    assert p.returncode == 0, p.stderr[-3000:]
-    res = json.loads(p.stdout.strip().splitlines()[-1])
+    res = run_clean(_LOWER, json.dumps([[100, "dsv32", 2], [100, "dsv41-flash", 1]]), timeout=900)
     score = [r for r in res if r[2] == "_score_kernel"]
     assert len(score) == 10
     assert all(r[4] for r in score if r[0] == 100), "sm_100: the scoring MMA should be tcgen05"
@@ -1023,11 +1015,7 @@ def test_default_configs_fit_sm90():
     histogram (where cuobjdump is there to say: the ranking sort of 2048 keys keeps one word
     on the stack, stored once, re-read outside every loop; the row kernel's sort does not).
     Triton 3.6 numbers of the same compiles are in ``default_config``'s docstring."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = str(ROOT)
-    p = subprocess.run([sys.executable, "-c", _SM90], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
-    assert p.returncode == 0, p.stderr[-3000:]
-    res = json.loads(p.stdout.strip().splitlines()[-1])
+    res = run_clean(_SM90, timeout=900)
     score = [r for r in res if r["fn"] == "_score_kernel"]
     assert {(r["wl"][2], r["wl"][3]) for r in score} == {(t, prof) for t in (1, 2) for prof in M.PROFILES}
     assert {r["fn"] for r in res} == {"_score_kernel", "_radix_pass_kernel", "_radix_fused_kernel",
@@ -1260,13 +1248,7 @@ def test_gluon_scoring_lowers_for_sm90():
     the loop (one, before it, for q), no local memory, at most 128 registers (four 4-warp
     programs an SM and more), shared memory = q + the ring + mbarriers + scratch, the PDL
     hint where LAUNCH_PDL asks for it."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    r = subprocess.run([sys.executable, "-c", _GL_LOWER], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    res = json.loads(r.stdout.strip().splitlines()[-1])
+    res = run_clean(_GL_LOWER)
     assert [(x[0], x[1]) for x in res] == [("_gl_score_kernel", "bound"), ("_gl_score_kernel", "radix"),
                                           ("_gl_score_kernel", "bound")]
     for name, algo, reg, stack, n_wgmma, n_copy, pdl, shared, stages, fences in res:
