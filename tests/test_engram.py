@@ -569,6 +569,30 @@ def test_benchmark_gather_kernel_gathers_rows():
     assert torch.equal(dst, buf[idx[:, None] * E.ROW_BYTES + torch.arange(E.ROW_BYTES)[None, :]])
 
 
+def test_benchmark_overlap_rounds_summary():
+    """The overlap target reads the median round (by hidden fraction) and reports the range;
+    a lookup that ran fully under the layer is 1.0, one fully after it 0.0, never outside [0, 1]."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import engram as B
+
+    assert B.hidden_fraction(80.0, 80.0, 80.0) == 1.0
+    assert B.hidden_fraction(80.0, 80.0, 160.0) == 0.0
+    assert B.hidden_fraction(80.0, 80.0, 170.0) == 0.0 and B.hidden_fraction(80.0, 90.0, 85.0) == 1.0
+    assert abs(B.hidden_fraction(81.4, 80.8, 89.2) - (81.4 + 80.8 - 89.2) / 81.4) < 1e-12
+    rounds = [{"lookup_us": 80.0, "layer_us": 80.0, "both_us": b, "hidden_fraction": B.hidden_fraction(80.0, 80.0, b)}
+              for b in (88.0, 84.0, 100.0, 86.0)]
+    s = B.overlap_summary(rounds)
+    assert s["both_us"] == 88.0 and s["hidden_fraction"] == 0.9  # the lower middle of four: 0.75, 0.9, 0.925, 0.95
+    assert s["hidden_min"] == 0.75 and s["hidden_max"] == 0.95 and s["rounds"] == rounds
+    assert B.overlap_summary(rounds[:1])["both_us"] == 88.0
+    with pytest.raises(ValueError, match="no overlap rounds"):
+        B.overlap_summary([])
+    line = B._table({"ceilings": {"d2d_bytes_per_s": 4e12, "h2d_pinned_bytes_per_s": 5e10, "launch_eager_us": 5.0},
+                     "gather_ceilings": {}, "rows": [],
+                     "overlap": [{"tokens": 256, "placement": "host", "stream_priority": -1, **s}]})
+    assert "median of 4 rounds, stream priority -1" in line and "90.0% hidden (rounds 75.0-95.0%" in line
+
+
 # ----------------------------------------------------------------------------- what the GPU tests launch
 
 _GPU_PLACEMENTS = ["hbm", "host", "host_thp", "host_split"]
@@ -636,6 +660,7 @@ def test_gpu_prefetch_streams_several_in_flight():
     with E.EngramTable(1 << 20, "host_thp", "cuda").fill_random_(1) as t:
         pf = E.EngramPrefetcher(t)
         batches = [torch.randint(0, t.num_rows, (4, n, 24), device="cuda") for n in (64, 256, 16)]
+        assert pf.stream.priority < 0  # PREFETCH_PRIORITY: a high-priority side stream
         handles = [pf.submit(r) for r in batches]
         x = torch.randn(4096, 4096, device="cuda")
         for _ in range(5):
