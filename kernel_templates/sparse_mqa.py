@@ -800,11 +800,19 @@ def _gl_score_kernel(q_ptr, w_ptr, k_desc, ks_ptr, bt_ptr, seqlen_ptr, logits_pt
         tl.extra.cuda.gdc_launch_dependents()
     b = gl.program_id(0)
     split = gl.program_id(1)
+    # the start is a chain of dependent loads (seq_len, the block table, the first key tiles): q and the
+    # weights are requested first and stored to shared memory only after the first TMA copies are issued
+    hq = gl.arange(0, HP, layout=gl.SliceLayout(1, LD))
+    dq = gl.arange(0, D, layout=gl.SliceLayout(0, LD))
+    qv = gl.load(q_ptr + b.to(gl.int64) * stride_qb + hq[:, None] * stride_qh + dq[None, :], mask=(hq < H)[:, None],
+                 other=0.0)
+    hw = gl.arange(0, HP, layout=COL)
+    w = gl.load(w_ptr + b.to(gl.int64) * stride_wb + hw, mask=hw < H, other=0.0)
+    seq_len = gl.minimum(gl.maximum(gl.load(seqlen_ptr + b), 0), max_len)
     if ZERO_RS:
         if split == 0:
             zo = gl.arange(0, 2048, layout=ZL)
             gl.store(rs_ptr + b * RS + zo, gl.zeros([2048], gl.int32, ZL), mask=zo < RS)
-    seq_len = gl.minimum(gl.maximum(gl.load(seqlen_ptr + b), 0), max_len)
     chunk = gl.cdiv(gl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
     start = split * chunk
     end = gl.minimum(start + chunk, seq_len)
@@ -815,22 +823,17 @@ def _gl_score_kernel(q_ptr, w_ptr, k_desc, ks_ptr, bt_ptr, seqlen_ptr, logits_pt
     for s in gl.static_range(STAGES):
         mbarrier.init(bars.index(s), count=1)
     kbuf = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, D], KS)
-    hq = gl.arange(0, HP, layout=gl.SliceLayout(1, LD))
-    dq = gl.arange(0, D, layout=gl.SliceLayout(0, LD))
-    qv = gl.load(q_ptr + b.to(gl.int64) * stride_qb + hq[:, None] * stride_qh + dq[None, :], mask=(hq < H)[:, None],
-                 other=0.0)
-    q_smem = gl.allocate_shared_memory(gl.float8e4nv, [HP, D], KS, qv)
-    hopper.fence_async_shared()  # q's generic stores and the barrier inits, before the async proxy uses them
+    hopper.fence_async_shared()  # the barrier inits, before the TMA copies complete on them
     cta_barrier()
-    hw = gl.arange(0, HP, layout=COL)
-    w = gl.load(w_ptr + b.to(gl.int64) * stride_wb + hw, mask=hw < H, other=0.0)
-
     for j in gl.static_range(STAGES - 1):
         _gl_tma_keys(k_desc, kbuf, bars, _gl_page(bt_row, start, j, n_tiles, PAGE), start, j, n_tiles, STAGES, PAGE)
     page_next = _gl_page(bt_row, start, STAGES - 1, n_tiles, PAGE)
     rows = gl.arange(0, BLOCK_N, layout=ROW)
     scl = _gl_scales(ks_ptr, bt_row, start, 0, n_tiles, end, rows, stride_sp, stride_ss, PAGE)
     scl_next = _gl_scales(ks_ptr, bt_row, start, 1, n_tiles, end, rows, stride_sp, stride_ss, PAGE)
+    q_smem = gl.allocate_shared_memory(gl.float8e4nv, [HP, D], KS, qv)
+    hopper.fence_async_shared()  # q's generic stores, before the wgmma reads them
+    cta_barrier()
     zero = gl.zeros([BLOCK_N, HP], gl.float32, MMA)
     lrow = logits_ptr + b.to(gl.int64) * stride_lb
     grow = gmax_ptr + b.to(gl.int64) * stride_gm
@@ -1342,9 +1345,10 @@ def _pdl_enter(PDL: tl.constexpr):
     """``LAUNCH_PDL``: a launch that may start while the previous one runs (programmatic
     dependent launch, sm_90+) waits here until that one has finished and its stores are
     visible, then lets the next launch start its programs early in turn. Every kernel
-    launched that way calls this first, before any load of what earlier launches wrote
-    (a launch that skipped the wait could finish before its predecessor, and the one after
-    it would not wait for that predecessor either)."""
+    launched that way calls this before any load of what earlier launches wrote (a launch
+    that skipped the wait could finish before its predecessor, and the one after it would
+    not wait for that predecessor either); loads of the call's inputs (``seq_lens``) may come
+    first, so that their latency runs under the wait."""
     if PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
@@ -1521,10 +1525,10 @@ def _bound_threshold_kernel(seqlen_ptr, gmax_ptr, rs_ptr, top_k, max_len, stride
     (rs[part], an area the bound path leaves to this: the radix path's histograms), which
     the filter programs reduce to the row's (the least). One program a row was the cost of
     the path at 8192 maxima (34 us, H200 run 73); a part is 1024 maxima or fewer."""
-    _pdl_enter(PDL)
     row = tl.program_id(0)
     part = tl.program_id(1)
-    n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), row % NEXT_N, NEXT_N, max_len)
+    n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), row % NEXT_N, NEXT_N, max_len)  # an input: before the wait
+    _pdl_enter(PDL)
     ng, has = _row_groups(n, top_k, BOUND_GROUP)
     theta = tl.full([], 0, tl.int64)
     if has:
@@ -1547,11 +1551,18 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, cand_ptr, rs_ptr, gmax_ptr, top_k
     one launch fewer, every maximum read by every program). Chunks map in reverse: the
     interpreter runs programs in order, so there too the list runs against the index
     order (as it may on a GPU), and the tests see the placing not rely on it."""
-    _pdl_enter(PDL)
     row = tl.program_id(0)
     pid = TOPK_SPLITS - 1 - tl.program_id(1)
     t = row % NEXT_N
-    n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)
+    n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)  # an input: before the wait
+    offs = tl.arange(0, TOPK_BLOCK)
+    chunk = tl.cdiv(tl.cdiv(n, TOPK_SPLITS), TOPK_BLOCK) * TOPK_BLOCK
+    start = pid * chunk
+    end = tl.minimum(start + chunk, n)
+    src = logits_ptr + row.to(tl.int64) * max_len
+    cand = cand_ptr + row.to(tl.int64) * max_len
+    _pdl_enter(PDL)
+    x = tl.load(src + start + offs, mask=start + offs < end, other=0.0)  # requested before the bound: one round trip
     rs = rs_ptr + row * _RS
     ng, has = _row_groups(n, top_k, BOUND_GROUP)
     theta = tl.full([], -1, tl.int64)  # the order bits a candidate needs (-1: every visible key)
@@ -1561,17 +1572,13 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, cand_ptr, rs_ptr, gmax_ptr, top_k
         else:
             po = tl.arange(0, BOUND_PARTS)
             theta = tl.min(tl.load(rs + po).to(tl.uint32, bitcast=True).to(tl.int64), 0)
-    offs = tl.arange(0, TOPK_BLOCK)
-    chunk = tl.cdiv(tl.cdiv(n, TOPK_SPLITS), TOPK_BLOCK) * TOPK_BLOCK
-    start = pid * chunk
-    end = tl.minimum(start + chunk, n)
-    src = logits_ptr + row.to(tl.int64) * max_len
-    cand = cand_ptr + row.to(tl.int64) * max_len
     for o in range(start, end, TOPK_BLOCK):
         i = o + offs
         live = i < end
-        ob = _order_bits(tl.load(src + i, mask=live, other=0.0)).to(tl.int64)
+        x_next = tl.load(src + i + TOPK_BLOCK, mask=i + TOPK_BLOCK < end, other=0.0)
+        ob = _order_bits(x).to(tl.int64)
         _append(cand, rs + _CNT_C1, (ob << 31) | (2147483647 - i).to(tl.int64), live & (ob >= theta))
+        x = x_next
 
 
 @triton.jit
@@ -1688,7 +1695,8 @@ def radix_fused_cap(rows: int, sms: int = SMS) -> int:
     return cap
 
 
-# kernels that, with LAUNCH_PDL, start as programmatic dependent launches (each calls _pdl_enter first)
+# kernels that, with LAUNCH_PDL, start as programmatic dependent launches (each calls _pdl_enter before it
+# reads what an earlier launch wrote)
 _PDL_KERNELS = ("_radix_pass_kernel", "_radix_place_kernel", "_radix_merge_rank_kernel", "_bound_threshold_kernel",
                 "_bound_topk_kernel", "_bound_place_kernel")
 

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Session 16, call 1. Engram (issue 6): the prefetch overlap in rounds, the side stream at normal (0) vs high (-1,
 # the prefetcher's new default) priority, then the whole benchmark in one run (every placement, T = 256 / 4096 /
-# 16384, overlap at 256 / 4096, 5 rounds). Sparse (issue 4): session 15's unrun call, an 80 s re-tune of dsv32 B=1
-# 512K, export, the benchmark at that shape.
+# 16384, overlap at 256 / 4096, 5 rounds).
 set -u
 . benchmarks/device_runs/env.sh
 timeout 120 python3 -m pytest -q -m gpu tests/test_engram.py -k "prefetch" > "$L/engram_tests.log" 2>&1
@@ -15,14 +14,4 @@ done
 timeout 200 python3 benchmarks/engram.py $P --tokens 256,4096,16384 --table-rows 8M --overlap-tokens 256,4096 \
     --overlap-rounds 5 > "$L/engram_full.log" 2>&1; echo "[$((SECONDS-t0)) s] engram full rc=$?"
 tail -22 "$L/engram_full.log" | cut -c1-230
-cd "$OUT" && tar czf run85_engram.tgz logs *.json 2>/dev/null; rm -f *.json; cd - > /dev/null
-timeout 110 $T sparse-mqa --profile dsv32 --batch 1 --context 524288 --next-n 1 --budget 80s --retune \
-    --try '{"NUM_SPLITS": 640, "num_stages": 2}' --try '{"NUM_SPLITS": 264, "num_stages": 4}' > "$L/tune.log" 2>&1
-echo "[$((SECONDS-t0)) s] tune rc=$?"; grep "│ " "$L/tune.log" | cut -c1-180 | tail -2
-$T export --out packs/nvidia-h200 > "$L/export.log" 2>&1 && $T verify-pack packs/nvidia-h200 >> "$L/export.log" 2>&1
-echo "export rc=$?"; mkdir -p /tmp/p/pack; cp results.db /tmp/p/; cp packs/nvidia-h200/* /tmp/p/pack/
-tar czf "$OUT/run85_pack.tgz" -C /tmp/p results.db pack
-timeout 60 python3 benchmarks/sparse_mqa.py $P --reps 20 --profiles dsv32 --next-n 1 --batch 1 --context 524288 \
-    > "$L/sparse.log" 2>&1; echo "[$((SECONDS-t0)) s] bench rc=$?"
-grep -A6 "^profile" "$L/sparse.log" | cut -c1-200
 cd "$OUT" && tar czf run85.tgz logs *.json 2>/dev/null; rm -rf logs *.json
