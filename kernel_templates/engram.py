@@ -537,12 +537,10 @@ GRID_SM_FRACS = (1 / 32, 1 / 16, 1 / 8, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 # ~47 us on 16): the price of not stretching the layer beside it.
 PREFETCH_CLUSTERS = 2
 PREFETCH_TILE = dict(ROWS=128, VEC=8, DEDUP=False, CHUNK_ROWS=0, num_warps=32, num_stages=3, NUM_CTAS=2)
-# The prefetcher's own side stream is a high-priority one (CUDA: lower is higher). Its two
-# clusters then take their SM pairs before the layer's GEMMs when both wait to be placed (a
-# graph replay starts both branches at once; PyTorch instantiates graphs with per-node
-# priorities, so a captured lookup keeps it); at normal priority a GEMM placed first can leave
-# the free SMs unpaired and the lookup waits for it to finish (benchmarks/NOTES.md, session 16).
-PREFETCH_PRIORITY = -1
+# The priority of the prefetcher's own side stream (CUDA: lower is higher). High priority
+# (-1) hid no more than normal: 16 one-CTA programs 57% vs 54% (run 11), two clusters at
+# T=256 91.6 / 91.5% vs 91.1 / 91.4% (host_split / host, run 85, five rounds each).
+PREFETCH_PRIORITY = 0
 
 
 def _sm_count(device: torch.device) -> int:
@@ -734,7 +732,7 @@ class EngramPrefetcher:
     owns its buffer, so several may be in flight. Without CUDA it runs synchronously.
     With ``config=None`` each lookup runs with ``prefetch_config`` of the pack's config for
     its shape (host tables: ``clusters`` two-CTA clusters); a given ``config`` runs as is.
-    Without a given ``stream`` it makes its own at ``priority`` (``PREFETCH_PRIORITY``: high).
+    Without a given ``stream`` it makes its own at ``priority`` (``PREFETCH_PRIORITY``).
     """
 
     def __init__(self, table: EngramTable, *, config: dict[str, Any] | None = None,

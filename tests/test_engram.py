@@ -546,6 +546,9 @@ def test_benchmark_help_on_cpu():
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_gather_probe.py"), "--help"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "--spans" in r.stdout, r.stderr[-2000:]
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "engram_overlap_probe.py"), "--help"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "--clusters" in r.stdout, r.stderr[-2000:]
     probe = str(ROOT / "benchmarks" / "pcie_link_probe.py")
     r = subprocess.run([sys.executable, probe, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "--cold-sets" in r.stdout, r.stderr[-2000:]
@@ -660,7 +663,8 @@ def test_gpu_prefetch_streams_several_in_flight():
     with E.EngramTable(1 << 20, "host_thp", "cuda").fill_random_(1) as t:
         pf = E.EngramPrefetcher(t)
         batches = [torch.randint(0, t.num_rows, (4, n, 24), device="cuda") for n in (64, 256, 16)]
-        assert pf.stream.priority < 0  # PREFETCH_PRIORITY: a high-priority side stream
+        assert pf.stream.priority == E.PREFETCH_PRIORITY
+        assert E.EngramPrefetcher(t, priority=-1).stream.priority < 0
         handles = [pf.submit(r) for r in batches]
         x = torch.randn(4096, 4096, device="cuda")
         for _ in range(5):
