@@ -8,8 +8,9 @@ stream's end) and the layer's span are measured separately, for a few prefetch g
 
     python benchmarks/engram_overlap_probe.py --placement host_split --tokens 4096 [--clusters 1,2,3]
 
-Eager launches put a few us of host time between the fork and the first kernels: meant for
-lookups of hundreds of us and more (T >= 1024), where that is noise. Raw numbers go to
+The layer (``benchmarks/engram.py``'s GEMMs sized to the lookup) replays as one CUDA graph; the
+lookup launches eagerly, a few us of host time after the fork: meant for lookups of hundreds
+of us and more (T >= 1024), where that is noise. Raw numbers go to
 ``--out`` as JSON; the table is printed last.
 """
 from __future__ import annotations
@@ -70,6 +71,19 @@ def _spans(pf: Any, rows: Any, layer: Any, mode: str, reps: int) -> dict[str, fl
     return {k: statistics.median(v) for k, v in (("lookup_us", lk), ("layer_us", ly)) if v}
 
 
+def _graphed(fn: Any) -> Any:
+    """``fn`` captured once in a CUDA graph; the returned closure replays it on the current
+    stream (an eager chain of hundreds of GEMMs would be bound by host launch time)."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g.replay
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
@@ -98,7 +112,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             pf = E.EngramPrefetcher(table, config=cfg)
             E.verify(pf.submit(rows).wait(), ref, {})
             alone = _spans(pf, rows, None, "lookup", args.reps)
-            shape, layer = _equal_layer(alone["lookup_us"], args.reps)
+            shape, gemms = _equal_layer(alone["lookup_us"], args.reps)
+            layer = _graphed(gemms)
             case = {"clusters": c, "gemms": shape[0], "fill_cols": shape[1], "config": cfg,
                     "alone": {**alone, **_spans(pf, rows, layer, "layer", args.reps)},
                     "both": _spans(pf, rows, layer, "both", args.reps)}
