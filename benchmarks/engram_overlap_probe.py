@@ -39,6 +39,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tokens", type=_int, default=4096, help="T (24 rows a token)")
     p.add_argument("--table-rows", type=_int, default=8 << 20, help="table rows, K/M suffixes allowed")
     p.add_argument("--clusters", type=_ints, default=[2], help="comma list of prefetch clusters (two CTAs each)")
+    p.add_argument("--override", type=json.loads, action="append", default=[],
+                   help="JSON object merged into the prefetch config, one case each (e.g. '{\"STREAM\": true}'); "
+                        "repeatable; the plain prefetch config runs first")
     p.add_argument("--reps", type=int, default=10, help="eager repetitions of each phase")
     return p.parse_args(argv)
 
@@ -107,14 +110,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         _, rows = zipf_rows(params, args.tokens)
         ref = E.reference(table, rows)
         sms = torch.cuda.get_device_properties(0).multi_processor_count
-        for c in args.clusters:
-            cfg = E.prefetch_config(base, table.placement, clusters=c, sms=sms)
+        for c, over in ((c, o) for c in args.clusters for o in [{}, *args.override]):
+            cfg = dict(E.prefetch_config(base, table.placement, clusters=c, sms=sms), **over)
             pf = E.EngramPrefetcher(table, config=cfg)
             E.verify(pf.submit(rows).wait(), ref, {})
             alone = _spans(pf, rows, None, "lookup", args.reps)
             shape, gemms = _equal_layer(alone["lookup_us"], args.reps)
             layer = _graphed(gemms)
-            case = {"clusters": c, "gemms": shape[0], "fill_cols": shape[1], "config": cfg,
+            case = {"clusters": c, "override": over, "gemms": shape[0], "fill_cols": shape[1], "config": cfg,
                     "alone": {**alone, **_spans(pf, rows, layer, "layer", args.reps)},
                     "both": _spans(pf, rows, layer, "both", args.reps)}
             out["cases"].append(case)
@@ -124,14 +127,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def _table(result: dict[str, Any]) -> str:
     lines = [f"{result['placement']} T={result['tokens']}: spans from the fork, us (eager, median)",
              f"{'clusters':>8} {'lookup':>9} {'layer':>9} {'lookup|both':>12} {'layer|both':>11} {'lookup +%':>9} "
-             f"{'layer +%':>8} {'hidden':>7}"]
+             f"{'layer +%':>8} {'hidden':>7} override"]
     for c in result["cases"]:
         a, b = c["alone"], c["both"]
         both = max(b["lookup_us"], b["layer_us"])
         hidden = (a["lookup_us"] + a["layer_us"] - both) / a["lookup_us"]
         lines.append(f"{c['clusters']:>8} {a['lookup_us']:>9.1f} {a['layer_us']:>9.1f} {b['lookup_us']:>12.1f} "
                      f"{b['layer_us']:>11.1f} {100 * (b['lookup_us'] / a['lookup_us'] - 1):>8.1f}% "
-                     f"{100 * (b['layer_us'] / a['layer_us'] - 1):>7.1f}% {100 * hidden:>6.1f}%")
+                     f"{100 * (b['layer_us'] / a['layer_us'] - 1):>7.1f}% {100 * hidden:>6.1f}% "
+                     f"{json.dumps(c.get('override') or {})}")
     return "\n".join(lines)
 
 

@@ -145,7 +145,7 @@ def _engram_lookup_kernel(
     n_rows, row_begin, table_rows, stride_c, stride_s,
     D: tl.constexpr, N_SCALES: tl.constexpr,
     ROWS: tl.constexpr, VEC: tl.constexpr, DEDUP: tl.constexpr,
-    GRID_SM_FRAC: tl.constexpr, CHUNK_ROWS: tl.constexpr,
+    GRID_SM_FRAC: tl.constexpr, CHUNK_ROWS: tl.constexpr, STREAM: tl.constexpr = False,
 ):
     # GRID_SM_FRAC only sizes the persistent grid (launcher); the loop strides by the real count.
     pid = tl.program_id(0)
@@ -177,12 +177,22 @@ def _engram_lookup_kernel(
         rr = tl.where(ok, r, 0)
         base = tl.multiple_of(rr * stride_c, VEC)
         sbase = tl.multiple_of(rr * stride_s, 8)
-        vals = tl.load(codes_ptr + base[:, None] + col[None, :], mask=ok[:, None], other=0)
-        sc = tl.load(scales_ptr + sbase[:, None] + scol[None, :], mask=ok[:, None], other=0)
+        if STREAM:  # rows read once, output read layers later: neither should displace the L2's other lines
+            vals = tl.load(codes_ptr + base[:, None] + col[None, :], mask=ok[:, None], other=0,
+                           eviction_policy="evict_first")
+            sc = tl.load(scales_ptr + sbase[:, None] + scol[None, :], mask=ok[:, None], other=0,
+                         eviction_policy="evict_first")
+        else:
+            vals = tl.load(codes_ptr + base[:, None] + col[None, :], mask=ok[:, None], other=0)
+            sc = tl.load(scales_ptr + sbase[:, None] + scol[None, :], mask=ok[:, None], other=0)
         x = fp8_ue8m0_tile_to_f32(vals.to(tl.float8e4nv, bitcast=True), sc).to(tl.bfloat16)
         if DEDUP:
             x = tl.gather(x, tl.broadcast_to(src[:, None], (ROWS, D)), 0)
-        tl.store(out_ptr + dst.to(tl.int64)[:, None] * D + col[None, :], x, mask=live[:, None])
+        if STREAM:
+            tl.store(out_ptr + dst.to(tl.int64)[:, None] * D + col[None, :], x, mask=live[:, None],
+                     cache_modifier=".cs")
+        else:
+            tl.store(out_ptr + dst.to(tl.int64)[:, None] * D + col[None, :], x, mask=live[:, None])
 
 
 # ----------------------------------------------------------------------------- the table
@@ -603,6 +613,13 @@ def _check_lookup(table: Any, rows: torch.Tensor, config: dict[str, Any]) -> Non
         raise ValueError(f"NUM_CTAS must be 1, 2 or 4 (CTAs per program, one cluster), got {config['NUM_CTAS']}")
 
 
+def _lookup_constexprs(config: dict[str, Any]) -> dict[str, Any]:
+    """The lookup kernel's constexpr arguments for ``config`` (``launch`` and ``lower_signatures``)."""
+    return dict(D=D, N_SCALES=N_SCALES, ROWS=config["ROWS"], VEC=config["VEC"], DEDUP=bool(config["DEDUP"]),
+                GRID_SM_FRAC=config["GRID_SM_FRAC"], CHUNK_ROWS=config["CHUNK_ROWS"],
+                STREAM=bool(config.get("STREAM", False)))
+
+
 def launch(*, config: dict[str, Any], table: EngramTable, rows: torch.Tensor) -> torch.Tensor:
     """Validate, allocate ``[*rows.shape, 256]`` bf16 and launch the lookup (per chunk)."""
     _check_lookup(table, rows, config)
@@ -618,9 +635,7 @@ def launch(*, config: dict[str, Any], table: EngramTable, rows: torch.Tensor) ->
     chunk = config["CHUNK_ROWS"] or n
     sms = _sm_count(table.device)
     cptr, sptr = table.kernel_args()
-    meta = dict(D=D, N_SCALES=N_SCALES, ROWS=config["ROWS"], VEC=config["VEC"], DEDUP=bool(config["DEDUP"]),
-                GRID_SM_FRAC=config["GRID_SM_FRAC"], CHUNK_ROWS=config["CHUNK_ROWS"],
-                num_warps=config["num_warps"], num_stages=config["num_stages"])
+    meta = dict(_lookup_constexprs(config), num_warps=config["num_warps"], num_stages=config["num_stages"])
     native = table.device.type == "cuda" and not interpreting()
     if config.get("NUM_CTAS", 1) > 1 and native and _has_clusters(table.device):
         meta["num_ctas"] = config["NUM_CTAS"]  # each program a cluster of CTAs on as many SMs, its tile split
@@ -840,7 +855,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     rows = min(64 if host else 32, max(2, next_power_of_2(n)))
     vec = 16 if workload.placement in SPLIT_PLACEMENTS else 8  # 256-B rows: 16-B loads
     cfg = dict(ROWS=rows, VEC=vec, DEDUP=host and workload.tokens >= 4096, GRID_SM_FRAC=0.25 if host else 16.0,
-               CHUNK_ROWS=0, num_warps=max(1, min(16 if host else 8, rows // 4)), num_stages=3 if host else 1)
+               CHUNK_ROWS=0, STREAM=False, num_warps=max(1, min(16 if host else 8, rows // 4)), num_stages=3 if host else 1)
     if cfg["DEDUP"]:  # Triton 3.6 compiles DEDUP tiles of at most 16 rows (search_spaces/engram.py)
         cfg.update(ROWS=16, num_warps=4)
     # The smallest fraction giving the same grid: small T needs fewer programs than SMs.
@@ -912,8 +927,7 @@ def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[A
     """
     sig = {"codes_ptr": "*u8", "scales_ptr": "*u8", "rows_ptr": "*i64", "perm_ptr": "*i64", "out_ptr": "*bf16",
            "n_rows": "i32", "row_begin": "i32", "table_rows": "i32", "stride_c": "i32", "stride_s": "i32"}
-    cx = dict(D=D, N_SCALES=N_SCALES, ROWS=config["ROWS"], VEC=config["VEC"], DEDUP=bool(config["DEDUP"]),
-              GRID_SM_FRAC=config["GRID_SM_FRAC"], CHUNK_ROWS=config["CHUNK_ROWS"])
+    cx = _lookup_constexprs(config)
     return [(_engram_lookup_kernel, {**sig, **{k: "constexpr" for k in cx}}, cx)]
 
 

@@ -6,7 +6,9 @@ stream while a prefetch runs; > 1 puts several programs on an SM for bytes in fl
 ``VEC`` the load width in bytes (rows are 264 = 8*33 B apart: 8 at most; 16 for the
 256-B rows of ``host_split``), ``DEDUP`` sort
 the rows first and read each distinct row once per tile, ``CHUNK_ROWS`` rows per launch
-(0: one launch; chunks of whole tokens let main-stream kernels in between launches).
+(0: one launch; chunks of whole tokens let main-stream kernels in between launches),
+``STREAM`` table reads evict-first and output stores streaming (``.cs``): the lookup's
+bytes pass through the L2 without displacing what kernels beside it keep there.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ SPACE = Space(
     DEDUP=Bool(),
     GRID_SM_FRAC=Choice(GRID_SM_FRACS),
     CHUNK_ROWS=Choice((0, 6144, 24576, 98304)),  # 0, or 256 / 1024 / 4096 tokens per launch
+    STREAM=Bool(absent=False),
     num_warps=Pow2(1, 16),
     num_stages=Choice((1, 2, 3)),
 )

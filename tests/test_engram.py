@@ -27,8 +27,9 @@ _P = E.make_params(4096, seed=3, vocab=300, classes=200)  # small vocab: many re
 _HYP = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def _cfg(rows=8, vec=8, dedup=False, frac=0.5, chunk=0, nw=1, stages=1) -> dict:
-    return dict(ROWS=rows, VEC=vec, DEDUP=dedup, GRID_SM_FRAC=frac, CHUNK_ROWS=chunk, num_warps=nw, num_stages=stages)
+def _cfg(rows=8, vec=8, dedup=False, frac=0.5, chunk=0, nw=1, stages=1, stream=False) -> dict:
+    return dict(ROWS=rows, VEC=vec, DEDUP=dedup, GRID_SM_FRAC=frac, CHUNK_ROWS=chunk, num_warps=nw, num_stages=stages,
+                STREAM=stream)
 
 
 def _on(p: dict, device: str) -> dict:
@@ -121,10 +122,13 @@ _CONFIGS = [
     _cfg(rows=16, vec=4, dedup=True, frac=1.0, nw=2),
     _cfg(rows=4, vec=2, dedup=True, chunk=48, frac=0.5),
     _cfg(rows=32, vec=8, dedup=False, frac=4.0, chunk=72, nw=4, stages=2),
+    _cfg(rows=16, vec=4, dedup=True, frac=1.0, nw=2, stream=True),
+    _cfg(rows=8, vec=8, stream=True),
 ]
 
 
-@pytest.mark.parametrize("config", _CONFIGS, ids=lambda c: "r{ROWS}v{VEC}d{DEDUP:d}f{GRID_SM_FRAC}c{CHUNK_ROWS}".format(**c))
+@pytest.mark.parametrize("config", _CONFIGS,
+                         ids=lambda c: "r{ROWS}v{VEC}d{DEDUP:d}f{GRID_SM_FRAC}c{CHUNK_ROWS}s{STREAM:d}".format(**c))
 @pytest.mark.parametrize("shape", [(1, 1, 24), (2, 5, 24), (3, 7)])
 def test_lookup_matches_gather_dequant(table, config, shape):
     g = torch.Generator().manual_seed(sum(shape))
@@ -460,6 +464,11 @@ for fn, sig, cx in E.lower_signatures(wl, pre):
                                     "num_ctas": pre["NUM_CTAS"]})
         assert ".reqnctapercluster 2" in k.asm["ptx"] and "%cluster_ctarank" in k.asm["ptx"]
         done.append(["prefetch", cx["DEDUP"], cc])
+for fn, sig, cx in E.lower_signatures(wl, dict(pre, STREAM=True)):  # evict-first reads, streaming stores
+    k = triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": pre["num_warps"], "num_stages": pre["num_stages"], "num_ctas": 2})
+    assert "L1::evict_first" in k.asm["ptx"] and "st.global.cs" in k.asm["ptx"]
+    done.append(["stream", cx["STREAM"], 90])
 fn, sig, cx = E.lower_hash_signature(E.hash_config(256))
 for cc in (90, 100):
     triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
@@ -473,7 +482,7 @@ def test_lower_compiles_sm90_sm100():
     done = run_clean(_LOWER)
     assert sorted(map(tuple, done)) == sorted([("lookup", True, 90), ("lookup", True, 100), ("lookup", False, 90),
                                                ("lookup", False, 100), ("hash", False, 90), ("hash", False, 100),
-                                               ("prefetch", False, 90), ("prefetch", False, 100)])
+                                               ("prefetch", False, 90), ("prefetch", False, 100), ("stream", True, 90)])
 
 
 _LOWER_SM90_DEFAULTS = r"""
