@@ -546,7 +546,7 @@ GRID_SM_FRACS = (1 / 32, 1 / 16, 1 / 8, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 # NOTES.md, runs 10, 14-17). Alone such a prefetch is slower (T=256: ~70 us on 4 SMs vs
 # ~47 us on 16): the price of not stretching the layer beside it.
 PREFETCH_CLUSTERS = 2
-PREFETCH_TILE = dict(ROWS=128, VEC=8, DEDUP=False, CHUNK_ROWS=0, num_warps=32, num_stages=3, NUM_CTAS=2)
+PREFETCH_TILE = dict(ROWS=128, VEC=8, DEDUP=False, CHUNK_ROWS=0, STREAM=True, num_warps=32, num_stages=3, NUM_CTAS=2)
 # The priority of the prefetcher's own side stream (CUDA: lower is higher). High priority
 # (-1) hid no more than normal: 16 one-CTA programs 57% vs 54% (run 11), two clusters at
 # T=256 91.6 / 91.5% vs 91.1 / 91.4% (host_split / host, run 85, five rounds each).
