@@ -261,3 +261,32 @@ def test_sparse_study_evaluates_its_trials_instead_of_ending_on_rejections(tmp_p
     searched = _count(db, "phase = 'search' AND status = 'ok'")
     pruned = _count(db, "phase = 'search' AND status = 'pruned'")
     assert searched >= 24 and pruned < searched, (searched, pruned)
+
+
+_LOWER_AS_TARGET = r"""
+import json
+from kernel_templates import mhc, sparse_mqa
+from tuner import registry
+from tuner.cli.lower import lower_kernel
+from tuner.runtime.env import assume_target
+out = {}
+for arch in (90, 100):
+    for name, wl in (("mhc", mhc.Workload("seam", 1024, 5120)), ("sparse_mqa", sparse_mqa.Workload(1, 524288, 1, "dsv32"))):
+        k = registry.get(name)
+        with assume_target(arch):  # as `tune lower --target` plans and compiles
+            res = lower_kernel(k, arch, [(wl, k.spec.default_config(wl))])
+        out[f"{name} {arch}"] = {r["function"]: sorted(r["classes"]) for r in res}
+print(json.dumps(out))
+"""
+
+
+def test_lower_plans_and_specializes_as_the_target():
+    # `tune lower --target sm_90` compiles what an H200 runs: the Gluon defaults (mhc's mix kernel
+    # compiles only with the JIT's 16-divisible stride specialization, which the signature carries
+    # now), TMA key tiles for the sparse scoring; sm_100 plans no sm_90 Gluon kernel
+    from conftest import run_clean
+
+    out = run_clean(_LOWER_AS_TARGET, timeout=600)
+    assert "_gl_mix_kernel" in out["mhc 90"] and "wgmma" in out["mhc 90"]["_gl_mix_kernel"]
+    assert "tma" in out["sparse_mqa 90"]["_gl_score_kernel"]
+    assert not any(f.startswith("_gl_") for f in {**out["mhc 100"], **out["sparse_mqa 100"]})

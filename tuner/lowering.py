@@ -20,12 +20,34 @@ def constexpr_names(kern: Any) -> set[str]:
     return {n for n, p in inspect.signature(fn).parameters.items() if "constexpr" in str(p.annotation)}
 
 
-def signature(kern: Any, args: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+class Signature(dict):
+    """A launch's signature (parameter -> type string) and what else the JIT takes from the
+    launch: ``attrs``, its specialization of the argument values (``specialize``), and
+    ``options``, the launch options the arguments carry (``num_warps``, ``num_stages``,
+    ``maxnreg``). A plain dict to every caller that only wants the types."""
+
+    attrs: dict[tuple[int], list[list[Any]]]
+    options: dict[str, Any]
+
+
+_LAUNCH_OPTIONS = ("num_warps", "num_stages", "maxnreg")
+
+
+def signature(kern: Any, args: Mapping[str, Any]) -> tuple[Signature, dict[str, Any]]:
     """(signature, constexprs) of one launch: tensors (meta tensors will do) become
     pointers of their dtype, floats fp32, other scalars i32; constexprs keep their value
-    (a defaulted parameter the launch leaves out, its default, as the JIT does)."""
+    (a defaulted parameter the launch leaves out, its default, as the JIT does). The
+    signature also carries the JIT's specialization of the values (``attrs``; ints equal
+    to 1 become constexprs, as ``specialize`` says) and the launch options in ``args``."""
+    sig, cx = _types(kern, args)
+    sig.attrs = specialize(kern, args, sig, cx)
+    sig.options = {k: args[k] for k in _LAUNCH_OPTIONS if args.get(k) is not None}
+    return sig, cx
+
+
+def _types(kern: Any, args: Mapping[str, Any]) -> tuple[Signature, dict[str, Any]]:
     cx_names = constexpr_names(kern)
-    sig: dict[str, str] = {}
+    sig = Signature()
     cx: dict[str, Any] = {}
     for name, prm in inspect.signature(getattr(kern, "fn", kern)).parameters.items():
         v = args[name] if name in args or prm.default is inspect.Parameter.empty else prm.default
@@ -70,7 +92,7 @@ def specialize(kern: Any, args: Mapping[str, Any], sig: dict[str, str],
     constexprs (``sig`` and ``cx`` are updated in place)."""
     attrs: dict[tuple[int], list[list[Any]]] = {}
     for i, name in enumerate(_param_names(kern)):
-        if sig[name] == "constexpr":
+        if sig[name] == "constexpr" or name not in args:  # not passed: its default (none is an int to specialize)
             continue
         v = args[name]
         if isinstance(v, torch.Tensor) or (type(v) is int and v % 16 == 0):

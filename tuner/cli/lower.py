@@ -37,7 +37,10 @@ CLASSES = {
 
 def lower_one(fn, signature: dict[str, str], constexprs: dict[str, Any], arch: int, num_warps: int,
               num_stages: int) -> dict[str, Any]:
-    """Compile one kernel for ``arch``; count instruction classes in its PTX."""
+    """Compile one kernel for ``arch``; count instruction classes in its PTX. A signature
+    from ``tuner.lowering.signature`` brings the JIT's specialization of the launch values
+    and the launch's own options (they win over ``num_warps`` / ``num_stages``); a bare one
+    is compiled with every pointer 16-byte aligned."""
     import triton
     from triton.backends.compiler import GPUTarget
 
@@ -48,9 +51,11 @@ def lower_one(fn, signature: dict[str, str], constexprs: dict[str, Any], arch: i
         from triton.experimental.gluon._runtime import GluonASTSource as Source
     else:
         Source = triton.compiler.ASTSource
-    src = Source(fn=fn, signature=signature, constexprs=constexprs, attrs=pointer_alignment(fn, signature))
-    c = triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                       options={"num_warps": num_warps, "num_stages": num_stages})
+    attrs = getattr(signature, "attrs", None)
+    src = Source(fn=fn, signature=dict(signature), constexprs=constexprs,
+                 attrs=pointer_alignment(fn, signature) if attrs is None else attrs)
+    options = {"num_warps": num_warps, "num_stages": num_stages, **getattr(signature, "options", {})}
+    c = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
     ptx = c.asm["ptx"]
     found = {name: len(re.findall(rx, ptx)) for name, rx in CLASSES.items()}
     return {"classes": {k: v for k, v in found.items() if v}, "shared": getattr(c.metadata, "shared", None)}
@@ -65,7 +70,8 @@ def lower_kernel(kernel, arch: int, configs: list[tuple[Any, dict]]) -> list[dic
     for workload, cfg in configs:
         for fn, sig, cx in fn_sigs(workload, cfg):
             key = json.dumps([fn.__name__, sig, {k: repr(v) for k, v in cx.items()}, cfg.get("num_warps", 4),
-                              cfg.get("num_stages", 3)], sort_keys=True)
+                              cfg.get("num_stages", 3), repr(sorted(getattr(sig, "attrs", {}).items())),
+                              getattr(sig, "options", {})], sort_keys=True)
             if key in done:
                 continue
             r = lower_one(fn, sig, cx, arch, cfg.get("num_warps", 4), cfg.get("num_stages", 3))
@@ -77,9 +83,12 @@ def lower_kernel(kernel, arch: int, configs: list[tuple[Any, dict]]) -> list[dic
 def lower(kernel: Annotated[str, typer.Argument(help="Kernel name.")],
           target: Annotated[str, typer.Option("--target", help="GPU target: sm_90 (Hopper) or sm_100 (Blackwell).")] = "sm_90",
           pack: Annotated[Optional[Path], typer.Option("--pack", help="Also compile this pack's configs.")] = None) -> None:
-    """Compile the template (default configs of its grid, plus a pack's) for a GPU target, no GPU needed."""
+    """Compile the template (default configs of its grid, plus a pack's) for a GPU target, no GPU needed.
+
+    Configs are planned as on that target (its defaults; Gluon kernels where it runs them),
+    and each launch compiled as the JIT would specialize it there."""
     from tuner import registry
-    from tuner.runtime.env import interpreting
+    from tuner.runtime.env import assume_target, interpreting
     from tuner.spec import workload_from_dict
 
     if target not in TARGETS:
@@ -94,7 +103,8 @@ def lower(kernel: Annotated[str, typer.Argument(help="Kernel name.")],
             raise CliError((r.stderr.strip().splitlines() or ["lowering failed"])[-1].removeprefix("error: "))
         return
     k = registry.get(kernel)
-    configs = [(w, k.spec.default_config(w)) for w in k.workloads]
+    with assume_target(TARGETS[target]):  # plan (defaults, Gluon or not) as the target GPU would
+        configs = [(w, k.spec.default_config(w)) for w in k.workloads]
     if pack is not None:
         from tuner.runtime import PackError, load_pack
 
@@ -105,7 +115,7 @@ def lower(kernel: Annotated[str, typer.Argument(help="Kernel name.")],
         table = p.tables.get(k.name)
         for e in table.entries if table else []:
             configs.append((workload_from_dict(k.spec.workload, e["workload"]), e["config"]))
-    with console.status(f"compiling {k.name} for {target}"):
+    with console.status(f"compiling {k.name} for {target}"), assume_target(TARGETS[target]):
         results = lower_kernel(k, TARGETS[target], configs)
     table = Table(title=f"{k.name} lowered for {target}: {len(results)} distinct kernels")
     for col in ("function", "config", "shared B", "instruction classes"):
