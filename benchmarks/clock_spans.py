@@ -39,8 +39,10 @@ def main(argv: list[str]) -> int:
             continue
         r = json.loads(line)
         cells = []
-        for phase, (a, b) in r.get("spans", {}).items():
-            win = [s for s in samples if a <= s[0] <= b]
+        for phase, span in r.get("spans", {}).items():
+            # one (start, end) a phase, or (runs 85 on) one a round: the rounds' samples together
+            spans = [span] if isinstance(span[0], (int, float)) else span
+            win = [s for s in samples if any(a <= s[0] <= b for a, b in spans)]
             if win:
                 cells.append(f"{phase} {sum(s[1] for s in win) / len(win):.0f} MHz "
                              f"{sum(s[2] for s in win) / len(win):.0f} W ({len(win)})")

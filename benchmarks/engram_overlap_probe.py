@@ -40,8 +40,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--table-rows", type=_int, default=8 << 20, help="table rows, K/M suffixes allowed")
     p.add_argument("--clusters", type=_ints, default=[2], help="comma list of prefetch clusters (two CTAs each)")
     p.add_argument("--override", type=json.loads, action="append", default=[],
-                   help="JSON object merged into the prefetch config, one case each (e.g. '{\"STREAM\": true}'); "
-                        "repeatable; the plain prefetch config runs first")
+                   help="JSON object merged into the prefetch config, one case each (e.g. '{\"STREAM\": false}'); "
+                        "repeatable; the prefetch config as EngramPrefetcher runs it (PREFETCH_TILE) comes first")
     p.add_argument("--reps", type=int, default=10, help="eager repetitions of each phase")
     return p.parse_args(argv)
 

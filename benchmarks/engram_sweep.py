@@ -146,8 +146,6 @@ def part_lookup(points: list[tuple[str, int]], rows_out: list, budget: float) ->
 
 
 def part_overlap(keep: dict, rows_out: list, budget: float) -> None:
-    import torch
-
     from engram import _overlap  # benchmarks/engram.py
 
     t0 = time.time()
@@ -166,7 +164,7 @@ def part_overlap(keep: dict, rows_out: list, budget: float) -> None:
                 if time.time() - t0 > budget or (prio and g > 33):
                     continue
                 r = best_by_grid[g]
-                ov = _overlap(table, rows, r["config"], 30, stream=torch.cuda.Stream(priority=prio), cap=False)
+                ov = _overlap(table, rows, r["config"], 30, rounds=1, priority=prio, cap=False)
                 line = {"part": "overlap", "placement": placement, "tokens": T, "programs": g, "priority": prio,
                         **ov}
                 print(json.dumps(line), flush=True)
@@ -199,7 +197,7 @@ def part_overlap_configs(points: list[tuple[str, int]], configs: list[dict], siz
         for over in configs:
             cfg = dict(E.default_config(E.Workload(T, table.placement, size)), **over)
             E.verify(E.launch(config=cfg, **inputs), ref, inputs)
-            ov = _overlap(table, rows, cfg, 30, cap=False)
+            ov = _overlap(table, rows, cfg, 30, rounds=1, cap=False)
             line = {"part": "overlap", "placement": placement, "tokens": T, "priority": 0, "uniform_rows": uniform,
                     "programs": E.grid_programs(rows.numel(), cfg, sms), **ov}
             print(json.dumps(line), flush=True)
