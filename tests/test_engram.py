@@ -3,6 +3,7 @@ their fallbacks, prefetch handles, parameters, search space and lowering."""
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import mmap
 import os
@@ -603,6 +604,37 @@ def test_benchmark_overlap_rounds_summary():
                      "gather_ceilings": {}, "rows": [],
                      "overlap": [{"tokens": 256, "placement": "host", "stream_priority": -1, **s}]})
     assert "median of 4 rounds, stream priority -1" in line and "90.0% hidden (rounds 75.0-95.0%" in line
+
+
+def test_clock_spans_reads_phase_and_round_spans(tmp_path):
+    """benchmarks/clock_spans.py averages the sampled clocks inside each phase's spans: one
+    (start, end) a phase (sweeps before run 85) or one a round (``_overlap``'s rounds)."""
+    import datetime
+    import inspect
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import clock_spans
+    import engram as B
+
+    t0 = datetime.datetime(2026, 12, 3, 10, 0, 0).timestamp()
+    csv = tmp_path / "clocks.csv"
+    csv.write_text("".join(f"{datetime.datetime.fromtimestamp(t0 + i).strftime('%Y/%m/%d %H:%M:%S.%f')}, "
+                           f"{1900 + 10 * i} MHz, {300 + i} W\n" for i in range(10)))
+    line = {"part": "overlap", "tokens": 256, "programs": 2, "hidden_fraction": 0.9, "lookup_us": 1, "layer_us": 1,
+            "both_us": 1, "config": {"ROWS": 128, "num_warps": 32, "GRID_SM_FRAC": 0.03, "num_stages": 3},
+            "spans": {"lookup": [[t0, t0 + 1.5], [t0 + 5, t0 + 6.5]], "layer": [t0 + 2, t0 + 3]}}
+    log = tmp_path / "sweep.log"
+    log.write_text(json.dumps(line) + "\n")
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert clock_spans.main([str(log), str(csv)]) == 0
+    # lookup: samples at t0, t0+1, t0+5, t0+6 -> 1900, 1910, 1950, 1960; layer: t0+2, t0+3
+    assert "lookup 1930 MHz" in buf.getvalue() and "(4)" in buf.getvalue() and "layer 1925 MHz" in buf.getvalue()
+    # the sweep's overlap calls (benchmarks/engram_sweep.py) match _overlap's parameters
+    assert {"rounds", "priority", "cap"} <= set(inspect.signature(B._overlap).parameters)
 
 
 # ----------------------------------------------------------------------------- what the GPU tests launch
