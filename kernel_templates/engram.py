@@ -177,22 +177,15 @@ def _engram_lookup_kernel(
         rr = tl.where(ok, r, 0)
         base = tl.multiple_of(rr * stride_c, VEC)
         sbase = tl.multiple_of(rr * stride_s, 8)
-        if STREAM:  # rows read once, output read layers later: neither should displace the L2's other lines
-            vals = tl.load(codes_ptr + base[:, None] + col[None, :], mask=ok[:, None], other=0,
-                           eviction_policy="evict_first")
-            sc = tl.load(scales_ptr + sbase[:, None] + scol[None, :], mask=ok[:, None], other=0,
-                         eviction_policy="evict_first")
-        else:
-            vals = tl.load(codes_ptr + base[:, None] + col[None, :], mask=ok[:, None], other=0)
-            sc = tl.load(scales_ptr + sbase[:, None] + scol[None, :], mask=ok[:, None], other=0)
+        # STREAM: rows read once, output read layers later: neither should displace the L2's other lines
+        evict: tl.constexpr = "evict_first" if STREAM else ""
+        vals = tl.load(codes_ptr + base[:, None] + col[None, :], mask=ok[:, None], other=0, eviction_policy=evict)
+        sc = tl.load(scales_ptr + sbase[:, None] + scol[None, :], mask=ok[:, None], other=0, eviction_policy=evict)
         x = fp8_ue8m0_tile_to_f32(vals.to(tl.float8e4nv, bitcast=True), sc).to(tl.bfloat16)
         if DEDUP:
             x = tl.gather(x, tl.broadcast_to(src[:, None], (ROWS, D)), 0)
-        if STREAM:
-            tl.store(out_ptr + dst.to(tl.int64)[:, None] * D + col[None, :], x, mask=live[:, None],
-                     cache_modifier=".cs")
-        else:
-            tl.store(out_ptr + dst.to(tl.int64)[:, None] * D + col[None, :], x, mask=live[:, None])
+        tl.store(out_ptr + dst.to(tl.int64)[:, None] * D + col[None, :], x, mask=live[:, None],
+                 cache_modifier=".cs" if STREAM else "")
 
 
 # ----------------------------------------------------------------------------- the table
