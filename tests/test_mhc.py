@@ -275,25 +275,19 @@ def test_lowers_for_hopper_and_blackwell():
 
 
 _SM90 = """
-import json, sys, torch, triton
+import json, triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from kernel_templates import mhc
 from search_spaces.mhc import WORKLOADS
-from tuner import lowering
 seen = {}
 for wl in WORKLOADS:
     cfg = mhc.default_config(wl)
     for fn, sig, cx in mhc.lower_signatures(wl, cfg):
         # As the JIT specializes on the GPU: pointers and 16-divisible ints get
         # tt.divisibility 16 (it changes vector widths, so shared memory), ints == 1 become
-        # constexprs. lower_signatures has only types, so take the values from _plan.
-        m = lambda *s, dt=torch.float32: torch.empty(*s, dtype=dt, device="meta")
-        T, D, bf = wl.tokens, wl.dim, torch.bfloat16
-        plan, _ = mhc._plan(wl.op, m(T, 4, D, dt=bf), m(T, D, dt=bf), m(T, 4), m(T, 4, 4), m(24, 4 * D), m(3),
-                            m(24), m(D, dt=bf), 1e-6, 20, cfg)
-        args = next(a for k, _g, a in plan if k is fn)
-        attrs = lowering.specialize(fn, args, sig, cx)
+        # constexprs: the signature carries that (lowering.signature).
+        attrs = sig.attrs
         key = (fn.__name__, str(sorted(sig.items())), str(sorted(cx.items())), str(sorted(attrs)),
                cfg["num_warps"], cfg["num_stages"])
         if key not in seen:
@@ -421,7 +415,7 @@ for op, T, sk, sync in (("seam", 4096, 4, 0), ("seam", 1024, 16, 2), ("pre", 256
                         m(24), m(5120, dt=bf), 1e-6, 20, cfg)
     for fn, _grid, args in plan:
         sig, cx = lowering.signature(fn, args)
-        attrs = lowering.specialize(fn, args, sig, cx)
+        attrs = sig.attrs
         src = (GluonASTSource if fn.is_gluon() else ASTSource)(fn=fn, signature=sig, constexprs=cx, attrs=attrs)
         k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 2})
         with tempfile.NamedTemporaryFile(suffix=".cubin") as f:

@@ -971,10 +971,10 @@ def configs(wl):
         yield dict(cfg, RADIX_FUSED=True)
 for wl, cfg in ((wl, cfg) for wl in WORKLOADS for cfg in configs(wl)):
     for fn, _grid, args in M._plan_for(wl, cfg):
-        sig, cx = M.lowering.signature(fn, args)
         # As the JIT specializes on the GPU: pointers and 16-divisible ints get
         # tt.divisibility 16 (it sets vector widths), ints == 1 become constexprs.
-        attrs = M.lowering.specialize(fn, args, sig, cx)
+        sig, cx = M.lowering.signature(fn, args)
+        attrs = sig.attrs
         # NUM_SPLITS / TOPK_SPLITS only enter scalar index math, NEXT_N only the radix passes'
         # row -> sequence division: one compile per rest
         skip = ("NUM_SPLITS", "MERGE_GROUP", "TOPK_SPLITS") + (
@@ -1224,7 +1224,7 @@ for b, ctx, algo, over in ((1, 524288, "bound", {"LAUNCH_PDL": True}), (32, 5242
     with assume_target(90):  # as `tune lower --target sm_90` plans (no GPU here)
         fn, _grid, args = M._plan_for(w, cfg)[0]
     sig, cx = M.lowering.signature(fn, args)
-    attrs = M.lowering.specialize(fn, args, sig, cx)
+    attrs = sig.attrs
     k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=cx, attrs=attrs),
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 1})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
