@@ -6,8 +6,9 @@
 set -u
 . benchmarks/device_runs/env.sh
 timeout 150 python3 benchmarks/engram_overlap_probe.py $P --placement host_split --tokens 4096 --clusters 2,3 \
-    --override '{"DEDUP": true, "ROWS": 16, "num_warps": 4}' > "$L/engram_probe.log" 2>&1
-echo "[$((SECONDS-t0)) s] engram probe rc=$?"; tail -6 "$L/engram_probe.log" | cut -c1-220
+    --override '{"DEDUP": true, "ROWS": 16, "num_warps": 4}' \
+    --override '{"num_warps": 16}' --override '{"ROWS": 64, "num_warps": 16}' > "$L/engram_probe.log" 2>&1
+echo "[$((SECONDS-t0)) s] engram probe rc=$?"; tail -12 "$L/engram_probe.log" | cut -c1-220
 for i in 1 2; do
     timeout 150 python3 benchmarks/engram.py $P --tokens 256,4096 --table-rows 8M --placement host_split,host,host_thp \
         --overlap-tokens 256,4096 --overlap-rounds 5 > "$L/engram_$i.log" 2>&1; echo "[$((SECONDS-t0)) s] engram $i rc=$?"
