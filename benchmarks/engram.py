@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import logging
 import functools
-import json
 import sys
 import time
 from pathlib import Path
@@ -29,6 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 log = logging.getLogger("bench.engram")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/_results.py (benchmarks is not a package)
+
+from _results import save_raw  # noqa: E402
 
 
 def _int(x: str) -> int:
@@ -380,10 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     result = {"benchmark": "engram", "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
               "pack": str(args.pack) if args.pack else None, **run(args)}
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"engram-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(result, indent=1, default=str))
-    print(f"raw results: {path}")
+    save_raw(args.out, "engram", result)
     print(_table(result))
     return 0
 

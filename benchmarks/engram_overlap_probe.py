@@ -26,7 +26,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/engram.py (benchmarks is not a package)
+sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/engram.py, _results.py (benchmarks is not a package)
+
+from _results import save_raw  # noqa: E402
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -142,10 +144,7 @@ def _table(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     result = {"benchmark": "engram_overlap_probe", "created": time.strftime("%Y-%m-%dT%H:%M:%S"), **run(args)}
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"engram_overlap_probe-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(result, indent=1, default=str))
-    print(f"raw results: {path}")
+    save_raw(args.out, "engram_overlap_probe", result)
     print(_table(result))
     return 0
 

@@ -32,7 +32,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))  # for benchmarks/engram.py (benchmarks is not a package)
+sys.path.insert(0, str(ROOT / "benchmarks"))  # for benchmarks/engram.py, _results.py (benchmarks is not a package)
+
+from _results import raw_path, write_raw  # noqa: E402
 
 
 def _gather_strided():
@@ -233,9 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     points = [(x.split(":")[0], int(x.split(":")[1])) for x in a.points.split(",")]
     keep = part_lookup(points, rows, a.budget)
     part_overlap(keep, rows, a.overlap_budget if a.overlap_budget is not None else a.budget / 3)
-    a.out.mkdir(parents=True, exist_ok=True)
-    path = a.out / f"engram_sweep-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(rows, indent=1))
+    path = write_raw(raw_path(a.out, "engram_sweep"), rows)
     print(f"raw: {path}")
     for key in sorted({(r.get("placement", ""), r.get("tokens", 0)) for r in rows if r["part"] == "lookup"}):
         sel = sorted((r for r in rows if r["part"] == "lookup" and (r["placement"], r["tokens"]) == key

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import sys
 import time
 from pathlib import Path
@@ -35,6 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _results import save_raw  # noqa: E402
 
 
 # -- CUDA VMM host allocation through the driver API (ctypes) --------------------------------
@@ -248,10 +249,7 @@ def probe_main(args: argparse.Namespace, name: str, run_fn: Any, table_fn: Any) 
         return 2
     result = run_fn(args)
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-        path.write_text(json.dumps(result, indent=1))
-        print(f"raw results: {path}")
+        save_raw(args.out, name, result)
     print(table_fn(result))
     return 0
 

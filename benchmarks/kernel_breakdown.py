@@ -13,15 +13,16 @@ call time is ``tuner.timing.bench_kernel``'s, as the tuner and the benchmarks me
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/_results.py (benchmarks is not a package)
+
+from _results import save_raw  # noqa: E402
 
 
 def parse_kv(text: str) -> dict[str, Any]:
@@ -163,11 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             print("  in order: " + ", ".join(f"{_short(n, 24)} {u:.1f}" for n, u in seq))
         del inputs
         torch.cuda.empty_cache()
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"kernel_breakdown-{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps({"kernel": spec.name, "gpu": torch.cuda.get_device_name(), "results": results},
-                               indent=1, default=str))
-    print(f"raw results: {path}")
+    save_raw(args.out, f"kernel_breakdown-{spec.name}",
+             {"kernel": spec.name, "gpu": torch.cuda.get_device_name(), "results": results})
     return 0
 
 

@@ -27,6 +27,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/_results.py (benchmarks is not a package)
+
+from _results import save_raw  # noqa: E402
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -149,10 +152,7 @@ def _table(result: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     args = _parse(argv)
     result = run(args)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"mhc-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(result, indent=1))
-    print(f"raw results: {path}")
+    save_raw(args.out, "mhc", result)
     print(_table(result))
 
 

@@ -25,18 +25,19 @@ raw numbers go to ``--out`` as JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/_results.py (benchmarks is not a package)
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+
+from _results import save_raw  # noqa: E402
 
 
 @triton.jit
@@ -216,10 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"T={T} {profile}: " + ", ".join(f"{r} {rows[-1][r]:.2f}" for r in RUNGS), flush=True)
     result = {"empty_us": empty, "rows": rows}
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"moe_floor_ladder-{time.strftime('%Y%m%d-%H%M%S')}.json"
-        path.write_text(json.dumps(result, indent=1, default=str))
-        print(f"raw results: {path}")
+        save_raw(args.out, "moe_floor_ladder", result)
     print(f"empty launch (graph replay): {empty:.2f} us; 2x = {2 * empty:.2f} us; each rung in us (x empty)")
     print(f"{'T':>5} {'profile':<12} " + " ".join(f"{r:>14}" for r in RUNGS))
     for r in rows:

@@ -6,7 +6,7 @@ the fused launch, and the group stage left out, across configs. Times under grap
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from pathlib import Path
 
 import torch
@@ -14,6 +14,9 @@ import triton
 
 import kernel_templates.moe_routing as mr
 from tuner import timing
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/_results.py (benchmarks is not a package)
+from _results import write_raw  # noqa: E402
 
 
 def phase_launcher(cfg, inputs, phases, n_group_override=None):
@@ -76,7 +79,7 @@ def main() -> None:
                       + " ".join(f"{k}={r[k]:.1f}" if isinstance(r.get(k), float) else f"{k}={r.get(k)}"
                                  for k in ("fused", "two", "p1", "p2", "p1_nogroup") if k in r), flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "moe_profile.json").write_text(json.dumps(rows, indent=1))
+    write_raw(Path(args.out) / "moe_profile.json", rows)
 
 
 if __name__ == "__main__":

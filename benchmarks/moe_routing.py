@@ -22,6 +22,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/_results.py (benchmarks is not a package)
+
+from _results import save_raw  # noqa: E402
 
 PROFILES = ("dsv3", "dsv41-flash")
 TOKENS = (1, 16, 64, 256, 1024, 4096)
@@ -137,11 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     result["select"] = bench_select(args.pack, args.select_calls)
     if not args.select_only:
         result.update(bench_kernels(args))
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"moe_routing-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(result, indent=1, default=str))
+    save_raw(args.out, "moe_routing", result)
     s = result["select"]
-    print(f"raw results: {path}")
     print(f"Pack.select (cached): {s['pack_select_us']:.3f} us/call; runtime.select: {s['runtime_select_us']:.3f} "
           f"us/call ({s['calls']} calls)")
     if "rows" in result:

@@ -28,6 +28,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/_results.py (benchmarks is not a package)
+
+from _results import raw_path, write_raw  # noqa: E402
 
 log = logging.getLogger("bench.nvfp4_attention")
 VERIFY_SEQS = 8  # sequences checked against the (per-sequence, fp32) reference per workload
@@ -201,8 +204,7 @@ def main(argv: list[str] | None = None) -> int:
              ceilings["hbm_bytes_per_s"] / 1e12, ceilings["bf16_flops_per_s"] / 1e12, ceilings["empty_launch_us"])
     from tuner.runtime.env import gpu_identity
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"nvfp4_attention_{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path = raw_path(args.out, "nvfp4_attention")
     records, skipped = [], []
     variants = json.loads(args.variants) if args.variants else {}
     for w in workloads(args):
@@ -239,10 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                      time.perf_counter() - t0, "" if "median_us" in vrec else f" {vrec.get('error', '')[:200]}")
             records.append(vrec)
         # rewritten after every workload: a run cut short keeps what it measured
-        path.write_text(json.dumps({"gpu": gpu_identity(), "ceilings": ceilings,
-                                    "pack": str(args.pack) if args.pack else None,
-                                    "kv_bytes_per_token": A.BYTES_PER_ENTRY, "records": records,
-                                    "skipped": skipped}, indent=1))
+        write_raw(path, {"gpu": gpu_identity(), "ceilings": ceilings, "pack": str(args.pack) if args.pack else None,
+                         "kv_bytes_per_token": A.BYTES_PER_ENTRY, "records": records, "skipped": skipped})
     print(f"raw results: {path}")
     print("KV bytes per token: nvfp4 288, fp8 528, bf16 1024 (+ 528 per SWA entry)")
     print("\n".join(summarize(records)))

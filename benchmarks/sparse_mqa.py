@@ -25,7 +25,6 @@ those overrides (e.g. ``MX_WORD_DECODE=1``), verified, with its own scoring time
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -35,6 +34,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/_results.py (benchmarks is not a package)
+
+from _results import raw_path, write_raw  # noqa: E402
 
 log = logging.getLogger("bench.sparse_mqa")
 VERIFY_SEQS = 4  # sequences checked against the (per-sequence, float64) reference per workload
@@ -291,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     ceilings = measure_ceilings(args.reps)
     log.info("ceilings: copy %.2f TB/s, empty launch %.1f us", ceilings["hbm_bytes_per_s"] / 1e12,
              ceilings["empty_launch_us"])
+    path = raw_path(args.out, "sparse_mqa")
     records, skipped = [], []
     for w in workloads(args):
         reason = M.feasible(w)
@@ -314,11 +317,9 @@ def main(argv: list[str] | None = None) -> int:
         log.info("%s %s: score %s us; %s (%.0fs)", w, how, f"{rec.get('score_us', float('nan')):.1f}",
                  "; ".join(parts) or rec.get("error", ""), time.perf_counter() - t0)
         records.append(rec)
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"sparse_mqa_{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps({"gpu": gpu_identity(), "ceilings": ceilings,
-                                "pack": str(args.pack) if args.pack else None,
-                                "bytes_per_key": M.BYTES_PER_KEY, "records": records, "skipped": skipped}, indent=1))
+        # rewritten after every workload: a run cut short keeps what it measured
+        write_raw(path, {"gpu": gpu_identity(), "ceilings": ceilings, "pack": str(args.pack) if args.pack else None,
+                         "bytes_per_key": M.BYTES_PER_KEY, "records": records, "skipped": skipped})
     print(f"raw results: {path}")
     print("\n".join(summarize(records)))
     return 0

@@ -28,21 +28,23 @@ numbers go to ``--out`` as JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/_results.py (benchmarks is not a package)
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from kernel_templates.sparse_mqa import _key_index, _order_key  # noqa: E402
 from tuner._empty import launch_empty  # noqa: E402
+
+from _results import save_raw  # noqa: E402
+
 
 @triton.jit
 def touch(logits_ptr, idx_ptr, n, stride_l, K: tl.constexpr, CHUNK: tl.constexpr, KP: tl.constexpr):
@@ -150,10 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                   + ", ".join(f"{x} {r[x]:.2f}" for x in RUNGS), flush=True)
     result = {"empty_us": empty_us, "rows": rows}
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        path = args.out / f"sparse_topk_ladder-{time.strftime('%Y%m%d-%H%M%S')}.json"
-        path.write_text(json.dumps(result, indent=1, default=str))
-        print(f"raw results: {path}")
+        save_raw(args.out, "sparse_topk_ladder", result)
     print(f"empty launch (graph replay): {empty_us:.2f} us. Each rung: us of scoring + that launch "
           "(+% over scoring alone); 30% = the issue's budget")
     print(f"{'B':>3} {'context':>8} {'profile':<12} {'score':>7} " + " ".join(f"{r:>15}" for r in RUNGS))
