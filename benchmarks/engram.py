@@ -17,8 +17,9 @@ targets.
 from __future__ import annotations
 
 import argparse
-import logging
 import functools
+import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -55,6 +56,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--table-rows", type=_ints, default=None, help="comma list of table rows, K/M suffixes allowed (8M = 8 << 20; default: 8M,32M)")
     p.add_argument("--overlap-tokens", type=_ints, default=[256, 4096], help="T of the prefetch overlap runs")
     p.add_argument("--overlap-rounds", type=int, default=3, help="rounds of (lookup, layer, both) per overlap run")
+    p.add_argument("--prefetch-override", type=json.loads, action="append", default=[],
+                   help="JSON object laid over the prefetch config, measured beside it in every overlap run (same rounds, "
+                        "interleaved), e.g. '{\"num_warps\": 16}'; repeatable")
     p.add_argument("--prefetch-priority", type=int, default=None,
                    help="CUDA priority of the prefetcher's stream (lower is higher; default: the prefetcher's own)")
     p.add_argument("--reps", type=int, default=50, help="timed repetitions per measurement")
@@ -174,41 +178,65 @@ def overlap_summary(rounds: list[dict[str, float]]) -> dict[str, Any]:
 
 
 def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int, rounds: int = 3, priority: int | None = None,
-             cap: bool = True) -> dict[str, Any]:
+             cap: bool = True, overrides: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Lookup alone, a layer of equal duration alone, and both (lookup prefetched first), ``rounds`` times.
 
     Timed as CUDA-graph replays, as a decode step runs: the side-stream fork and join of
-    the prefetcher are captured, and host launch time does not serialize the streams."""
+    the prefetcher are captured, and host launch time does not serialize the streams.
+    ``overrides``: prefetch configs to compare with the one ``submit()`` runs, each laid over
+    it and measured the same way (its own layer, sized to its own lookup) in the same rounds,
+    interleaved, so the process-to-process spread does not enter the comparison; returned
+    as ``variants``."""
     from kernel_templates.engram import EngramPrefetcher, prefetch_config
-    from tuner.timing import bench
 
     pcfg = prefetch_config(cfg, placement=table.placement) if cap else cfg  # what submit() runs with a pack's config
     kw = {} if priority is None else {"priority": priority}
-    pf = EngramPrefetcher(table, config=pcfg, **kw)
-    spans = {}  # host wall-clock span of each timed phase, to line up with sampled GPU clocks
-
-    def timed(phase: str, fn: Any) -> float:
-        t0 = time.time()
-        us = bench(fn, graph=True, flush_l2=False, reps=reps).median_us
-        spans.setdefault(phase, []).append((t0, time.time()))
-        return us
-
-    def both() -> None:
-        h = pf.submit(rows)
-        layer()
-        h.wait()
-
-    samples, shape, layer = [], None, None
+    cases = [_OverlapCase(EngramPrefetcher(table, config=pcfg, **kw), None)]
+    for o in overrides or []:
+        cases.append(_OverlapCase(EngramPrefetcher(table, config={**pcfg, **o}, stream=cases[0].pf.stream), o))
     for _ in range(max(1, rounds)):
+        for c in cases:
+            c.round(rows, reps)
+    base = cases[0]
+    return {**overlap_summary(base.samples), "gemms": base.shape[0], "fill_cols": base.shape[1], "config": pcfg,
+            "stream_priority": base.pf.stream.priority, "spans": base.spans,
+            "variants": [{"override": c.override, "config": c.pf.config, "gemms": c.shape[0], "fill_cols": c.shape[1],
+                          **overlap_summary(c.samples)} for c in cases[1:]]}
+
+
+class _OverlapCase:
+    """One prefetch config of an overlap run: its layer (sized on its first round) and its rounds."""
+
+    def __init__(self, pf: Any, override: dict[str, Any] | None) -> None:
+        self.pf, self.override = pf, override
+        self.samples: list[dict[str, float]] = []
+        self.spans: dict[str, list[tuple[float, float]]] = {}  # host wall clock of each phase, to line up with GPU clocks
+        self.shape: tuple[int, int] = (0, 0)
+        self.layer: Any = None
+
+    def round(self, rows: Any, reps: int) -> None:
+        from tuner.timing import bench
+
+        pf, spans = self.pf, self.spans
+
+        def timed(phase: str, fn: Any) -> float:
+            t0 = time.time()
+            us = bench(fn, graph=True, flush_l2=False, reps=reps).median_us
+            spans.setdefault(phase, []).append((t0, time.time()))
+            return us
+
+        def both() -> None:
+            h = pf.submit(rows)
+            self.layer()
+            h.wait()
+
         t_lookup = timed("lookup", lambda: pf.submit(rows).wait())
-        if layer is None:
-            shape, layer = _equal_layer(t_lookup, reps)
-        t_layer = timed("layer", layer)
+        if self.layer is None:
+            self.shape, self.layer = _equal_layer(t_lookup, reps)
+        t_layer = timed("layer", self.layer)
         t_both = timed("both", both)
-        samples.append({"lookup_us": t_lookup, "layer_us": t_layer, "both_us": t_both,
-                        "hidden_fraction": hidden_fraction(t_lookup, t_layer, t_both)})
-    return {**overlap_summary(samples), "gemms": shape[0], "fill_cols": shape[1], "config": pcfg,
-            "stream_priority": pf.stream.priority, "spans": spans}
+        self.samples.append({"lookup_us": t_lookup, "layer_us": t_layer, "both_us": t_both,
+                             "hidden_fraction": hidden_fraction(t_lookup, t_layer, t_both)})
 
 
 def _equal_layer(target_us: float, reps: int, rounds: int = 3) -> tuple[tuple[int, int], Any]:
@@ -319,7 +347,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     if table.placement != "hbm" and T in args.overlap_tokens and size == max(sizes):
                         try:
                             ov = _overlap(table, rows, configs[best], args.reps, args.overlap_rounds,
-                                          args.prefetch_priority)
+                                          args.prefetch_priority, overrides=args.prefetch_override)
                         except RuntimeError as e:  # a capture failure must not lose the rest of the run
                             log.warning("overlap T=%d %s: %s", T, table.placement, str(e).splitlines()[0])
                             continue
@@ -358,21 +386,28 @@ def _table(result: dict[str, Any]) -> str:
                      f"both {o['both_us']:.1f} us -> {100 * o['hidden_fraction']:.1f}% hidden (rounds "
                      f"{100 * o.get('hidden_min', o['hidden_fraction']):.1f}-"
                      f"{100 * o.get('hidden_max', o['hidden_fraction']):.1f}%; target >= 90%)")
-    # host_split against the packed host table's CPU gather too (same rows, the layout a user has first),
-    # and the smaller of the two counts: its own baseline adds a GPU index_select and a cat
-    eager = {(r["tokens"], r["placement"], r["table_rows"]): r["torch_eager"]["median_us"] for r in result["rows"]}
+        for v in o.get("variants", []):
+            lines.append(f"  with {json.dumps(v['override'])}: lookup {v['lookup_us']:.1f} us, layer {v['layer_us']:.1f} us, "
+                         f"both {v['both_us']:.1f} us -> {100 * v['hidden_fraction']:.1f}% hidden (rounds "
+                         f"{100 * v['hidden_min']:.1f}-{100 * v['hidden_max']:.1f}%)")
+    # Every host placement against the smallest CPU-gather baseline of the host placements (the same rows
+    # gathered on the CPU; one process's baselines have ranged 354-685 us for the same op, run 91), so a slow
+    # baseline sample cannot make a ratio. host_split's own baseline adds a GPU index_select and a cat.
     host256 = {}
+    base256 = {}
     for r in result["rows"]:
         if r["tokens"] == 256 and r["placement"] != "hbm":
-            base = eager[(256, r["placement"], r["table_rows"])]
-            if r["placement"] == "host_split":
-                base = min(base, eager.get((256, "host", r["table_rows"]), base))
-            host256[f"{r['placement']} {r['table_rows'] >> 20}M"] = base / r["kernel"]["median_us"]
+            size = r["table_rows"]
+            base256[size] = min(base256.get(size, float("inf")), r["torch_eager"]["median_us"])
+    for r in result["rows"]:
+        if r["tokens"] == 256 and r["placement"] != "hbm":
+            host256[f"{r['placement']} {r['table_rows'] >> 20}M"] = base256[r["table_rows"]] / r["kernel"]["median_us"]
     hbm = [r["hbm_fraction"] for r in result["rows"] if r["tokens"] >= 4096 and r["placement"] == "hbm"]
     if host256:
         lines.append("target host lookup >= 10x CPU gather at T=256: " +
                      ", ".join(f"{k} {v:.2f}x" for k, v in host256.items()) +
-                     " (host_split against the smaller of its own and the packed host table's baseline)")
+                     " (each against the smallest host-placement baseline: "
+                     + ", ".join(f"{k >> 20}M {v:.1f} us" for k, v in base256.items()) + ")")
     if hbm:
         lines.append(f"target HBM lookup >= 60% of HBM bandwidth at T>=4096: min {100 * min(hbm):.0f}%")
     return "\n".join(lines)

@@ -604,6 +604,34 @@ def test_benchmark_overlap_rounds_summary():
                      "gather_ceilings": {}, "rows": [],
                      "overlap": [{"tokens": 256, "placement": "host", "stream_priority": -1, **s}]})
     assert "median of 4 rounds, stream priority -1" in line and "90.0% hidden (rounds 75.0-95.0%" in line
+    # a prefetch override measured in the same rounds gets its own line under its run
+    v = B.overlap_summary([{**r, "hidden_fraction": r["hidden_fraction"] / 2} for r in rounds])
+    line = B._table({"ceilings": {"d2d_bytes_per_s": 4e12, "h2d_pinned_bytes_per_s": 5e10, "launch_eager_us": 5.0},
+                     "gather_ceilings": {}, "rows": [],
+                     "overlap": [{"tokens": 4096, "placement": "host_split", **s,
+                                  "variants": [{"override": {"num_warps": 16}, **v}]}]})
+    assert line.splitlines()[-1] == ('  with {"num_warps": 16}: lookup 80.0 us, layer 80.0 us, both 88.0 us -> 45.0% '
+                                     'hidden (rounds 37.5-47.5%)')
+
+
+def test_benchmark_ten_x_line_takes_the_smallest_host_baseline():
+    """Each host placement's T=256 ratio is against the smallest CPU-gather baseline of the host
+    placements (the same rows gathered on the CPU), not its own sample alone (run 91: 684.5 us for
+    host beside 360.1 / 353.9 us for the others); HBM rows take no part."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import engram as B
+
+    def row(p, kern, eager, T=256):
+        return {"tokens": T, "placement": p, "table_rows": 8 << 20, "kernel": {"median_us": kern},
+                "torch_eager": {"median_us": eager}, "floor_us": 1.0, "gb_per_s": 1.0, "rows_per_s": 1e6,
+                "speedup_vs_eager": eager / kern, "hbm_fraction": 0.7, "how": "exact"}
+
+    rows = [row("hbm", 4.0, 40.0), row("host", 45.0, 684.5), row("host_thp", 44.2, 360.1),
+            row("host_split", 34.1, 353.9), row("host", 800.0, 3000.0, T=4096)]
+    text = B._table({"ceilings": {"d2d_bytes_per_s": 4e12, "h2d_pinned_bytes_per_s": 5e10, "launch_eager_us": 5.0},
+                     "gather_ceilings": {}, "rows": rows, "overlap": []})
+    ten = next(x for x in text.splitlines() if x.startswith("target host lookup"))
+    assert "host 8M 7.86x, host_thp 8M 8.01x, host_split 8M 10.38x" in ten and "8M 353.9 us" in ten
 
 
 def test_clock_spans_reads_phase_and_round_spans(tmp_path):
