@@ -85,6 +85,12 @@ def test_quick_tune_export_load_select_round_trip(tmp_path, capsys):
     pack_dir = tmp_path / "pack"
     assert tune("export", "--out", str(pack_dir), "--db", db) == 0
     assert tune("verify-pack", str(pack_dir)) == 0
+    # a pack folder that cannot be made (under a plain file): one line, exit 2, no traceback
+    (tmp_path / "plain").write_text("x")
+    capsys.readouterr()
+    assert tune("export", "--out", str(tmp_path / "plain" / "pack"), "--db", db) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {tmp_path / 'plain' / 'pack'}: Not a directory", err
     from tuner import runtime
     from tuner.store import Winner, open_store
     from sqlalchemy import select

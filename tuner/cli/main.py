@@ -53,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     except (CliError, UnknownKernel, StoreError, PackError) as e:
         err_console.print(f"error: {e}", highlight=False, soft_wrap=True)
         return 2
+    except OSError as e:
+        if e.filename is None:  # not a path the user gave (a driver, a socket): a bug to see in full
+            raise
+        # a path that cannot be read or written (tune export --out /read-only/x): one line, exit 2
+        err_console.print(f"error: {e.filename}: {e.strerror or e}", highlight=False, soft_wrap=True)
+        return 2
     except (typer.Exit, typer.Abort, Exception) as e:
         # click (vendored or not, depending on the typer release) signals usage errors with
         # an exception carrying exit_code 2 and format_message(): one line, no traceback.
