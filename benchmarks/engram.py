@@ -47,6 +47,17 @@ def _ints(s: str) -> list[int]:
     return [_int(x) for x in s.split(",") if x.strip()]
 
 
+def _json_object(x: str) -> dict[str, Any]:
+    """A JSON object argument (a prefetch config override)."""
+    try:
+        v = json.loads(x)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not JSON ({e.msg}): {x!r}") from None
+    if not isinstance(v, dict):
+        raise argparse.ArgumentTypeError(f"want a JSON object, got {x!r}")
+    return v
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pack", type=Path, default=None, help="kernel pack folder with tuned configs (defaults if absent)")
@@ -56,7 +67,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--table-rows", type=_ints, default=None, help="comma list of table rows, K/M suffixes allowed (8M = 8 << 20; default: 8M,32M)")
     p.add_argument("--overlap-tokens", type=_ints, default=[256, 4096], help="T of the prefetch overlap runs")
     p.add_argument("--overlap-rounds", type=int, default=3, help="rounds of (lookup, layer, both) per overlap run")
-    p.add_argument("--prefetch-override", type=json.loads, action="append", default=[],
+    p.add_argument("--prefetch-override", type=_json_object, action="append", default=[],
                    help="JSON object laid over the prefetch config, measured beside it in every overlap run (same rounds, "
                         "interleaved), e.g. '{\"num_warps\": 16}'; repeatable")
     p.add_argument("--prefetch-priority", type=int, default=None,
@@ -187,21 +198,38 @@ def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int, rounds: int 
     it and measured the same way (its own layer, sized to its own lookup) in the same rounds,
     interleaved, so the process-to-process spread does not enter the comparison; returned
     as ``variants``."""
+    import torch
+
     from kernel_templates.engram import EngramPrefetcher, prefetch_config
 
     pcfg = prefetch_config(cfg, placement=table.placement) if cap else cfg  # what submit() runs with a pack's config
     kw = {} if priority is None else {"priority": priority}
-    cases = [_OverlapCase(EngramPrefetcher(table, config=pcfg, **kw), None)]
+    base = _OverlapCase(EngramPrefetcher(table, config=pcfg, **kw), None)
+    want = base.pf.submit(rows).wait()
+    cases, failed = [base], []
     for o in overrides or []:
-        cases.append(_OverlapCase(EngramPrefetcher(table, config={**pcfg, **o}, stream=cases[0].pf.stream), o))
+        c = _OverlapCase(EngramPrefetcher(table, config={**pcfg, **o}, stream=base.pf.stream), o)
+        try:  # a variant must give the same rows as the prefetch it is compared with, bit for bit
+            got = c.pf.submit(rows).wait()
+            if not torch.equal(got, want):
+                raise AssertionError("output differs from the prefetch config's")
+        except Exception as e:  # noqa: BLE001 - a bad variant (compile error, wrong output) must not lose the run
+            failed.append({"override": o, "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"})
+            continue
+        cases.append(c)
     for _ in range(max(1, rounds)):
-        for c in cases:
-            c.round(rows, reps)
-    base = cases[0]
+        for c in list(cases):
+            try:
+                c.round(rows, reps)
+            except Exception as e:  # noqa: BLE001
+                if c is base:
+                    raise
+                failed.append({"override": c.override, "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"})
+                cases.remove(c)
     return {**overlap_summary(base.samples), "gemms": base.shape[0], "fill_cols": base.shape[1], "config": pcfg,
             "stream_priority": base.pf.stream.priority, "spans": base.spans,
             "variants": [{"override": c.override, "config": c.pf.config, "gemms": c.shape[0], "fill_cols": c.shape[1],
-                          **overlap_summary(c.samples)} for c in cases[1:]]}
+                          **overlap_summary(c.samples)} for c in cases[1:]] + failed}
 
 
 # The layer must last as long as the lookup: a longer one absorbs the lookup's slowdown beside it and
@@ -408,9 +436,14 @@ def _table(result: dict[str, Any]) -> str:
                      f"{100 * o.get('hidden_min', o['hidden_fraction']):.1f}-"
                      f"{100 * o.get('hidden_max', o['hidden_fraction']):.1f}%; target >= 90%)" + _ratio_note(o))
         for v in o.get("variants", []):
+            if "error" in v:
+                lines.append(f"  with {json.dumps(v['override'])}: FAILED {v['error'][:160]}")
+                continue
+            # a variant's hidden share rewards a slower lookup: the exposed time (both - layer) says what it costs
             lines.append(f"  with {json.dumps(v['override'])}: lookup {v['lookup_us']:.1f} us, layer {v['layer_us']:.1f} us, "
                          f"both {v['both_us']:.1f} us -> {100 * v['hidden_fraction']:.1f}% hidden (rounds "
-                         f"{100 * v['hidden_min']:.1f}-{100 * v['hidden_max']:.1f}%)" + _ratio_note(v))
+                         f"{100 * v['hidden_min']:.1f}-{100 * v['hidden_max']:.1f}%), exposed "
+                         f"{v['both_us'] - v['layer_us']:.1f} us vs {o['both_us'] - o['layer_us']:.1f}" + _ratio_note(v))
     # Every host placement against the smallest CPU-gather baseline of the host placements (the same rows
     # gathered on the CPU; one process's baselines have ranged 354-685 us for the same op, run 91), so a slow
     # baseline sample cannot make a ratio. host_split's own baseline adds a GPU index_select and a cat.

@@ -206,6 +206,11 @@ def main(argv: list[str] | None = None) -> int:
 
     path = raw_path(args.out, "nvfp4_attention")
     records, skipped = [], []
+
+    def save() -> None:
+        write_raw(path, {"gpu": gpu_identity(), "ceilings": ceilings, "pack": str(args.pack) if args.pack else None,
+                         "kv_bytes_per_token": A.BYTES_PER_ENTRY, "records": records, "skipped": skipped})
+
     variants = json.loads(args.variants) if args.variants else {}
     for w in workloads(args):
         reason = A.feasible(w)
@@ -240,9 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             log.info("%s variant %s: %s us (%.0fs)%s", w, vname, f"{vrec.get('median_us', float('nan')):.1f}",
                      time.perf_counter() - t0, "" if "median_us" in vrec else f" {vrec.get('error', '')[:200]}")
             records.append(vrec)
-        # rewritten after every workload: a run cut short keeps what it measured
-        write_raw(path, {"gpu": gpu_identity(), "ceilings": ceilings, "pack": str(args.pack) if args.pack else None,
-                         "kv_bytes_per_token": A.BYTES_PER_ENTRY, "records": records, "skipped": skipped})
+        save()  # after every workload: a run cut short keeps what it measured
+    save()  # the skipped workloads after the last one measured (or all of them)
     print(f"raw results: {path}")
     print("KV bytes per token: nvfp4 288, fp8 528, bf16 1024 (+ 528 per SWA entry)")
     print("\n".join(summarize(records)))

@@ -295,6 +295,10 @@ def main(argv: list[str] | None = None) -> int:
              ceilings["empty_launch_us"])
     path = raw_path(args.out, "sparse_mqa")
     records, skipped = [], []
+
+    def save() -> None:
+        write_raw(path, {"gpu": gpu_identity(), "ceilings": ceilings, "pack": str(args.pack) if args.pack else None,
+                         "bytes_per_key": M.BYTES_PER_KEY, "records": records, "skipped": skipped})
     for w in workloads(args):
         reason = M.feasible(w)
         if reason:
@@ -317,9 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         log.info("%s %s: score %s us; %s (%.0fs)", w, how, f"{rec.get('score_us', float('nan')):.1f}",
                  "; ".join(parts) or rec.get("error", ""), time.perf_counter() - t0)
         records.append(rec)
-        # rewritten after every workload: a run cut short keeps what it measured
-        write_raw(path, {"gpu": gpu_identity(), "ceilings": ceilings, "pack": str(args.pack) if args.pack else None,
-                         "bytes_per_key": M.BYTES_PER_KEY, "records": records, "skipped": skipped})
+        save()  # after every workload: a run cut short keeps what it measured
+    save()  # the skipped workloads after the last one measured (or all of them)
     print(f"raw results: {path}")
     print("\n".join(summarize(records)))
     return 0

@@ -90,7 +90,12 @@ def test_quick_tune_export_load_select_round_trip(tmp_path, capsys):
     capsys.readouterr()
     assert tune("export", "--out", str(tmp_path / "plain" / "pack"), "--db", db) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"error: {tmp_path / 'plain' / 'pack'}: Not a directory", err
+    assert err == f"error: cannot write the pack to {tmp_path / 'plain' / 'pack'}: Not a directory", err
+    # the same for the dashboard's report file, and a path with rich markup in it prints as given
+    odd = tmp_path / "plain" / "[red]x" / "r.html"
+    assert tune("dashboard", "--out", str(odd), "--db", db) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: cannot write the report to {odd}: Not a directory", err
     from tuner import runtime
     from tuner.store import Winner, open_store
     from sqlalchemy import select

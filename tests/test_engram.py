@@ -9,6 +9,7 @@ import mmap
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -611,7 +612,15 @@ def test_benchmark_overlap_rounds_summary():
                      "overlap": [{"tokens": 4096, "placement": "host_split", **s,
                                   "variants": [{"override": {"num_warps": 16}, **v}]}]})
     assert line.splitlines()[-1] == ('  with {"num_warps": 16}: lookup 80.0 us, layer 80.0 us, both 88.0 us -> 45.0% '
-                                     'hidden (rounds 37.5-47.5%)')
+                                     'hidden (rounds 37.5-47.5%), exposed 8.0 us vs 8.0')
+    line = B._table({"ceilings": {"d2d_bytes_per_s": 4e12, "h2d_pinned_bytes_per_s": 5e10, "launch_eager_us": 5.0},
+                     "gather_ceilings": {}, "rows": [],
+                     "overlap": [{"tokens": 4096, "placement": "host_split", **s,
+                                  "variants": [{"override": {"DEDUP": True}, "error": "CompilationError: gather"}]}]})
+    assert line.splitlines()[-1] == '  with {"DEDUP": true}: FAILED CompilationError: gather'
+    with pytest.raises(SystemExit):  # not an object: argparse's one-line usage error
+        B._parse(["--prefetch-override", "[1]"])
+    assert B._parse(["--prefetch-override", '{"VEC": 16}']).prefetch_override == [{"VEC": 16}]
     # rounds that carry the layer / lookup ratio print its range
     s2 = B.overlap_summary([{**r, "layer_ratio": x} for r, x in zip(rounds, (1.004, 0.991, 1.012, 1.0))])
     line = B._table({"ceilings": {"d2d_bytes_per_s": 4e12, "h2d_pinned_bytes_per_s": 5e10, "launch_eager_us": 5.0},
@@ -629,6 +638,34 @@ def test_benchmark_overlap_layer_is_resized_when_the_lookup_drifts():
     assert not B.layer_off(80.0, 80.0) and not B.layer_off(81.5, 80.0) and not B.layer_off(78.5, 80.0)
     assert B.layer_off(102.2, 89.9) and B.layer_off(76.0, 80.0)
     assert not B.layer_off(84.0, 80.0, tol=0.06)
+
+
+def test_benchmark_overlap_round_resizes_on_drift(monkeypatch):
+    """``_OverlapCase.round`` sizes the layer on the first round and again only when the round's
+    lookup is more than 2% off the last measured layer; every round records the layer / lookup ratio.
+    The GPU timings are stood in for: (lookup, layer, both) per round, in the order timed."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import engram as B
+    import tuner.timing
+
+    times = iter([100, 100.5, 110, 99, 100, 108, 90, 92, 100, 91, 91.5, 99])
+    monkeypatch.setattr(tuner.timing, "bench", lambda fn, **kw: types.SimpleNamespace(median_us=next(times)))
+    sized = []
+    monkeypatch.setattr(B, "_equal_layer", lambda us, reps: (sized.append(us), ((1, 0), lambda: None))[1])
+
+    class Pf:
+        def submit(self, rows):
+            return types.SimpleNamespace(wait=lambda: None)
+
+    c = B._OverlapCase(Pf(), None)
+    for _ in range(4):
+        c.round(None, 5)
+    assert sized == [100, 90]  # round 1; round 3's lookup (90) is 11% under the last layer (100)
+    assert [r["resized"] for r in c.samples] == [True, False, True, False]
+    assert [round(r["layer_ratio"], 4) for r in c.samples] == [1.005, round(100 / 99, 4), round(92 / 90, 4),
+                                                                round(91.5 / 91, 4)]
+    assert c.samples[1]["hidden_fraction"] == B.hidden_fraction(99, 100, 108)
+    assert set(c.spans) == {"lookup", "layer", "both"} and len(c.spans["both"]) == 4
 
 
 def test_benchmark_ten_x_line_takes_the_smallest_host_baseline():

@@ -51,20 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc = app(args=args, standalone_mode=False, prog_name="tune")
     except (CliError, UnknownKernel, StoreError, PackError) as e:
-        err_console.print(f"error: {e}", highlight=False, soft_wrap=True)
-        return 2
-    except OSError as e:
-        if e.filename is None:  # not a path the user gave (a driver, a socket): a bug to see in full
-            raise
-        # a path that cannot be read or written (tune export --out /read-only/x): one line, exit 2
-        err_console.print(f"error: {e.filename}: {e.strerror or e}", highlight=False, soft_wrap=True)
+        err_console.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
         return 2
     except (typer.Exit, typer.Abort, Exception) as e:
         # click (vendored or not, depending on the typer release) signals usage errors with
         # an exception carrying exit_code 2 and format_message(): one line, no traceback.
         code = getattr(e, "exit_code", None)
         if code == 2 and hasattr(e, "format_message"):
-            err_console.print(f"error: {e.format_message()}", highlight=False, soft_wrap=True)
+            err_console.print(f"error: {e.format_message()}", highlight=False, soft_wrap=True, markup=False)
             return 2
         if isinstance(e, typer.Abort) or type(e).__name__ == "Abort":
             err_console.print("aborted: finished trials are in the database; run again to resume")

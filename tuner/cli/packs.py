@@ -28,6 +28,8 @@ def export(out: Annotated[Path, typer.Option("--out", help="Pack folder to write
         path = export_pack(store, out, name=name, gpu=gpu, kernels=kernels)
     except ExportError as e:
         raise CliError(str(e)) from None
+    except OSError as e:  # the pack folder given cannot be made or written
+        raise CliError(f"cannot write the pack to {out}: {e.strerror or e}") from None
     import json
 
     m = json.loads((path / "manifest.json").read_text())
