@@ -205,16 +205,19 @@ def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int, rounds: int 
     pcfg = prefetch_config(cfg, placement=table.placement) if cap else cfg  # what submit() runs with a pack's config
     kw = {} if priority is None else {"priority": priority}
     base = _OverlapCase(EngramPrefetcher(table, config=pcfg, **kw), None)
-    want = base.pf.submit(rows).wait()
+    want = base.pf.submit(rows).wait() if overrides else None
     cases, failed = [base], []
+
+    def fail(c: _OverlapCase, e: Exception) -> None:
+        failed.append({"override": c.override, "error": f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"})
+
     for o in overrides or []:
         c = _OverlapCase(EngramPrefetcher(table, config={**pcfg, **o}, stream=base.pf.stream), o)
         try:  # a variant must give the same rows as the prefetch it is compared with, bit for bit
-            got = c.pf.submit(rows).wait()
-            if not torch.equal(got, want):
+            if not torch.equal(c.pf.submit(rows).wait(), want):
                 raise AssertionError("output differs from the prefetch config's")
         except Exception as e:  # noqa: BLE001 - a bad variant (compile error, wrong output) must not lose the run
-            failed.append({"override": o, "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"})
+            fail(c, e)
             continue
         cases.append(c)
     for _ in range(max(1, rounds)):
@@ -224,7 +227,7 @@ def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int, rounds: int 
             except Exception as e:  # noqa: BLE001
                 if c is base:
                     raise
-                failed.append({"override": c.override, "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"})
+                fail(c, e)
                 cases.remove(c)
     return {**overlap_summary(base.samples), "gemms": base.shape[0], "fill_cols": base.shape[1], "config": pcfg,
             "stream_priority": base.pf.stream.priority, "spans": base.spans,
@@ -447,15 +450,12 @@ def _table(result: dict[str, Any]) -> str:
     # Every host placement against the smallest CPU-gather baseline of the host placements (the same rows
     # gathered on the CPU; one process's baselines have ranged 354-685 us for the same op, run 91), so a slow
     # baseline sample cannot make a ratio. host_split's own baseline adds a GPU index_select and a cat.
-    host256 = {}
-    base256 = {}
-    for r in result["rows"]:
-        if r["tokens"] == 256 and r["placement"] != "hbm":
-            size = r["table_rows"]
-            base256[size] = min(base256.get(size, float("inf")), r["torch_eager"]["median_us"])
-    for r in result["rows"]:
-        if r["tokens"] == 256 and r["placement"] != "hbm":
-            host256[f"{r['placement']} {r['table_rows'] >> 20}M"] = base256[r["table_rows"]] / r["kernel"]["median_us"]
+    host_rows = [r for r in result["rows"] if r["tokens"] == 256 and r["placement"] != "hbm"]
+    base256: dict[int, float] = {}
+    for r in host_rows:
+        base256[r["table_rows"]] = min(base256.get(r["table_rows"], float("inf")), r["torch_eager"]["median_us"])
+    host256 = {f"{r['placement']} {r['table_rows'] >> 20}M": base256[r["table_rows"]] / r["kernel"]["median_us"]
+               for r in host_rows}
     hbm = [r["hbm_fraction"] for r in result["rows"] if r["tokens"] >= 4096 and r["placement"] == "hbm"]
     if host256:
         lines.append("target host lookup >= 10x CPU gather at T=256: " +

@@ -32,7 +32,7 @@ from _results import save_raw  # noqa: E402
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    from engram import _int, _ints  # benchmarks/engram.py
+    from engram import _int, _ints, _json_object  # benchmarks/engram.py
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pack", type=Path, default=None, help="kernel pack folder (the lookup's config; defaults if absent)")
@@ -41,7 +41,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tokens", type=_int, default=4096, help="T (24 rows a token)")
     p.add_argument("--table-rows", type=_int, default=8 << 20, help="table rows, K/M suffixes allowed")
     p.add_argument("--clusters", type=_ints, default=[2], help="comma list of prefetch clusters (two CTAs each)")
-    p.add_argument("--override", type=json.loads, action="append", default=[],
+    p.add_argument("--override", type=_json_object, action="append", default=[],
                    help="JSON object merged into the prefetch config, one case each (e.g. '{\"STREAM\": false}'); "
                         "repeatable; the prefetch config as EngramPrefetcher runs it (PREFETCH_TILE) comes first")
     p.add_argument("--reps", type=int, default=10, help="eager repetitions of each phase")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 17, call 1 (run 90's probe first, folded in to save a machine start): engram (issue 6) with the current source: tune the pack's eight 8M points (T = 256 / 4096, four
+# Session 17, call 1: run 90's probe first (folded in to save a machine start; run 90 never ran on its own), then
+# engram (issue 6) with the current source: tune the pack's eight 8M points (T = 256 / 4096, four
 # placements; the study for this source hash starts from the earlier source's best configs), export and verify the
 # pack, then the benchmark in one process: every placement at T = 256 / 4096 / 16384, overlap at T = 256 / 4096 with
 # five rounds.

@@ -187,8 +187,9 @@ def dashboard_cmd(out: Annotated[Optional[Path], typer.Option("--out", help="HTM
         finally:
             httpd.server_close()
         return
+    out = out or Path("report.html")
     try:
-        path = write_report(store, out or Path("report.html"), pack=pack, threshold=thr)
+        path = write_report(store, out, pack=pack, threshold=thr)
     except OSError as e:  # the report file given cannot be written
-        raise CliError(f"cannot write the report to {out or Path('report.html')}: {e.strerror or e}") from None
+        raise CliError(f"cannot write the report to {out}: {e.strerror or e}") from None
     console.print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB): open it in a browser, it works offline")
