@@ -810,3 +810,28 @@ def test_prefetch_config_runs_host_tables_as_two_cta_clusters():
     assert E.prefetch_config(hbm, placement="hbm") == hbm  # HBM gathers keep every SM
     with pytest.raises(ValueError, match="clusters"):
         E.prefetch_config(wide, clusters=0)
+
+
+@pytest.mark.parametrize("placement", ["hbm", "host_split"])
+def test_overlap_probe_traffic_kernels(placement):
+    """The overlap probe's traffic-only cases (benchmarks/engram_overlap_probe.py --traffic):
+    ``read`` sums the values it reads, ``write`` writes row + column as bf16, ``stage`` stores the
+    raw values and its dequant gives the lookup's output bit for bit; 4 programs over 37 x 24
+    rows (one partial tile), through the interpreter where there is no GPU."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import engram_overlap_probe as P
+
+    cfg = dict(E.PREFETCH_TILE, ROWS=32)
+    with E.EngramTable(5000, placement, DEV).fill_random_(seed=5) as t:
+        g = torch.Generator().manual_seed(11)
+        rows = torch.randint(0, 5000, (37, E.ROWS_PER_TOKEN), generator=g).to(t.device)
+        flat = rows.reshape(-1).cpu()
+        values = t.codes.index_select(0, flat.to(t.codes.device)).cpu()[:, :E.D]
+        _, sink = P.traffic_launch(t, rows, "read", cfg, programs=4)
+        assert int(sink.long().sum()) == int(values.long().sum()) > 0  # < 2^31: no int32 wrap
+        out, _ = P.traffic_launch(t, rows, "write", cfg, programs=4)
+        want = ((flat[:, None] + torch.arange(E.D)[None, :]) & 127).float().to(torch.bfloat16)
+        assert torch.equal(out.cpu(), want)
+        stage, _ = P.traffic_launch(t, rows, "stage", cfg, programs=4)
+        assert torch.equal(stage.cpu(), values)
+        assert torch.equal(P.stage_dequant(t, stage, rows).float().cpu(), E.reference(t, rows).float().cpu())
