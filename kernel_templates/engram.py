@@ -141,12 +141,14 @@ def _imax(a, b):
 
 @triton.jit
 def _engram_lookup_kernel(
-    codes_ptr, scales_ptr, rows_ptr, perm_ptr, out_ptr,
+    codes_ptr, scales_ptr, rows_ptr, perm_ptr, out_ptr, sout_ptr,
     n_rows, row_begin, table_rows, stride_c, stride_s,
     D: tl.constexpr, N_SCALES: tl.constexpr,
     ROWS: tl.constexpr, VEC: tl.constexpr, DEDUP: tl.constexpr,
-    GRID_SM_FRAC: tl.constexpr, CHUNK_ROWS: tl.constexpr, STREAM: tl.constexpr = False,
+    GRID_SM_FRAC: tl.constexpr, CHUNK_ROWS: tl.constexpr, STREAM: tl.constexpr = False, RAW: tl.constexpr = False,
 ):
+    # RAW (a staged prefetch, never with DEDUP): the rows' values and scales are copied as they are,
+    # into out_ptr ([n, D] uint8) and sout_ptr ([n, N_SCALES] uint8); ``unstage`` dequantizes them later.
     # GRID_SM_FRAC only sizes the persistent grid (launcher); the loop strides by the real count.
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
@@ -181,11 +183,17 @@ def _engram_lookup_kernel(
         evict: tl.constexpr = "evict_first" if STREAM else ""
         vals = tl.load(codes_ptr + base[:, None] + col[None, :], mask=ok[:, None], other=0, eviction_policy=evict)
         sc = tl.load(scales_ptr + sbase[:, None] + scol[None, :], mask=ok[:, None], other=0, eviction_policy=evict)
-        x = fp8_ue8m0_tile_to_f32(vals.to(tl.float8e4nv, bitcast=True), sc).to(tl.bfloat16)
-        if DEDUP:
-            x = tl.gather(x, tl.broadcast_to(src[:, None], (ROWS, D)), 0)
-        tl.store(out_ptr + dst.to(tl.int64)[:, None] * D + col[None, :], x, mask=live[:, None],
-                 cache_modifier=".cs" if STREAM else "")
+        if RAW:
+            tl.store(out_ptr + dst.to(tl.int64)[:, None] * D + col[None, :], vals, mask=live[:, None],
+                     cache_modifier=".cs" if STREAM else "")
+            tl.store(sout_ptr + dst.to(tl.int64)[:, None] * N_SCALES + scol[None, :], sc, mask=live[:, None],
+                     cache_modifier=".cs" if STREAM else "")
+        else:
+            x = fp8_ue8m0_tile_to_f32(vals.to(tl.float8e4nv, bitcast=True), sc).to(tl.bfloat16)
+            if DEDUP:
+                x = tl.gather(x, tl.broadcast_to(src[:, None], (ROWS, D)), 0)
+            tl.store(out_ptr + dst.to(tl.int64)[:, None] * D + col[None, :], x, mask=live[:, None],
+                     cache_modifier=".cs" if STREAM else "")
 
 
 # ----------------------------------------------------------------------------- the table
@@ -614,32 +622,67 @@ def _lookup_constexprs(config: dict[str, Any]) -> dict[str, Any]:
     """The lookup kernel's constexpr arguments for ``config`` (``launch`` and ``lower_signatures``)."""
     return dict(D=D, N_SCALES=N_SCALES, ROWS=config["ROWS"], VEC=config["VEC"], DEDUP=bool(config["DEDUP"]),
                 GRID_SM_FRAC=config["GRID_SM_FRAC"], CHUNK_ROWS=config["CHUNK_ROWS"],
-                STREAM=bool(config.get("STREAM", False)))
+                STREAM=bool(config.get("STREAM", False)), RAW=False)
 
 
 def launch(*, config: dict[str, Any], table: EngramTable, rows: torch.Tensor) -> torch.Tensor:
     """Validate, allocate ``[*rows.shape, 256]`` bf16 and launch the lookup (per chunk)."""
     _check_lookup(table, rows, config)
     out = torch.empty(*rows.shape, D, dtype=torch.bfloat16, device=table.device)
-    n = rows.numel()
+    cptr, sptr = table.kernel_args()
+    _run(config, cptr, sptr, table.codes.stride(0), table.scales.stride(0), table.num_rows, rows.reshape(-1), out,
+         table.device)
+    return out
+
+
+def _run(config: dict[str, Any], cptr: Any, sptr: Any, stride_c: int, stride_s: int, table_rows: int,
+         flat: torch.Tensor, out: torch.Tensor, device: torch.device, sout: torch.Tensor | None = None) -> None:
+    """The lookup kernel over the rows ``flat`` (per chunk) into ``out``; with ``sout`` a raw
+    copy (values into ``out`` uint8, scales into ``sout``: ``stage``)."""
+    n = flat.numel()
     if n == 0:
-        return out
-    flat = rows.reshape(-1)
+        return
     if config["DEDUP"]:
         flat, perm = torch.sort(flat)  # on the device, no host sync: capturable
     else:
         perm = flat                    # unused
     chunk = config["CHUNK_ROWS"] or n
-    sms = _sm_count(table.device)
-    cptr, sptr = table.kernel_args()
+    sms = _sm_count(device)
     meta = dict(_lookup_constexprs(config), num_warps=config["num_warps"], num_stages=config["num_stages"])
-    native = table.device.type == "cuda" and not interpreting()
-    if config.get("NUM_CTAS", 1) > 1 and native and _has_clusters(table.device):
+    meta["RAW"] = sout is not None
+    native = device.type == "cuda" and not interpreting()
+    if config.get("NUM_CTAS", 1) > 1 and native and _has_clusters(device):
         meta["num_ctas"] = config["NUM_CTAS"]  # each program a cluster of CTAs on as many SMs, its tile split
     for begin in range(0, n, chunk):
         grid = (grid_programs(min(chunk, n - begin), config, sms),)
-        _engram_lookup_kernel[grid](cptr, sptr, flat, perm, out, n, begin, table.num_rows, table.codes.stride(0),
-                                    table.scales.stride(0), **meta)
+        _engram_lookup_kernel[grid](cptr, sptr, flat, perm, out, out if sout is None else sout, n, begin, table_rows,
+                                    stride_c, stride_s, **meta)
+
+
+def stage(config: dict[str, Any], table: EngramTable, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first half of a staged lookup: the rows' bytes copied as they are into HBM,
+    ``(values [n, 256] uint8, scales [n, 8] uint8)`` (n = ``rows.numel()``), with the
+    lookup tile of ``config`` (no DEDUP); ``unstage`` turns them into the lookup's output."""
+    _check_lookup(table, rows, config)
+    if config["DEDUP"]:
+        raise ValueError("a staged lookup copies rows in order: DEDUP must be off")
+    n = rows.numel()
+    vals = torch.empty(n, D, dtype=torch.uint8, device=table.device)
+    scales = torch.empty(n, N_SCALES, dtype=torch.uint8, device=table.device)
+    cptr, sptr = table.kernel_args()
+    _run(config, cptr, sptr, table.codes.stride(0), table.scales.stride(0), table.num_rows, rows.reshape(-1), vals,
+         table.device, sout=scales)
+    return vals, scales
+
+
+def unstage(config: dict[str, Any], vals: torch.Tensor, scales: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """Staged rows (``stage``) -> ``[*shape, 256]`` bf16: the lookup kernel with ``config`` over
+    the staged rows in order, as over a split table in HBM (DEDUP and clusters off)."""
+    n = vals.shape[0]
+    out = torch.empty(*shape, D, dtype=torch.bfloat16, device=vals.device)
+    cfg = {k: v for k, v in config.items() if k not in ("NUM_CTAS", "STAGE")}
+    cfg.update(DEDUP=False, CHUNK_ROWS=0)
+    _run(cfg, vals, scales, D, N_SCALES, n, torch.arange(n, device=vals.device), out, vals.device)
     return out
 
 
@@ -716,12 +759,18 @@ def prefetch_config(config: dict[str, Any], placement: str = "host", clusters: i
 
 
 class PrefetchHandle:
-    """One lookup in flight: ``wait()`` makes the current stream wait for it and returns the output."""
+    """One lookup in flight: ``wait()`` makes the current stream wait for it and returns the output.
 
-    def __init__(self, out: torch.Tensor, event: Any | None, keep: tuple[Any, ...] = ()) -> None:
+    A staged lookup (``finish`` given) holds the staged rows; its first ``wait()`` runs
+    ``finish`` (the dequant, ``unstage``) on the current stream, and later ones return that output.
+    """
+
+    def __init__(self, out: torch.Tensor | None, event: Any | None, keep: tuple[Any, ...] = (),
+                 finish: Any | None = None) -> None:
         self._out = out
         self._event = event
         self._keep = keep
+        self._finish = finish
 
     def ready(self) -> bool:
         """True when the lookup has finished (never blocks)."""
@@ -730,9 +779,13 @@ class PrefetchHandle:
     def wait(self) -> torch.Tensor:
         """Order the current stream after the lookup (no host sync) and return ``[..., 256]`` bf16."""
         if self._event is not None:
-            cur = torch.cuda.current_stream(self._out.device)
+            cur = torch.cuda.current_stream(self._keep[0].device)
             cur.wait_event(self._event)
-            self._out.record_stream(cur)  # the allocator must not recycle it while cur uses it
+            for t in (self._out, *self._keep[1:]):
+                if t is not None:
+                    t.record_stream(cur)  # the allocator must not recycle them while cur uses them
+        if self._finish is not None:
+            self._out, self._finish = self._finish(), None
         return self._out
 
 
@@ -760,6 +813,8 @@ class EngramPrefetcher:
         """Start the lookup of ``rows`` on the side stream; returns its handle."""
         cfg = self.config or prefetch_config(runtime.select("engram", _workload_of(self.table, rows)).config,
                                              self.table.placement, self.clusters, _sm_count(self.table.device))
+        if cfg.get("STAGE"):
+            return self._submit_staged(cfg, rows)
         if self.stream is None:
             return PrefetchHandle(launch(config=cfg, table=self.table, rows=rows), None)
         self.stream.wait_stream(torch.cuda.current_stream(self.table.device))
@@ -769,6 +824,22 @@ class EngramPrefetcher:
             ev.record(self.stream)
         rows.record_stream(self.stream)  # freed by the caller on its stream: not reused before we read it
         return PrefetchHandle(out, ev, (rows,))
+
+    def _submit_staged(self, cfg: dict[str, Any], rows: torch.Tensor) -> PrefetchHandle:
+        """STAGE: the side stream copies the rows' bytes into HBM; ``wait()`` dequantizes them on
+        the consumer's stream with the pack's config for an HBM table of this shape."""
+        hbm = runtime.select("engram", dict(_workload_of(self.table, rows), placement="hbm")).config
+        shape = tuple(rows.shape)
+        if self.stream is None:
+            vals, scales = stage(cfg, self.table, rows)
+            return PrefetchHandle(unstage(hbm, vals, scales, shape), None)
+        self.stream.wait_stream(torch.cuda.current_stream(self.table.device))
+        with torch.cuda.stream(self.stream):
+            vals, scales = stage(cfg, self.table, rows)
+            ev = torch.cuda.Event()
+            ev.record(self.stream)
+        rows.record_stream(self.stream)
+        return PrefetchHandle(None, ev, (rows, vals, scales), finish=lambda: unstage(hbm, vals, scales, shape))
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -918,13 +989,16 @@ baselines = {"torch_eager": _torch_eager}
 # ----------------------------------------------------------------------------- lowering
 
 def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[Any, dict[str, str], dict[str, Any]]]:
-    """The lookup launch ``launch`` does (chunks repeat the same compiled kernel).
+    """The lookup launch ``launch`` does (chunks repeat the same compiled kernel); with
+    ``STAGE`` in ``config``, the raw copy ``stage`` launches (a staged prefetch's first half).
 
     Needs ``TRITON_INTERPRET`` unset (the interpreter wraps the kernel in a non-compilable object).
     """
-    sig = {"codes_ptr": "*u8", "scales_ptr": "*u8", "rows_ptr": "*i64", "perm_ptr": "*i64", "out_ptr": "*bf16",
-           "n_rows": "i32", "row_begin": "i32", "table_rows": "i32", "stride_c": "i32", "stride_s": "i32"}
-    cx = _lookup_constexprs(config)
+    raw = bool(config.get("STAGE", False))
+    out = "*u8" if raw else "*bf16"
+    sig = {"codes_ptr": "*u8", "scales_ptr": "*u8", "rows_ptr": "*i64", "perm_ptr": "*i64", "out_ptr": out,
+           "sout_ptr": out, "n_rows": "i32", "row_begin": "i32", "table_rows": "i32", "stride_c": "i32", "stride_s": "i32"}
+    cx = dict(_lookup_constexprs(config), RAW=raw)
     return [(_engram_lookup_kernel, {**sig, **{k: "constexpr" for k in cx}}, cx)]
 
 

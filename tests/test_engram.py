@@ -433,7 +433,8 @@ def test_space_matches_kernel_and_defaults(monkeypatch):
 
     params = inspect.signature(E._engram_lookup_kernel.fn).parameters
     constexprs = {n for n, p in params.items() if "constexpr" in str(p.annotation)}
-    assert set(S.SPACE) == (constexprs - {"D", "N_SCALES"}) | {"num_warps", "num_stages"}
+    # RAW is the staged prefetch's copy mode (``stage``), not a tuning axis
+    assert set(S.SPACE) == (constexprs - {"D", "N_SCALES", "RAW"}) | {"num_warps", "num_stages"}
     for w in S.WORKLOADS + S.SMALL_WORKLOADS:
         cfg = E.default_config(w)
         assert S.SPACE.contains(cfg) and S.constraints(cfg, w), w
@@ -471,6 +472,12 @@ for fn, sig, cx in E.lower_signatures(wl, dict(pre, STREAM=True)):  # evict-firs
                        options={"num_warps": pre["num_warps"], "num_stages": pre["num_stages"], "num_ctas": 2})
     assert "L1::evict_first" in k.asm["ptx"] and "st.global.cs" in k.asm["ptx"]
     done.append(["stream", cx["STREAM"], 90])
+for fn, sig, cx in E.lower_signatures(wl, dict(pre, STREAM=True, STAGE=True)):  # a staged prefetch's raw copy
+    for cc in (90, 100):
+        k = triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
+                           options={"num_warps": pre["num_warps"], "num_stages": pre["num_stages"], "num_ctas": 2})
+        assert cx["RAW"] and "e4m3" not in k.asm["ptx"] and "bf16" not in k.asm["ptx"]  # bytes copied, nothing decoded
+        done.append(["stage", cx["RAW"], cc])
 fn, sig, cx = E.lower_hash_signature(E.hash_config(256))
 for cc in (90, 100):
     triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
@@ -484,7 +491,8 @@ def test_lower_compiles_sm90_sm100():
     done = run_clean(_LOWER)
     assert sorted(map(tuple, done)) == sorted([("lookup", True, 90), ("lookup", True, 100), ("lookup", False, 90),
                                                ("lookup", False, 100), ("hash", False, 90), ("hash", False, 100),
-                                               ("prefetch", False, 90), ("prefetch", False, 100), ("stream", True, 90)])
+                                               ("prefetch", False, 90), ("prefetch", False, 100), ("stream", True, 90),
+                                               ("stage", True, 90), ("stage", True, 100)])
 
 
 _LOWER_SM90_DEFAULTS = r"""
@@ -835,3 +843,32 @@ def test_overlap_probe_traffic_kernels(placement):
         stage, _ = P.traffic_launch(t, rows, "stage", cfg, programs=4)
         assert torch.equal(stage.cpu(), values)
         assert torch.equal(P.stage_dequant(t, stage, rows).float().cpu(), E.reference(t, rows).float().cpu())
+
+
+@pytest.mark.parametrize("placement", ["hbm", "host", "host_split"])
+def test_staged_prefetch_equals_reference(placement):
+    """STAGE: the prefetch copies the rows' bytes into HBM (``stage``: values and scales as they
+    are) and ``wait()`` dequantizes them (``unstage``); several handles in flight, rows out of
+    range (zeros, as the lookup gives), a partial tile, and a second ``wait()`` returning the
+    same output."""
+    cfg = dict(_cfg(), **E.PREFETCH_TILE, GRID_SM_FRAC=0.5, STAGE=True)
+    cfg["ROWS"] = 16
+    with E.EngramTable(3000, placement, DEV).fill_random_(seed=9) as t:
+        g = torch.Generator().manual_seed(4)
+        batches = [torch.randint(0, 3000, (2, n, 24), generator=g) for n in (1, 5)]
+        batches[1][0, 0, :3] = torch.tensor([-1, 3000, 2999])
+        batches = [b.to(t.device) for b in batches]
+        vals, scales = E.stage(cfg, t, batches[0])
+        assert vals.shape == (48, E.D) and scales.shape == (48, E.N_SCALES) and vals.dtype == torch.uint8
+        assert torch.equal(torch.cat([vals, scales], 1).cpu(), t.gather_packed(batches[0].reshape(-1)).cpu())
+        pf = E.EngramPrefetcher(t, config=cfg)
+        handles = [pf.submit(b) for b in batches]
+        for b, h in reversed(list(zip(batches, handles))):
+            out = h.wait()
+            want = E.reference(t, b.clamp(0, 2999))
+            want[(b < 0) | (b >= 3000)] = 0
+            assert out.shape == (*b.shape, E.D)
+            E.verify(out, want, {})
+            assert h.wait() is out
+        with pytest.raises(ValueError, match="DEDUP"):
+            E.stage(dict(cfg, DEDUP=True), t, batches[0])
