@@ -202,7 +202,7 @@ def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int, rounds: int 
 
     from kernel_templates.engram import EngramPrefetcher, prefetch_config
 
-    pcfg = prefetch_config(cfg, placement=table.placement) if cap else cfg  # what submit() runs with a pack's config
+    pcfg = prefetch_config(cfg, placement=table.placement, rows=rows.numel()) if cap else cfg  # what submit() runs
     kw = {} if priority is None else {"priority": priority}
     base = _OverlapCase(EngramPrefetcher(table, config=pcfg, **kw), None)
     want = base.pf.submit(rows).wait() if overrides else None

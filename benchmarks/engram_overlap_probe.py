@@ -256,7 +256,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ref = E.reference(table, rows)
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         for c, over in ((c, o) for c in args.clusters for o in [{}, *args.override]):
-            cfg = dict(E.prefetch_config(base, table.placement, clusters=c, sms=sms), **over)
+            cfg = dict(E.prefetch_config(base, table.placement, clusters=c, sms=sms, rows=rows.numel()), **over)
             pf = E.EngramPrefetcher(table, config=cfg)
             E.verify(pf.submit(rows).wait(), ref, {})
             alone = _spans(pf, rows, None, "lookup", args.reps)
@@ -266,7 +266,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "alone": {**alone, **_spans(pf, rows, layer, "layer", args.reps)},
                     "both": _spans(pf, rows, layer, "both", args.reps)}
             out["cases"].append(case)
-        cfg = E.prefetch_config(base, table.placement, clusters=args.clusters[0], sms=sms)
+        cfg = dict(E.prefetch_config(base, table.placement, clusters=args.clusters[0], sms=sms), STAGE=False)
         for kind in args.traffic:
             tr = _Traffic(table, kind, cfg, sms)
             case = {"clusters": args.clusters[0], "traffic": kind, "config": cfg}

@@ -552,6 +552,16 @@ PREFETCH_CLUSTERS = 2
 # or more (89.2 vs 78.3%, 87.8 vs 86.2%, 83.2 vs 83.1%); the benchmark's T=256 host_split overlap
 # went 91.1% -> 95.8 / 95.9% (runs 85, 88-89; the spread between processes is as large).
 PREFETCH_TILE = dict(ROWS=128, VEC=8, DEDUP=False, CHUNK_ROWS=0, STREAM=True, num_warps=32, num_stages=3, NUM_CTAS=2)
+# STAGE: the prefetch copies the rows' bytes into HBM as they are (264 B a row written instead of the 512
+# of bf16) and ``wait()`` dequantizes them on the consumer's stream (``stage`` / ``unstage``). Beside the
+# layer's GEMMs the lookup's bf16 writes are what costs most (a write-only kernel from the same four SMs
+# slows the layer 35-52%; the staged copy's own span grows 1-7% against the tile's 10-22%: runs 94-95).
+# In the benchmark's rounds (run 96, two processes) host_split T=4096 hid 91.1 / 91.0% staged against
+# 87.5 / 87.0% (exposed 183 vs 214-223 us, the dequant included); host T=4096 91.4 vs 92.2% (exposed 186
+# vs 161 us) and every T=256 less (the ~2-4 us dequant is all exposed: host_split 84.6 vs 91.7%). So
+# host_split stages from T=4096 (24 rows a token) on; the others, and shorter lookups, do not.
+STAGE_PLACEMENTS = ("host_split",)
+STAGE_MIN_ROWS = 4096 * 24
 # The priority of the prefetcher's own side stream (CUDA: lower is higher). High priority
 # (-1) hid no more than normal: 16 one-CTA programs 57% vs 54% (run 11), two clusters at
 # T=256 91.6 / 91.5% vs 91.1 / 91.4% (host_split / host, run 85, five rounds each).
@@ -743,19 +753,20 @@ def engram_lookup(table: EngramTable, rows: torch.Tensor, config: dict[str, Any]
 
 
 def prefetch_config(config: dict[str, Any], placement: str = "host", clusters: int = PREFETCH_CLUSTERS,
-                    sms: int | None = None) -> dict[str, Any]:
-    """The launch config of a prefetched lookup of a table at ``placement``, from the pack's
-    ``config`` for its shape. Host tables (PCIe-bound): ``clusters`` programs of two CTAs
-    each, 128-row tiles, 32 warps (``PREFETCH_TILE``; see PREFETCH_CLUSTERS for why), on
-    ``sms`` SMs (this GPU's by default). HBM tables keep the pack's config: their gathers
-    need every SM's bytes in flight (T=4096: 24.1 us with 2112 programs, several times that
-    with 16)."""
+                    sms: int | None = None, rows: int = 0) -> dict[str, Any]:
+    """The launch config of a prefetched lookup of ``rows`` rows of a table at ``placement``,
+    from the pack's ``config`` for its shape. Host tables (PCIe-bound): ``clusters`` programs
+    of two CTAs each, 128-row tiles, 32 warps (``PREFETCH_TILE``; see PREFETCH_CLUSTERS for
+    why), on ``sms`` SMs (this GPU's by default), staged (``STAGE``) where ``STAGE_PLACEMENTS``
+    and ``STAGE_MIN_ROWS`` say. HBM tables keep the pack's config: their gathers need every
+    SM's bytes in flight (T=4096: 24.1 us with 2112 programs, several times that with 16)."""
     if placement == "hbm":
         return dict(config)
     if clusters < 1:
         raise ValueError(f"clusters must be >= 1, got {clusters}")
     sms = sms or sm_count_hint()
-    return dict(config, **PREFETCH_TILE, GRID_SM_FRAC=clusters / sms)
+    staged = placement in STAGE_PLACEMENTS and rows >= STAGE_MIN_ROWS
+    return dict(config, **PREFETCH_TILE, GRID_SM_FRAC=clusters / sms, STAGE=staged)
 
 
 class PrefetchHandle:
@@ -812,7 +823,8 @@ class EngramPrefetcher:
     def submit(self, rows: torch.Tensor) -> PrefetchHandle:
         """Start the lookup of ``rows`` on the side stream; returns its handle."""
         cfg = self.config or prefetch_config(runtime.select("engram", _workload_of(self.table, rows)).config,
-                                             self.table.placement, self.clusters, _sm_count(self.table.device))
+                                             self.table.placement, self.clusters, _sm_count(self.table.device),
+                                             rows=rows.numel())
         if cfg.get("STAGE"):
             return self._submit_staged(cfg, rows)
         if self.stream is None:

@@ -805,12 +805,30 @@ def test_gpu_prefetch_streams_several_in_flight():
         torch.cuda.synchronize()
 
 
+@pytest.mark.gpu
+def test_gpu_staged_prefetch_in_flight_beside_tiles():
+    """host_split: a T=4096 lookup (staged: its dequant runs at wait()) in flight with two short
+    ones (the tile), main-stream work between, waited out of order; each equals the reference."""
+    with E.EngramTable(1 << 20, "host_split", "cuda").fill_random_(2) as t:
+        pf = E.EngramPrefetcher(t)
+        batches = [torch.randint(0, t.num_rows, shape, device="cuda") for shape in ((1, 4096, 24), (4, 64, 24),
+                                                                                     (2, 2048, 24))]
+        handles = [pf.submit(r) for r in batches]
+        assert [h._finish is not None for h in handles] == [True, False, True]
+        x = torch.randn(4096, 4096, device="cuda")
+        for _ in range(5):
+            x = x @ x.T / 4096
+        for i in (2, 0, 1):
+            E.verify(handles[i].wait(), E.reference(t, batches[i]), {})
+        torch.cuda.synchronize()
+
+
 def test_prefetch_config_runs_host_tables_as_two_cta_clusters():
     """A host-table prefetch runs PREFETCH_CLUSTERS programs of two-CTA clusters (whole SM
     pairs) with the prefetch tile; an HBM-table prefetch keeps the pack's config."""
     wide = E.default_config(E.Workload(4096, "host", 1 << 20))
     pre = E.prefetch_config(wide, sms=132)
-    assert pre == dict(wide, **E.PREFETCH_TILE, GRID_SM_FRAC=E.PREFETCH_CLUSTERS / 132)
+    assert pre == dict(wide, **E.PREFETCH_TILE, GRID_SM_FRAC=E.PREFETCH_CLUSTERS / 132, STAGE=False)
     assert pre["NUM_CTAS"] == 2 and E.grid_programs(4096 * E.ROWS_PER_TOKEN, pre, 132) == E.PREFETCH_CLUSTERS
     assert E.grid_programs(4096 * E.ROWS_PER_TOKEN, E.prefetch_config(wide, clusters=3, sms=148), 148) == 3
     assert E.grid_programs(5, pre, 132) == 1  # fewer rows than a tile: one program
@@ -818,6 +836,18 @@ def test_prefetch_config_runs_host_tables_as_two_cta_clusters():
     assert E.prefetch_config(hbm, placement="hbm") == hbm  # HBM gathers keep every SM
     with pytest.raises(ValueError, match="clusters"):
         E.prefetch_config(wide, clusters=0)
+
+
+def test_prefetch_config_stages_long_host_split_lookups():
+    """STAGE where run 96 measured it hiding more: host_split from T=4096 on; not host / host_thp, not T=256."""
+    wide = E.default_config(E.Workload(4096, "host_split", 1 << 20))
+    long, short = 4096 * E.ROWS_PER_TOKEN, 256 * E.ROWS_PER_TOKEN
+    assert E.STAGE_MIN_ROWS == long
+    assert E.prefetch_config(wide, "host_split", sms=132, rows=long)["STAGE"] is True
+    assert E.prefetch_config(wide, "host_split", sms=132, rows=short)["STAGE"] is False
+    for placement in ("host", "host_thp"):
+        assert E.prefetch_config(wide, placement, sms=132, rows=long)["STAGE"] is False
+    assert "STAGE" not in E.prefetch_config(wide, "hbm", rows=long)
 
 
 @pytest.mark.parametrize("placement", ["hbm", "host_split"])
