@@ -69,7 +69,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--overlap-rounds", type=int, default=3, help="rounds of (lookup, layer, both) per overlap run")
     p.add_argument("--prefetch-override", type=_json_object, action="append", default=[],
                    help="JSON object laid over the prefetch config, measured beside it in every overlap run (same rounds, "
-                        "interleaved), e.g. '{\"num_warps\": 16}'; repeatable")
+                        "interleaved), e.g. '{\"num_warps\": 16}'; repeatable (host_split from T = 4096 prefetches staged: "
+                        "'{\"STAGE\": false}' compares the tile)")
     p.add_argument("--prefetch-priority", type=int, default=None,
                    help="CUDA priority of the prefetcher's stream (lower is higher; default: the prefetcher's own)")
     p.add_argument("--reps", type=int, default=50, help="timed repetitions per measurement")

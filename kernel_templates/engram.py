@@ -688,6 +688,9 @@ def stage(config: dict[str, Any], table: EngramTable, rows: torch.Tensor) -> tup
 def unstage(config: dict[str, Any], vals: torch.Tensor, scales: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     """Staged rows (``stage``) -> ``[*shape, 256]`` bf16: the lookup kernel with ``config`` over
     the staged rows in order, as over a split table in HBM (DEDUP and clusters off)."""
+    missing = [k for k in CONFIG_KEYS if k not in config]
+    if missing:
+        raise ValueError(f"config lacks {missing} (keys: {list(CONFIG_KEYS)})")
     n = vals.shape[0]
     out = torch.empty(*shape, D, dtype=torch.bfloat16, device=vals.device)
     cfg = {k: v for k, v in config.items() if k not in ("NUM_CTAS", "STAGE")}
@@ -773,29 +776,37 @@ class PrefetchHandle:
     """One lookup in flight: ``wait()`` makes the current stream wait for it and returns the output.
 
     A staged lookup (``finish`` given) holds the staged rows; its first ``wait()`` runs
-    ``finish`` (the dequant, ``unstage``) on the current stream, and later ones return that output.
+    ``finish`` (the dequant, ``unstage``) on the current stream and records a new event after
+    it, so a later ``wait()``, on any stream, waits for the dequant and returns the same output.
     """
 
     def __init__(self, out: torch.Tensor | None, event: Any | None, keep: tuple[Any, ...] = (),
-                 finish: Any | None = None) -> None:
+                 finish: Any | None = None, device: torch.device | None = None) -> None:
         self._out = out
         self._event = event
         self._keep = keep
         self._finish = finish
+        self._device = device if device is not None else (out.device if out is not None else None)
 
     def ready(self) -> bool:
-        """True when the lookup has finished (never blocks)."""
+        """True when the side stream's part has finished (never blocks); a staged lookup's
+        dequant runs at ``wait()`` on the consumer's stream, after which this covers it too."""
         return self._event is None or self._event.query()
 
     def wait(self) -> torch.Tensor:
         """Order the current stream after the lookup (no host sync) and return ``[..., 256]`` bf16."""
         if self._event is not None:
-            cur = torch.cuda.current_stream(self._keep[0].device)
+            cur = torch.cuda.current_stream(self._device)
             cur.wait_event(self._event)
             for t in (self._out, *self._keep[1:]):
                 if t is not None:
                     t.record_stream(cur)  # the allocator must not recycle them while cur uses them
-        if self._finish is not None:
+            if self._finish is not None:
+                self._out, self._finish = self._finish(), None
+                self._keep = self._keep[:1]  # the staged rows: recorded on cur above, freed once it is done
+                self._event = torch.cuda.Event()
+                self._event.record(cur)  # a later wait(), on any stream, orders after the dequant
+        elif self._finish is not None:
             self._out, self._finish = self._finish(), None
         return self._out
 
@@ -806,6 +817,8 @@ class EngramPrefetcher:
     ``submit(rows)`` orders the side stream after the current one (the rows were made
     there), launches the lookup into a fresh output and records an event; each handle
     owns its buffer, so several may be in flight. Without CUDA it runs synchronously.
+    A staged config (``STAGE``, host_split from ``STAGE_MIN_ROWS`` rows by default) copies
+    the rows' bytes on the side stream and dequantizes them at the handle's ``wait()``.
     With ``config=None`` each lookup runs with ``prefetch_config`` of the pack's config for
     its shape (host tables: ``clusters`` two-CTA clusters); a given ``config`` runs as is.
     Without a given ``stream`` it makes its own at ``priority`` (``PREFETCH_PRIORITY``).
@@ -851,7 +864,8 @@ class EngramPrefetcher:
             ev = torch.cuda.Event()
             ev.record(self.stream)
         rows.record_stream(self.stream)
-        return PrefetchHandle(None, ev, (rows, vals, scales), finish=lambda: unstage(hbm, vals, scales, shape))
+        return PrefetchHandle(None, ev, (rows, vals, scales), finish=lambda: unstage(hbm, vals, scales, shape),
+                              device=self.table.device)
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -1007,6 +1021,8 @@ def lower_signatures(workload: Workload, config: dict[str, Any]) -> list[tuple[A
     Needs ``TRITON_INTERPRET`` unset (the interpreter wraps the kernel in a non-compilable object).
     """
     raw = bool(config.get("STAGE", False))
+    if raw and config["DEDUP"]:
+        raise ValueError("a staged lookup copies rows in order: DEDUP must be off")
     out = "*u8" if raw else "*bf16"
     sig = {"codes_ptr": "*u8", "scales_ptr": "*u8", "rows_ptr": "*i64", "perm_ptr": "*i64", "out_ptr": out,
            "sout_ptr": out, "n_rows": "i32", "row_begin": "i32", "table_rows": "i32", "stride_c": "i32", "stride_s": "i32"}

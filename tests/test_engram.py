@@ -820,7 +820,14 @@ def test_gpu_staged_prefetch_in_flight_beside_tiles():
             x = x @ x.T / 4096
         for i in (2, 0, 1):
             E.verify(handles[i].wait(), E.reference(t, batches[i]), {})
+        # a second wait() on another stream orders after the first one's dequant and returns its output
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            again = handles[0].wait()
+            copy = again.clone()  # on `side`: reads the output only after the dequant
         torch.cuda.synchronize()
+        assert again is handles[0].wait()
+        E.verify(copy, E.reference(t, batches[0]), {})
 
 
 def test_prefetch_config_runs_host_tables_as_two_cta_clusters():
@@ -878,19 +885,24 @@ def test_overlap_probe_traffic_kernels(placement):
 @pytest.mark.parametrize("placement", ["hbm", "host", "host_split"])
 def test_staged_prefetch_equals_reference(placement):
     """STAGE: the prefetch copies the rows' bytes into HBM (``stage``: values and scales as they
-    are) and ``wait()`` dequantizes them (``unstage``); several handles in flight, rows out of
-    range (zeros, as the lookup gives), a partial tile, and a second ``wait()`` returning the
-    same output."""
+    are, zeros for rows out of range) and ``wait()`` dequantizes them (``unstage``); several
+    handles, rows out of range (zeros, as the lookup gives), partial tiles (48 and 240 rows in
+    32-row tiles), and a second ``wait()`` returning the same output."""
     cfg = dict(_cfg(), **E.PREFETCH_TILE, GRID_SM_FRAC=0.5, STAGE=True)
-    cfg["ROWS"] = 16
+    cfg["ROWS"] = 32
     with E.EngramTable(3000, placement, DEV).fill_random_(seed=9) as t:
         g = torch.Generator().manual_seed(4)
         batches = [torch.randint(0, 3000, (2, n, 24), generator=g) for n in (1, 5)]
         batches[1][0, 0, :3] = torch.tensor([-1, 3000, 2999])
         batches = [b.to(t.device) for b in batches]
-        vals, scales = E.stage(cfg, t, batches[0])
-        assert vals.shape == (48, E.D) and scales.shape == (48, E.N_SCALES) and vals.dtype == torch.uint8
-        assert torch.equal(torch.cat([vals, scales], 1).cpu(), t.gather_packed(batches[0].reshape(-1)).cpu())
+        for b in batches:
+            vals, scales = E.stage(cfg, t, b)
+            flat = b.reshape(-1)
+            bad = ((flat < 0) | (flat >= 3000)).cpu()
+            assert vals.shape == (flat.numel(), E.D) and scales.shape == (flat.numel(), E.N_SCALES)
+            want = t.gather_packed(flat.clamp(0, 2999)).cpu()
+            want[bad] = 0
+            assert torch.equal(torch.cat([vals, scales], 1).cpu(), want)
         pf = E.EngramPrefetcher(t, config=cfg)
         handles = [pf.submit(b) for b in batches]
         for b, h in reversed(list(zip(batches, handles))):
@@ -902,3 +914,30 @@ def test_staged_prefetch_equals_reference(placement):
             assert h.wait() is out
         with pytest.raises(ValueError, match="DEDUP"):
             E.stage(dict(cfg, DEDUP=True), t, batches[0])
+        with pytest.raises(ValueError, match="DEDUP"):
+            E.lower_signatures(E.Workload(1, placement, 3000), dict(cfg, DEDUP=True))
+        with pytest.raises(ValueError, match="lacks"):
+            E.unstage({"ROWS": 16}, vals, scales, (vals.shape[0],))
+
+
+def test_prefetch_handle_runs_its_finish_once():
+    """A staged handle's dequant (``finish``) runs at the first ``wait()`` only; later waits
+    return the same output (the CPU form: no event)."""
+    calls = []
+
+    def finish():
+        calls.append(1)
+        return torch.ones(3)
+
+    h = E.PrefetchHandle(None, None, (torch.zeros(1),), finish=finish)
+    assert h.ready()
+    first = h.wait()
+    assert h.wait() is first and len(calls) == 1 and torch.equal(first, torch.ones(3))
+
+
+def test_overlap_probe_override_cannot_stage():
+    """The probe's spans end at the side stream's end: a staged override (its dequant at wait())
+    is a usage error, not a number that leaves the dequant out."""
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "engram_overlap_probe.py"), "--override",
+                        '{"STAGE": true}'], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "cannot stage" in r.stderr and "Traceback" not in r.stderr, r.stderr[-2000:]
