@@ -795,19 +795,19 @@ class PrefetchHandle:
 
     def wait(self) -> torch.Tensor:
         """Order the current stream after the lookup (no host sync) and return ``[..., 256]`` bf16."""
+        cur = None
         if self._event is not None:
             cur = torch.cuda.current_stream(self._device)
             cur.wait_event(self._event)
             for t in (self._out, *self._keep[1:]):
                 if t is not None:
                     t.record_stream(cur)  # the allocator must not recycle them while cur uses them
-            if self._finish is not None:
-                self._out, self._finish = self._finish(), None
-                self._keep = self._keep[:1]  # the staged rows: recorded on cur above, freed once it is done
+        if self._finish is not None:
+            self._out, self._finish = self._finish(), None
+            self._keep = self._keep[:1]  # the staged rows: recorded on cur above, freed once it is done
+            if cur is not None:
                 self._event = torch.cuda.Event()
                 self._event.record(cur)  # a later wait(), on any stream, orders after the dequant
-        elif self._finish is not None:
-            self._out, self._finish = self._finish(), None
         return self._out
 
 
@@ -840,14 +840,7 @@ class EngramPrefetcher:
                                              rows=rows.numel())
         if cfg.get("STAGE"):
             return self._submit_staged(cfg, rows)
-        if self.stream is None:
-            return PrefetchHandle(launch(config=cfg, table=self.table, rows=rows), None)
-        self.stream.wait_stream(torch.cuda.current_stream(self.table.device))
-        with torch.cuda.stream(self.stream):
-            out = launch(config=cfg, table=self.table, rows=rows)
-            ev = torch.cuda.Event()
-            ev.record(self.stream)
-        rows.record_stream(self.stream)  # freed by the caller on its stream: not reused before we read it
+        out, ev = self._on_side(lambda: launch(config=cfg, table=self.table, rows=rows), rows)
         return PrefetchHandle(out, ev, (rows,))
 
     def _submit_staged(self, cfg: dict[str, Any], rows: torch.Tensor) -> PrefetchHandle:
@@ -855,17 +848,22 @@ class EngramPrefetcher:
         the consumer's stream with the pack's config for an HBM table of this shape."""
         hbm = runtime.select("engram", dict(_workload_of(self.table, rows), placement="hbm")).config
         shape = tuple(rows.shape)
-        if self.stream is None:
-            vals, scales = stage(cfg, self.table, rows)
-            return PrefetchHandle(unstage(hbm, vals, scales, shape), None)
-        self.stream.wait_stream(torch.cuda.current_stream(self.table.device))
-        with torch.cuda.stream(self.stream):
-            vals, scales = stage(cfg, self.table, rows)
-            ev = torch.cuda.Event()
-            ev.record(self.stream)
-        rows.record_stream(self.stream)
+        (vals, scales), ev = self._on_side(lambda: stage(cfg, self.table, rows), rows)
         return PrefetchHandle(None, ev, (rows, vals, scales), finish=lambda: unstage(hbm, vals, scales, shape),
                               device=self.table.device)
+
+    def _on_side(self, work: Any, rows: torch.Tensor) -> tuple[Any, Any | None]:
+        """``work()`` on the side stream, ordered after the current one (the rows were made there):
+        its result and the event recorded after it. Without CUDA it runs here, with no event."""
+        if self.stream is None:
+            return work(), None
+        self.stream.wait_stream(torch.cuda.current_stream(self.table.device))
+        with torch.cuda.stream(self.stream):
+            result = work()
+            ev = torch.cuda.Event()
+            ev.record(self.stream)
+        rows.record_stream(self.stream)  # freed by the caller on its stream: not reused before we read it
+        return result, ev
 
 
 # ----------------------------------------------------------------------------- workloads
