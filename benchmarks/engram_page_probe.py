@@ -1,0 +1,217 @@
+"""Does a host-table lookup slow down with the table's size, and is it the GPU's page size?
+
+Run 101 measured a 32M-row host table about 2x slower than an 8M one at T = 4096 (not at
+T = 256); HBM tables do not slow down. Pinned host memory (cudaHostAlloc, or THP memory
+registered with cudaHostRegister) is mapped into the GPU's page tables in small pages, so a
+random gather over a large table may miss the GPU's TLBs. This probe times the same lookup
+(same rows, same config) over host tables of several sizes, each in two kinds of memory:
+
+- ``pinned``: the ``host`` placement (``EngramTable``, cudaHostAlloc);
+- ``vmm``: host memory from the CUDA driver's virtual memory API (``cuMemCreate`` with a
+  host NUMA location, ``cuMemMap``, access for the GPU and the CPU), mapped at the driver's
+  allocation granularity (reported; 2 MB would mean large GPU pages).
+
+Both kinds hold the same bytes (copied) and every vmm lookup is checked equal to the pinned
+one before it is timed. Probe only: nothing here is a template placement.
+
+    python3 benchmarks/engram_page_probe.py --rows 1M,8M,32M --tokens 256,4096 --out $OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/_results.py (benchmarks is not a package)
+
+from _results import save_raw  # noqa: E402
+
+# CUDA driver API values (cuda.h)
+_PINNED = 1                 # CU_MEM_ALLOCATION_TYPE_PINNED
+_LOC_DEVICE, _LOC_HOST, _LOC_HOST_NUMA = 1, 2, 3
+_GRAN_RECOMMENDED = 1       # CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
+_RW = 3                     # CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+
+
+class _Loc(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+class _AllocFlags(ctypes.Structure):
+    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
+                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+
+
+class _Prop(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int), ("location", _Loc),
+                ("win32HandleMetaData", ctypes.c_void_p), ("allocFlags", _AllocFlags)]
+
+
+class _Access(ctypes.Structure):
+    _fields_ = [("location", _Loc), ("flags", ctypes.c_int)]
+
+
+class VmmHost:
+    """``nbytes`` of host memory mapped through the driver's VMM API, readable by the GPU
+    (UVA) and by the CPU at one virtual address. ``close()`` unmaps and releases."""
+
+    def __init__(self, nbytes: int, device: int = 0) -> None:
+        self.cu = ctypes.CDLL("libcuda.so.1")
+        self.ptr = ctypes.c_uint64(0)
+        self.handle = ctypes.c_uint64(0)
+        self.size = 0
+        errors = []
+        for loc in (_LOC_HOST_NUMA, _LOC_HOST):
+            prop = _Prop(type=_PINNED, requestedHandleTypes=0, location=_Loc(loc, 0))
+            gran = ctypes.c_size_t(0)
+            rc = self.cu.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(prop), _GRAN_RECOMMENDED)
+            if rc:
+                errors.append(f"location {loc}: granularity rc={rc}")
+                continue
+            self.granularity = gran.value
+            self.size = -(-nbytes // gran.value) * gran.value
+            rc = self.cu.cuMemCreate(ctypes.byref(self.handle), ctypes.c_size_t(self.size), ctypes.byref(prop),
+                                     ctypes.c_ulonglong(0))
+            if rc:
+                errors.append(f"location {loc}: cuMemCreate rc={rc}")
+                continue
+            self.location = loc
+            break
+        else:
+            raise RuntimeError("; ".join(errors))
+        self._check(self.cu.cuMemAddressReserve(ctypes.byref(self.ptr), ctypes.c_size_t(self.size),
+                                                ctypes.c_size_t(self.granularity), ctypes.c_uint64(0),
+                                                ctypes.c_ulonglong(0)), "cuMemAddressReserve")
+        self._check(self.cu.cuMemMap(self.ptr, ctypes.c_size_t(self.size), ctypes.c_size_t(0), self.handle,
+                                     ctypes.c_ulonglong(0)), "cuMemMap")
+        acc = _Access(_Loc(_LOC_DEVICE, device), _RW)
+        self._check(self.cu.cuMemSetAccess(self.ptr, ctypes.c_size_t(self.size), ctypes.byref(acc),
+                                           ctypes.c_size_t(1)), "cuMemSetAccess (device)")
+        # CPU access is not needed here (filled with cuMemcpy); recorded for the notes.
+        host = _Access(_Loc(self.location, 0), _RW)
+        self.cpu_access_rc = self.cu.cuMemSetAccess(self.ptr, ctypes.c_size_t(self.size), ctypes.byref(host),
+                                                    ctypes.c_size_t(1))
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc:
+            raise RuntimeError(f"{what} failed: CUresult {rc}")
+
+    def copy_from(self, src_ptr: int, nbytes: int) -> None:
+        """Copy ``nbytes`` from any CUDA-visible address (unified addressing) and wait."""
+        self._check(self.cu.cuMemcpy(self.ptr, ctypes.c_uint64(src_ptr), ctypes.c_size_t(nbytes)), "cuMemcpy")
+
+    def close(self) -> None:
+        if self.size:
+            self.cu.cuMemUnmap(self.ptr, ctypes.c_size_t(self.size))
+            self.cu.cuMemRelease(self.handle)
+            self.cu.cuMemAddressFree(self.ptr, ctypes.c_size_t(self.size))
+            self.size = 0
+
+
+def vmm_table(src: Any, mem: VmmHost) -> Any:
+    """An ``EngramTable`` of placement ``host`` whose rows live in ``mem`` (a copy of ``src``'s)."""
+    import torch
+
+    from kernel_templates import engram as E
+
+    t = E.EngramTable.__new__(E.EngramTable)
+    t.__dict__.update({k: v for k, v in src.__dict__.items()})
+    t.registered, t._mmap, t._reg_ptr, t.huge_page_bytes = False, None, 0, 0
+    mem.copy_from(src.data.data_ptr(), src.num_rows * E.ROW_BYTES)
+    # A CPU tensor over the mapping's address: never read on the CPU here, only its data_ptr()
+    # reaches the kernel (as for pinned tables, via _UVAPointer).
+    nbytes = src.num_rows * E.ROW_BYTES
+    data = torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(mem.ptr.value), dtype=torch.uint8)
+    data = data.view(src.num_rows, E.ROW_BYTES)
+    t._data, t._codes, t._scales = data, data[:, :E.D], data[:, E.D:]
+    return t
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tuner.cli.common import parse_count
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", default="1M,8M,32M,64M", help="table sizes (K/M suffixes)")
+    ap.add_argument("--tokens", default="256,4096", help="tokens a lookup (24 rows each)")
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from engram import zipf_rows  # benchmarks/engram.py
+    from kernel_templates import engram as E
+    from tuner.timing import bench_kernel, gpu_available
+
+    if not gpu_available():
+        raise SystemExit("benchmarks/engram_page_probe.py needs a CUDA GPU (and TRITON_INTERPRET unset)")
+    result: dict[str, Any] = {"probe": "engram_page", "rows": []}
+    lines = [f"{'rows':>5} {'T':>6} {'memory':<7} {'config':<8} {'us':>9} {'GB/s':>7}"]
+    for size in [parse_count(s) for s in args.rows.split(",")]:
+        params = E.make_params(size, seed=0, device="cuda")
+        t0 = time.time()
+        src = E.EngramTable(size, "host", "cuda").fill_random_(seed=0)
+        mem = vt = None
+        try:
+            mem = VmmHost(size * E.ROW_BYTES)
+            vt = vmm_table(src, mem)
+            result.setdefault("vmm", {})[size] = {"location": mem.location, "granularity": mem.granularity,
+                                                   "cpu_access_rc": mem.cpu_access_rc}
+            print(f"{size >> 20}M rows: tables ready in {time.time() - t0:.1f} s; vmm location {mem.location}, "
+                  f"granularity {mem.granularity >> 10} KiB, CPU access rc {mem.cpu_access_rc}", flush=True)
+        except (OSError, RuntimeError) as e:  # the pinned sizes still say whether size matters
+            result.setdefault("vmm", {})[size] = {"error": str(e)}
+            print(f"{size >> 20}M rows: no vmm table ({e})", flush=True)
+        for T in [int(x) for x in args.tokens.split(",")]:
+            _, rows = zipf_rows(params, T)
+            wl = E.Workload(T, "host", size)
+            cfgs = {"default": E.default_config(wl)}
+            cfgs["dedup" if not cfgs["default"]["DEDUP"] else "no-dedup"] = {**cfgs["default"],
+                                                                             "DEDUP": not cfgs["default"]["DEDUP"]}
+            for name, cfg in cfgs.items():
+                E.verify(E.launch(config=cfg, table=src, rows=rows), E.reference(table=src, rows=rows),
+                         {"table": src, "rows": rows})
+                tables = [("pinned", src)]
+                if vt is not None:
+                    try:
+                        same = torch.equal(E.launch(config=cfg, table=src, rows=rows),
+                                           E.launch(config=cfg, table=vt, rows=rows))
+                    except Exception as e:  # e.g. a launcher that cannot use the mapping: keep the pinned rows
+                        print(f"vmm lookup failed: {str(e).splitlines()[0]}", flush=True)
+                        result["vmm"][size]["launch_error"] = str(e)
+                        vt.close()
+                        vt = None
+                    else:
+                        if not same:
+                            raise SystemExit(f"vmm lookup differs from pinned at {size} rows, T={T}, {name}")
+                        tables.append(("vmm", vt))
+                for memname, table in tables:
+                    tm = bench_kernel(E.SPEC, lambda: E.launch(config=cfg, table=table, rows=rows), reps=args.reps)
+                    nbytes = rows.numel() * E.ROW_BYTES
+                    rec = {"table_rows": size, "tokens": T, "memory": memname, "config_name": name, "config": cfg,
+                           "median_us": tm.median_us, "gb_per_s": nbytes / tm.median_us / 1e3}
+                    result["rows"].append(rec)
+                    lines.append(f"{size >> 20:>4}M {T:>6} {memname:<7} {name:<8} {tm.median_us:>9.1f} "
+                                 f"{rec['gb_per_s']:>7.1f}")
+                    print(lines[-1], flush=True)
+        if vt is not None:
+            vt.close()
+        src.close()
+        del vt
+        if mem is not None:
+            mem.close()
+        torch.cuda.synchronize()
+    save_raw(args.out, "engram_page_probe", result)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
