@@ -173,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             _, rows = zipf_rows(params, T)
             wl = E.Workload(T, "host", size)
             cfgs = {"default": E.default_config(wl)}
-            cfgs["dedup" if not cfgs["default"]["DEDUP"] else "no-dedup"] = {**cfgs["default"],
-                                                                             "DEDUP": not cfgs["default"]["DEDUP"]}
+            if cfgs["default"]["DEDUP"]:  # sorted rows against the hashed order (DEDUP tiles are <= 16 rows)
+                cfgs["no-dedup"] = {**cfgs["default"], "DEDUP": False}
             for name, cfg in cfgs.items():
                 E.verify(E.launch(config=cfg, table=src, rows=rows), E.reference(table=src, rows=rows),
                          {"table": src, "rows": rows})
