@@ -140,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default="1M,8M,32M,64M", help="table sizes (K/M suffixes)")
     ap.add_argument("--tokens", default="256,4096", help="tokens a lookup (24 rows each)")
+    ap.add_argument("--window", default="", help="also time the rows folded into the table's first N rows "
+                    "(rows %% N; K/M suffixes): the same table, the addresses of a smaller one")
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = ap.parse_args(argv)
@@ -148,12 +150,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from engram import zipf_rows  # benchmarks/engram.py
     from kernel_templates import engram as E
-    from tuner.timing import bench_kernel, gpu_available
+    from tuner.timing import gpu_available
 
     if not gpu_available():
         raise SystemExit("benchmarks/engram_page_probe.py needs a CUDA GPU (and TRITON_INTERPRET unset)")
     result: dict[str, Any] = {"probe": "engram_page", "rows": []}
-    lines = [f"{'rows':>5} {'T':>6} {'memory':<7} {'config':<8} {'us':>9} {'GB/s':>7}"]
+    lines = [f"{'rows':>7} {'T':>6} {'memory':<7} {'config':<8} {'us':>9} {'GB/s':>7}"]
     for size in [parse_count(s) for s in args.rows.split(",")]:
         params = E.make_params(size, seed=0, device="cuda")
         t0 = time.time()
@@ -170,37 +172,12 @@ def main(argv: list[str] | None = None) -> int:
             result.setdefault("vmm", {})[size] = {"error": str(e)}
             print(f"{size >> 20}M rows: no vmm table ({e})", flush=True)
         for T in [int(x) for x in args.tokens.split(",")]:
-            _, rows = zipf_rows(params, T)
-            wl = E.Workload(T, "host", size)
-            cfgs = {"default": E.default_config(wl)}
-            if cfgs["default"]["DEDUP"]:  # sorted rows against the hashed order (DEDUP tiles are <= 16 rows)
-                cfgs["no-dedup"] = {**cfgs["default"], "DEDUP": False}
-            for name, cfg in cfgs.items():
-                E.verify(E.launch(config=cfg, table=src, rows=rows), E.reference(table=src, rows=rows),
-                         {"table": src, "rows": rows})
-                tables = [("pinned", src)]
-                if vt is not None:
-                    try:
-                        same = torch.equal(E.launch(config=cfg, table=src, rows=rows),
-                                           E.launch(config=cfg, table=vt, rows=rows))
-                    except Exception as e:  # e.g. a launcher that cannot use the mapping: keep the pinned rows
-                        print(f"vmm lookup failed: {str(e).splitlines()[0]}", flush=True)
-                        result["vmm"][size]["launch_error"] = str(e)
-                        vt.close()
-                        vt = None
-                    else:
-                        if not same:
-                            raise SystemExit(f"vmm lookup differs from pinned at {size} rows, T={T}, {name}")
-                        tables.append(("vmm", vt))
-                for memname, table in tables:
-                    tm = bench_kernel(E.SPEC, lambda: E.launch(config=cfg, table=table, rows=rows), reps=args.reps)
-                    nbytes = rows.numel() * E.ROW_BYTES
-                    rec = {"table_rows": size, "tokens": T, "memory": memname, "config_name": name, "config": cfg,
-                           "median_us": tm.median_us, "gb_per_s": nbytes / tm.median_us / 1e3}
-                    result["rows"].append(rec)
-                    lines.append(f"{size >> 20:>4}M {T:>6} {memname:<7} {name:<8} {tm.median_us:>9.1f} "
-                                 f"{rec['gb_per_s']:>7.1f}")
-                    print(lines[-1], flush=True)
+            _, hashed = zipf_rows(params, T)
+            for win in [0] + ([parse_count(args.window)] if args.window else []):
+                if win >= size:
+                    continue
+                rows = hashed % win if win else hashed
+                _time_rows(args, E, result, lines, size, T, win, rows, src, vt)
         if vt is not None:
             vt.close()
         src.close()
@@ -211,6 +188,42 @@ def main(argv: list[str] | None = None) -> int:
     save_raw(args.out, "engram_page_probe", result)
     print("\n".join(lines))
     return 0
+
+
+def _time_rows(args: argparse.Namespace, E: Any, result: dict[str, Any], lines: list[str], size: int, T: int,
+               win: int, rows: Any, src: Any, vt: Any) -> None:
+    """Verify and time the lookup of ``rows`` over the pinned table and (where it exists) the VMM copy:
+    the default config, and where it dedups (sorts the rows) the same without."""
+    import torch
+
+    from tuner.timing import bench_kernel
+
+    cfgs = {"default": E.default_config(E.Workload(T, "host", size))}
+    if cfgs["default"]["DEDUP"]:  # sorted rows against the hashed order (DEDUP tiles are <= 16 rows)
+        cfgs["no-dedup"] = {**cfgs["default"], "DEDUP": False}
+    for name, cfg in cfgs.items():
+        out = E.launch(config=cfg, table=src, rows=rows)
+        E.verify(out, E.reference(table=src, rows=rows), {"table": src, "rows": rows})
+        tables = [("pinned", src)]
+        if vt is not None:
+            try:
+                same = torch.equal(out, E.launch(config=cfg, table=vt, rows=rows))
+            except Exception as e:  # a launcher that cannot use the mapping: keep the pinned rows
+                print(f"vmm lookup failed: {str(e).splitlines()[0]}", flush=True)
+                result["vmm"][size]["launch_error"] = str(e)
+            else:
+                if not same:
+                    raise SystemExit(f"vmm lookup differs from pinned at {size} rows, T={T}, {name}")
+                tables.append(("vmm", vt))
+        for memname, table in tables:
+            tm = bench_kernel(E.SPEC, lambda: E.launch(config=cfg, table=table, rows=rows), reps=args.reps)
+            nbytes = rows.numel() * E.ROW_BYTES
+            rec = {"table_rows": size, "tokens": T, "window": win, "memory": memname, "config_name": name,
+                   "config": cfg, "median_us": tm.median_us, "gb_per_s": nbytes / tm.median_us / 1e3}
+            result["rows"].append(rec)
+            where = f"{size >> 20}M" + (f"%{win >> 20}M" if win else "")
+            lines.append(f"{where:>7} {T:>6} {memname:<7} {name:<8} {tm.median_us:>9.1f} {rec['gb_per_s']:>7.1f}")
+            print(lines[-1], flush=True)
 
 
 if __name__ == "__main__":
