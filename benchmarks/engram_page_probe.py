@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     from tuner.timing import gpu_available
 
     if not gpu_available():
-        raise SystemExit("benchmarks/engram_page_probe.py needs a CUDA GPU (and TRITON_INTERPRET unset)")
+        print("engram_page_probe.py needs a CUDA GPU (and TRITON_INTERPRET unset)", file=sys.stderr)
+        return 2
     result: dict[str, Any] = {"probe": "engram_page", "rows": []}
     lines = [f"{'rows':>7} {'T':>6} {'memory':<7} {'config':<8} {'us':>9} {'GB/s':>7}"]
     for size in [parse_count(s) for s in args.rows.split(",")]:

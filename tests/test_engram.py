@@ -568,6 +568,14 @@ def test_benchmark_help_on_cpu():
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "engram_overlap_probe.py"), "--help"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "--clusters" in r.stdout, r.stderr[-2000:]
+    page = str(ROOT / "benchmarks" / "engram_page_probe.py")
+    r = subprocess.run([sys.executable, page, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "--window" in r.stdout, r.stderr[-2000:]
+    if DEV == "cpu":  # no GPU: one line and exit 2
+        r = subprocess.run([sys.executable, page, "--rows", "1K"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 2 and r.stderr.strip().endswith("needs a CUDA GPU (and TRITON_INTERPRET unset)"), \
+            r.stderr[-2000:]
     probe = str(ROOT / "benchmarks" / "pcie_link_probe.py")
     r = subprocess.run([sys.executable, probe, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "--cold-sets" in r.stdout, r.stderr[-2000:]
