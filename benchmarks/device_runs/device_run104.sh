@@ -4,7 +4,7 @@
 # then run 91's benchmark on 32M-row tables (overlap at T = 256 / 4096 on the 32M tables), cut short if time runs out.
 set -u
 . benchmarks/device_runs/env.sh
-timeout 290 $T engram --table-rows 32M --retune --trials 6 --budget 220s > "$L/tune.log" 2>&1
+timeout 260 $T engram --table-rows 32M --retune --trials 6 --budget 200s > "$L/tune.log" 2>&1
 echo "[$((SECONDS-t0)) s] tune rc=$?"; grep "│ " "$L/tune.log" | cut -c1-160 | tail -24
 $T export --out packs/nvidia-h200 > "$L/export.log" 2>&1 && $T verify-pack packs/nvidia-h200 >> "$L/export.log" 2>&1
 echo "[$((SECONDS-t0)) s] export rc=$?"; tail -2 "$L/export.log" | cut -c1-200
