@@ -1,4 +1,4 @@
-"""Does a host-table lookup slow down with the table's size, and is it the GPU's page size?
+"""Does a host-table lookup slow down with the table's size, and is it the page size?
 
 Run 101 measured a 32M-row host table about 2x slower than an 8M one at T = 4096 (not at
 T = 256); HBM tables do not slow down. Pinned host memory (cudaHostAlloc, or THP memory
@@ -12,7 +12,13 @@ random gather over a large table may miss the GPU's TLBs. This probe times the s
   allocation granularity (reported; 2 MB would mean large GPU pages).
 
 Both kinds hold the same bytes (copied) and every vmm lookup is checked equal to the pinned
-one before it is timed. Probe only: nothing here is a template placement.
+one before it is timed. ``--window N`` also times the rows folded into the table's first N
+rows: the same table, the addresses of a smaller one. Probe only: nothing here is a template
+placement.
+
+Runs 102-103 (H200, a VM whose IOMMU translates DMA): T = 4096 slows 3.2x from 1M to 64M rows;
+VMM memory (2 MB granularity) is no faster; the 64M table's rows folded into 1M run at the 1M
+table's speed. The cost is the spread of the addresses read, not the GPU's page size.
 
     python3 benchmarks/engram_page_probe.py --rows 1M,8M,32M --tokens 256,4096 --out $OUT
 """
@@ -86,6 +92,13 @@ class VmmHost:
             break
         else:
             raise RuntimeError("; ".join(errors))
+        try:
+            self._map(device)
+        except RuntimeError:
+            self.close()
+            raise
+
+    def _map(self, device: int) -> None:
         self._check(self.cu.cuMemAddressReserve(ctypes.byref(self.ptr), ctypes.c_size_t(self.size),
                                                 ctypes.c_size_t(self.granularity), ctypes.c_uint64(0),
                                                 ctypes.c_ulonglong(0)), "cuMemAddressReserve")
@@ -108,10 +121,12 @@ class VmmHost:
         self._check(self.cu.cuMemcpy(self.ptr, ctypes.c_uint64(src_ptr), ctypes.c_size_t(nbytes)), "cuMemcpy")
 
     def close(self) -> None:
+        """Unmap, release and free what was set up (idempotent; after a failed map too)."""
         if self.size:
-            self.cu.cuMemUnmap(self.ptr, ctypes.c_size_t(self.size))
+            if self.ptr.value:
+                self.cu.cuMemUnmap(self.ptr, ctypes.c_size_t(self.size))
+                self.cu.cuMemAddressFree(self.ptr, ctypes.c_size_t(self.size))
             self.cu.cuMemRelease(self.handle)
-            self.cu.cuMemAddressFree(self.ptr, ctypes.c_size_t(self.size))
             self.size = 0
 
 
