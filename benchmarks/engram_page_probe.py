@@ -1,24 +1,24 @@
-"""Does a host-table lookup slow down with the table's size, and is it the page size?
+"""Does a host-table lookup slow down with the table's size, and does the page size matter?
 
 Run 101 measured a 32M-row host table about 2x slower than an 8M one at T = 4096 (not at
-T = 256); HBM tables do not slow down. Pinned host memory (cudaHostAlloc, or THP memory
-registered with cudaHostRegister) is mapped into the GPU's page tables in small pages, so a
-random gather over a large table may miss the GPU's TLBs. This probe times the same lookup
-(same rows, same config) over host tables of several sizes, each in two kinds of memory:
+T = 256); HBM tables do not slow down. One hypothesis: a random gather over a large table
+misses translation caches (the GPU's, for sysmem mapped in small pages, or the host's). This
+probe times the same lookup (same tokens and config; the rows differ with the table's size,
+as its hash primes do) over host tables of several sizes, each in two kinds of memory:
 
 - ``pinned``: the ``host`` placement (``EngramTable``, cudaHostAlloc);
 - ``vmm``: host memory from the CUDA driver's virtual memory API (``cuMemCreate`` with a
   host NUMA location, ``cuMemMap``, access for the GPU and the CPU), mapped at the driver's
-  allocation granularity (reported; 2 MB would mean large GPU pages).
+  allocation granularity (reported; whether the GPU then uses large pages is not visible).
 
 Both kinds hold the same bytes (copied) and every vmm lookup is checked equal to the pinned
-one before it is timed. ``--window N`` also times the rows folded into the table's first N
-rows: the same table, the addresses of a smaller one. Probe only: nothing here is a template
-placement.
+one before it is timed (pinned is timed first). ``--window N`` also times the rows folded
+into the table's first N rows: the same table, the addresses of a smaller one. Probe only:
+nothing here is a template placement.
 
-Runs 102-103 (H200, a VM whose IOMMU translates DMA): T = 4096 slows 3.2x from 1M to 64M rows;
-VMM memory (2 MB granularity) is no faster; the 64M table's rows folded into 1M run at the 1M
-table's speed. The cost is the spread of the addresses read, not the GPU's page size.
+Runs 102-103 (H200 in a VM): T = 4096 slows 3.2x from 1M to 64M rows; VMM memory (2 MB
+granularity) is no faster; the 64M table's rows folded into 1M run at the 1M table's speed.
+The cost grows with the spread of the addresses read; which translation limits it is open.
 
     python3 benchmarks/engram_page_probe.py --rows 1M,8M,32M --tokens 256,4096 --out $OUT
 """
@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/_results.py (benchmarks is not a package)
 
-from _results import save_raw  # noqa: E402
+from _results import raw_path, write_raw  # noqa: E402
 
 # CUDA driver API values (cuda.h)
 _PINNED = 1                 # CU_MEM_ALLOCATION_TYPE_PINNED
@@ -137,8 +137,10 @@ def vmm_table(src: Any, mem: VmmHost) -> Any:
     from kernel_templates import engram as E
 
     t = E.EngramTable.__new__(E.EngramTable)
-    t.__dict__.update({k: v for k, v in src.__dict__.items()})
-    t.registered, t._mmap, t._reg_ptr, t.huge_page_bytes = False, None, 0, 0
+    # Only the descriptive fields: nothing the source table owns (registration, mapping) is shared.
+    for k in ("device", "num_rows", "requested_placement", "placement", "reason"):
+        setattr(t, k, getattr(src, k))
+    t.pinned, t.registered, t._mmap, t._reg_ptr, t.huge_page_bytes = True, False, None, 0, 0
     mem.copy_from(src.data.data_ptr(), src.num_rows * E.ROW_BYTES)
     # A CPU tensor over the mapping's address: never read on the CPU here, only its data_ptr()
     # reaches the kernel (as for pinned tables, via _UVAPointer).
@@ -171,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         print("engram_page_probe.py needs a CUDA GPU (and TRITON_INTERPRET unset)", file=sys.stderr)
         return 2
     result: dict[str, Any] = {"probe": "engram_page", "rows": []}
+    path = raw_path(args.out, "engram_page_probe")  # rewritten after every size
     lines = [f"{'rows':>7} {'T':>6} {'memory':<7} {'config':<8} {'us':>9} {'GB/s':>7}"]
     for size in [parse_count(s) for s in args.rows.split(",")]:
         params = E.make_params(size, seed=0, device="cuda")
@@ -184,24 +187,29 @@ def main(argv: list[str] | None = None) -> int:
                                                    "cpu_access_rc": mem.cpu_access_rc}
             print(f"{size >> 20}M rows: tables ready in {time.time() - t0:.1f} s; vmm location {mem.location}, "
                   f"granularity {mem.granularity >> 10} KiB, CPU access rc {mem.cpu_access_rc}", flush=True)
-        except (OSError, RuntimeError) as e:  # the pinned sizes still say whether size matters
+        except (OSError, RuntimeError, ValueError, TypeError) as e:  # pinned sizes still say whether size matters
+            if mem is not None:
+                mem.close()
+            mem = vt = None
             result.setdefault("vmm", {})[size] = {"error": str(e)}
             print(f"{size >> 20}M rows: no vmm table ({e})", flush=True)
-        for T in [int(x) for x in args.tokens.split(",")]:
-            _, hashed = zipf_rows(params, T)
-            for win in [0] + ([parse_count(args.window)] if args.window else []):
-                if win >= size:
-                    continue
-                rows = hashed % win if win else hashed
-                _time_rows(args, E, result, lines, size, T, win, rows, src, vt)
-        if vt is not None:
-            vt.close()
-        src.close()
-        del vt
-        if mem is not None:
-            mem.close()
-        torch.cuda.synchronize()
-    save_raw(args.out, "engram_page_probe", result)
+        try:
+            for T in [int(x) for x in args.tokens.split(",")]:
+                _, hashed = zipf_rows(params, T)
+                for win in [0] + ([parse_count(args.window)] if args.window else []):
+                    if 0 < win < size or win == 0:
+                        rows = hashed % win if win else hashed
+                        _time_rows(args, E, result, lines, size, T, win, rows, src, vt)
+        finally:  # a failure keeps what was measured and frees this size's tables
+            write_raw(path, result)
+            if vt is not None:
+                vt.close()
+            src.close()
+            del vt
+            if mem is not None:
+                mem.close()
+            torch.cuda.synchronize()
+    print(f"raw results: {path}")
     print("\n".join(lines))
     return 0
 

@@ -584,6 +584,38 @@ def test_benchmark_help_on_cpu():
         assert r.returncode == 2 and r.stderr.strip() == "pcie_link_probe.py needs a CUDA GPU", r.stderr[-2000:]
 
 
+def test_page_probe_vmm_table_copies_rows_and_owns_nothing():
+    """The page probe's second table (``vmm_table``) is an EngramTable over memory it was
+    handed: same rows as its source through the lookup kernel, and closing it leaves the
+    source table open and unchanged. A plain CPU buffer stands in for the driver's mapping."""
+    import ctypes
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import engram_page_probe as P
+
+    n = 67
+    src = E.EngramTable(n, "host", "cpu").fill_random_(seed=5)
+    buf = (ctypes.c_uint8 * (n * E.ROW_BYTES))()
+
+    class Mem:
+        ptr = ctypes.c_uint64(ctypes.addressof(buf))
+
+        def copy_from(self, src_ptr: int, nbytes: int) -> None:
+            ctypes.memmove(self.ptr.value, src_ptr, nbytes)
+
+    t = P.vmm_table(src, Mem())
+    assert isinstance(t, E.EngramTable) and t.data.data_ptr() == ctypes.addressof(buf)
+    assert not t.registered and t._mmap is None
+    rows = torch.randint(0, n, (2, 3, E.ROWS_PER_TOKEN), generator=torch.Generator().manual_seed(2))
+    cfg = E.default_config(E.Workload(6, "host", n))
+    want = E.launch(config=cfg, table=src, rows=rows)
+    assert torch.equal(E.launch(config=cfg, table=t, rows=rows), want)
+    t.close()
+    assert t.closed and not src.closed
+    assert torch.equal(E.launch(config=cfg, table=src, rows=rows), want)
+    src.close()
+
+
 def test_benchmark_gather_kernel_gathers_rows():
     """The raw 264-B row gather the engram benchmark measures its ceiling with (and the host
     gather probe reuses) equals plain indexing, through the interpreter."""
