@@ -274,6 +274,52 @@ def test_sparse_study_evaluates_its_trials_instead_of_ending_on_rejections(tmp_p
     assert searched >= 24 and pruned < searched, (searched, pruned)
 
 
+def test_trials_count_the_history_and_the_summary_shows_the_new_ones(tmp_path, monkeypatch):
+    """``--trials`` counts a workload's trials in all (earlier runs for the same source and GPU
+    included); each outcome says how many this run measured, and the progress bar is only
+    advanced for those: a resumed or skipped workload still completes its share."""
+    import tuner.study
+    from tuner import registry
+    from tuner.store import open_store
+    from tuner.study import Settings, Tuner
+
+    monkeypatch.setattr(tuner.study, "Worker", _FakeWorker)
+    k = registry.get("moe_routing")
+    wl = [w for w in k.small_workloads][:1]
+    store = open_store(str(tmp_path / "r.db"))
+
+    def run(**kw):
+        done = []
+        out = Tuner(store, k, Settings(patience=100, **kw),
+                    lambda kind, info: done.append(info["outcome"]) if kind == "workload_done" else None).run(wl)
+        assert done == out  # the progress bar hears of every workload, skipped ones too
+        return out[0]
+
+    first = run(n_trials=3)
+    assert (first.evaluated, first.new, first.skipped) == (3, 3, None)
+    again = run(n_trials=3)
+    assert (again.evaluated, again.new) == (3, 0) and again.skipped
+    more = run(n_trials=5, retune=True)
+    assert (more.evaluated, more.new, more.skipped) == (5, 2, None)
+    same = run(n_trials=5, retune=True)  # re-times its finalists, searches nothing new
+    assert (same.evaluated, same.new, same.skipped) == (5, 0, None) and same.winner_us is not None
+
+    from tuner.cli.tune import _counted
+
+    assert [_counted(o) for o in (first, again, more, same)] == [3, 0, 2, 0]
+
+
+def test_tune_summary_has_a_trials_new_column(tmp_path, monkeypatch, capsys):
+    import tuner.study
+
+    monkeypatch.setattr(tuner.study, "Worker", _FakeWorker)
+    db = str(tmp_path / "r.db")
+    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "2", "--db", db) == 0
+    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "2", "--db", db) == 0
+    out = capsys.readouterr().out
+    assert "(new)" in out and "2 (+2)" in out and "2 (+0)" in out, out
+
+
 _LOWER_AS_TARGET = r"""
 import json
 from kernel_templates import mhc, sparse_mqa

@@ -62,13 +62,14 @@ class Outcome:
     """What tuning one workload produced."""
 
     workload_key: str
-    evaluated: int
+    evaluated: int  # trials measured for this workload, source and environment, earlier runs included
     statuses: dict[str, int] = field(default_factory=dict)
     winner: dict[str, Any] | None = None
     winner_us: float | None = None
     default_us: float | None = None
     is_default: bool = True
     skipped: str | None = None
+    new: int = 0  # of ``evaluated``, those measured in this run
 
 
 def _alive(pid: Any) -> bool:
@@ -269,6 +270,7 @@ class Tuner:
         best = min(ok_times) if ok_times else math.inf
         since_best, streak = 0, 0
         base_seed = self._seed(wkey)
+        before = evaluated
         # The budget bounds the search, not coverage: the first trial (the default, enqueued
         # above) runs even past the deadline, so every workload of the grid gets a measured
         # entry in the pack (a short H200 run left 9 of 20 workloads without one).
@@ -306,7 +308,7 @@ class Tuner:
             if streak >= max(50, 4 * s.n_trials):  # the sampler keeps proposing what is known or illegal
                 break
         outcome = self._finalize(workload, wd, wkey, default, seen, worker, floor)
-        outcome.evaluated = evaluated
+        outcome.evaluated, outcome.new = evaluated, evaluated - before
         return outcome
 
     def _seed(self, wkey: str) -> int:

@@ -22,7 +22,9 @@ def _common_params() -> list[inspect.Parameter]:
     P = inspect.Parameter
     return [
         P("trials", kw, default=None, annotation=Annotated[Optional[int], typer.Option(
-            "--trials", help="Candidates evaluated per workload (default 16; 4 with --quick).")]),
+            "--trials", help="Candidates evaluated per workload in all, counting those the results store already "
+            "holds for this source and GPU: running again resumes up to this many (default 16; 4 with --quick). "
+            "The summary shows them as total (+new).")]),
         P("budget", kw, default=None, annotation=Annotated[Optional[str], typer.Option(
             "--budget", help="Wall-clock budget for the search, e.g. 90s, 5m, 1h. The default config of "
             "every workload is measured even past it, so each workload gets an entry.")]),
@@ -33,7 +35,8 @@ def _common_params() -> list[inspect.Parameter]:
         P("quick", kw, default=False, annotation=Annotated[bool, typer.Option(
             "--quick", help="A short search (CI, smoke tests); small workloads without a GPU anyway.")]),
         P("retune", kw, default=False, annotation=Annotated[bool, typer.Option(
-            "--retune", help="Search again even where this environment already has a winner.")]),
+            "--retune", help="Search again even where this environment already has a winner: the finalists are "
+            "re-timed and the search goes on up to --trials in all (raise --trials to search more).")]),
         P("seed", kw, default=0, annotation=Annotated[int, typer.Option("--seed", help="Sampler and input seed.")]),
         P("try_", kw, default=None, annotation=Annotated[Optional[list[str]], typer.Option(
             "--try", help="A JSON object of config keys laid over each workload's default and measured right "
@@ -135,18 +138,19 @@ def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, pat
         outcomes = Tuner(store, kernel, settings, on_event).run(workloads)
     table = Table(title=f"{kernel.name}: {len(outcomes)} workloads"
                   + ("" if gpu else " (interpreter: times not meaningful)"))
-    for col in ("workload", "trials", "statuses", "winner us", "default us", "speedup", "winner"):
+    for col in ("workload", "trials (new)", "statuses", "winner us", "default us", "speedup", "winner"):
         table.add_column(col)
     for o in outcomes:
         sp = f"{o.default_us / o.winner_us:.2f}x" if o.default_us and o.winner_us else "-"
-        table.add_row(o.workload_key, str(o.evaluated), " ".join(f"{k}:{v}" for k, v in sorted(o.statuses.items())),
+        table.add_row(o.workload_key, f"{o.evaluated} (+{o.new})", " ".join(f"{k}:{v}" for k, v in sorted(o.statuses.items())),
                       f"{o.winner_us:.2f}" if o.winner_us else "-", f"{o.default_us:.2f}" if o.default_us else "-",
                       sp, o.skipped or ("default" if o.is_default else "tuned"))
     console.print(table)
 
 
 def _counted(outcome) -> int:
-    return outcome.evaluated if not outcome.skipped else 0
+    """Trials of this run the progress bar has advanced for (earlier runs' trials never did)."""
+    return outcome.new
 
 
 def register(app: typer.Typer, kernel: Kernel) -> None:
