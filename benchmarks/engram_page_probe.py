@@ -7,9 +7,9 @@ probe times the same lookup (same tokens and config; the rows differ with the ta
 as its hash primes do) over host tables of several sizes, each in two kinds of memory:
 
 - ``pinned``: the ``host`` placement (``EngramTable``, cudaHostAlloc);
-- ``vmm``: host memory from the CUDA driver's virtual memory API (``cuMemCreate`` with a
-  host NUMA location, ``cuMemMap``, access for the GPU and the CPU), mapped at the driver's
-  allocation granularity (reported; whether the GPU then uses large pages is not visible).
+- ``vmm``: host memory from the CUDA driver's virtual memory API (``host_gather_probe``'s
+  ``VmmHostBuffer``: ``cuMemCreate`` at a host location, mapped for the GPU at the driver's
+  allocation granularity, reported; whether the GPU then uses large pages is not visible).
 
 Both kinds hold the same bytes (copied) and every vmm lookup is checked equal to the pinned
 one before it is timed (pinned is timed first). ``--window N`` also times the rows folded
@@ -19,6 +19,8 @@ nothing here is a template placement.
 Runs 102-103 (H200 in a VM): T = 4096 slows 3.2x from 1M to 64M rows; VMM memory (2 MB
 granularity) is no faster; the 64M table's rows folded into 1M run at the 1M table's speed.
 The cost grows with the spread of the addresses read; which translation limits it is open.
+The same at the lookup kernel as ``host_gather_probe.py`` found for a raw 264-B gather in run
+23 (13.5 -> 43 GB/s as the span shrank from 2 GiB to 0.5 GiB; VMM and THP memory alike).
 
     python3 benchmarks/engram_page_probe.py --rows 1M,8M,32M --tokens 256,4096 --out $OUT
 """
@@ -26,7 +28,6 @@ The cost grows with the spread of the addresses read; which translation limits i
 from __future__ import annotations
 
 import argparse
-import ctypes
 import sys
 import time
 from pathlib import Path
@@ -38,102 +39,11 @@ if str(ROOT) not in sys.path:
 sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/_results.py (benchmarks is not a package)
 
 from _results import raw_path, write_raw  # noqa: E402
+from host_gather_probe import VmmHostBuffer  # noqa: E402
 
-# CUDA driver API values (cuda.h)
-_PINNED = 1                 # CU_MEM_ALLOCATION_TYPE_PINNED
-_LOC_DEVICE, _LOC_HOST, _LOC_HOST_NUMA = 1, 2, 3
-_GRAN_RECOMMENDED = 1       # CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
-_RW = 3                     # CU_MEM_ACCESS_FLAGS_PROT_READWRITE
-
-
-class _Loc(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
-
-
-class _AllocFlags(ctypes.Structure):
-    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
-                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
-
-
-class _Prop(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int), ("location", _Loc),
-                ("win32HandleMetaData", ctypes.c_void_p), ("allocFlags", _AllocFlags)]
-
-
-class _Access(ctypes.Structure):
-    _fields_ = [("location", _Loc), ("flags", ctypes.c_int)]
-
-
-class VmmHost:
-    """``nbytes`` of host memory mapped through the driver's VMM API, readable by the GPU
-    (UVA) and by the CPU at one virtual address. ``close()`` unmaps and releases."""
-
-    def __init__(self, nbytes: int, device: int = 0) -> None:
-        self.cu = ctypes.CDLL("libcuda.so.1")
-        self.ptr = ctypes.c_uint64(0)
-        self.handle = ctypes.c_uint64(0)
-        self.size = 0
-        errors = []
-        for loc in (_LOC_HOST_NUMA, _LOC_HOST):
-            prop = _Prop(type=_PINNED, requestedHandleTypes=0, location=_Loc(loc, 0))
-            gran = ctypes.c_size_t(0)
-            rc = self.cu.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(prop), _GRAN_RECOMMENDED)
-            if rc:
-                errors.append(f"location {loc}: granularity rc={rc}")
-                continue
-            self.granularity = gran.value
-            self.size = -(-nbytes // gran.value) * gran.value
-            rc = self.cu.cuMemCreate(ctypes.byref(self.handle), ctypes.c_size_t(self.size), ctypes.byref(prop),
-                                     ctypes.c_ulonglong(0))
-            if rc:
-                errors.append(f"location {loc}: cuMemCreate rc={rc}")
-                continue
-            self.location = loc
-            break
-        else:
-            raise RuntimeError("; ".join(errors))
-        try:
-            self._map(device)
-        except RuntimeError:
-            self.close()
-            raise
-
-    def _map(self, device: int) -> None:
-        self._check(self.cu.cuMemAddressReserve(ctypes.byref(self.ptr), ctypes.c_size_t(self.size),
-                                                ctypes.c_size_t(self.granularity), ctypes.c_uint64(0),
-                                                ctypes.c_ulonglong(0)), "cuMemAddressReserve")
-        self._check(self.cu.cuMemMap(self.ptr, ctypes.c_size_t(self.size), ctypes.c_size_t(0), self.handle,
-                                     ctypes.c_ulonglong(0)), "cuMemMap")
-        acc = _Access(_Loc(_LOC_DEVICE, device), _RW)
-        self._check(self.cu.cuMemSetAccess(self.ptr, ctypes.c_size_t(self.size), ctypes.byref(acc),
-                                           ctypes.c_size_t(1)), "cuMemSetAccess (device)")
-        # CPU access is not needed here (filled with cuMemcpy); recorded for the notes.
-        host = _Access(_Loc(self.location, 0), _RW)
-        self.cpu_access_rc = self.cu.cuMemSetAccess(self.ptr, ctypes.c_size_t(self.size), ctypes.byref(host),
-                                                    ctypes.c_size_t(1))
-
-    def _check(self, rc: int, what: str) -> None:
-        if rc:
-            raise RuntimeError(f"{what} failed: CUresult {rc}")
-
-    def copy_from(self, src_ptr: int, nbytes: int) -> None:
-        """Copy ``nbytes`` from any CUDA-visible address (unified addressing) and wait."""
-        self._check(self.cu.cuMemcpy(self.ptr, ctypes.c_uint64(src_ptr), ctypes.c_size_t(nbytes)), "cuMemcpy")
-
-    def close(self) -> None:
-        """Unmap, release and free what was set up (idempotent; after a failed map too)."""
-        if self.size:
-            if self.ptr.value:
-                self.cu.cuMemUnmap(self.ptr, ctypes.c_size_t(self.size))
-                self.cu.cuMemAddressFree(self.ptr, ctypes.c_size_t(self.size))
-            self.cu.cuMemRelease(self.handle)
-            self.size = 0
-
-
-def vmm_table(src: Any, mem: VmmHost) -> Any:
-    """An ``EngramTable`` of placement ``host`` whose rows live in ``mem`` (a copy of ``src``'s)."""
-    import torch
-
+def vmm_table(src: Any, mem: Any) -> Any:
+    """An ``EngramTable`` of placement ``host`` whose rows live in ``mem.tensor`` (a uint8 view of
+    at least the table's bytes, a ``VmmHostBuffer``'s), filled with a copy of ``src``'s rows."""
     from kernel_templates import engram as E
 
     t = E.EngramTable.__new__(E.EngramTable)
@@ -141,12 +51,8 @@ def vmm_table(src: Any, mem: VmmHost) -> Any:
     for k in ("device", "num_rows", "requested_placement", "placement", "reason"):
         setattr(t, k, getattr(src, k))
     t.pinned, t.registered, t._mmap, t._reg_ptr, t.huge_page_bytes = True, False, None, 0, 0
-    mem.copy_from(src.data.data_ptr(), src.num_rows * E.ROW_BYTES)
-    # A CPU tensor over the mapping's address: never read on the CPU here, only its data_ptr()
-    # reaches the kernel (as for pinned tables, via _UVAPointer).
-    nbytes = src.num_rows * E.ROW_BYTES
-    data = torch.frombuffer((ctypes.c_uint8 * nbytes).from_address(mem.ptr.value), dtype=torch.uint8)
-    data = data.view(src.num_rows, E.ROW_BYTES)
+    data = mem.tensor[:src.num_rows * E.ROW_BYTES].view(src.num_rows, E.ROW_BYTES)
+    data.copy_(src.data)
     t._data, t._codes, t._scales = data, data[:, :E.D], data[:, E.D:]
     return t
 
@@ -181,12 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         src = E.EngramTable(size, "host", "cuda").fill_random_(seed=0)
         mem = vt = None
         try:
-            mem = VmmHost(size * E.ROW_BYTES)
+            mem = VmmHostBuffer(size * E.ROW_BYTES)
             vt = vmm_table(src, mem)
-            result.setdefault("vmm", {})[size] = {"location": mem.location, "granularity": mem.granularity,
-                                                   "cpu_access_rc": mem.cpu_access_rc}
+            result.setdefault("vmm", {})[size] = {"location": mem.location, "granularity": mem.granularity}
             print(f"{size >> 20}M rows: tables ready in {time.time() - t0:.1f} s; vmm location {mem.location}, "
-                  f"granularity {mem.granularity >> 10} KiB, CPU access rc {mem.cpu_access_rc}", flush=True)
+                  f"granularity {mem.granularity >> 10} KiB", flush=True)
         except (OSError, RuntimeError, ValueError, TypeError) as e:  # pinned sizes still say whether size matters
             if mem is not None:
                 mem.close()

@@ -587,24 +587,15 @@ def test_benchmark_help_on_cpu():
 def test_page_probe_vmm_table_copies_rows_and_owns_nothing():
     """The page probe's second table (``vmm_table``) is an EngramTable over memory it was
     handed: same rows as its source through the lookup kernel, and closing it leaves the
-    source table open and unchanged. A plain CPU buffer stands in for the driver's mapping."""
-    import ctypes
-
+    source table open and unchanged. A plain CPU tensor stands in for the driver's mapping."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import engram_page_probe as P
 
     n = 67
     src = E.EngramTable(n, "host", "cpu").fill_random_(seed=5)
-    buf = (ctypes.c_uint8 * (n * E.ROW_BYTES))()
-
-    class Mem:
-        ptr = ctypes.c_uint64(ctypes.addressof(buf))
-
-        def copy_from(self, src_ptr: int, nbytes: int) -> None:
-            ctypes.memmove(self.ptr.value, src_ptr, nbytes)
-
-    t = P.vmm_table(src, Mem())
-    assert isinstance(t, E.EngramTable) and t.data.data_ptr() == ctypes.addressof(buf)
+    mem = types.SimpleNamespace(tensor=torch.zeros(n * E.ROW_BYTES + 100, dtype=torch.uint8))
+    t = P.vmm_table(src, mem)
+    assert isinstance(t, E.EngramTable) and t.data.data_ptr() == mem.tensor.data_ptr()
     assert not t.registered and t._mmap is None
     rows = torch.randint(0, n, (2, 3, E.ROWS_PER_TOKEN), generator=torch.Generator().manual_seed(2))
     cfg = E.default_config(E.Workload(6, "host", n))
