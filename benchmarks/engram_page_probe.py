@@ -20,7 +20,7 @@ Runs 102-103 (H200 in a VM): T = 4096 slows 3.2x from 1M to 64M rows; VMM memory
 granularity) is no faster; the 64M table's rows folded into 1M run at the 1M table's speed.
 The cost grows with the spread of the addresses read; which translation limits it is open.
 The same at the lookup kernel as ``host_gather_probe.py`` found for a raw 264-B gather in run
-23 (13.5 -> 43 GB/s as the span shrank from 2 GiB to 0.5 GiB; VMM and THP memory alike).
+22 (13.5 -> 43 GB/s as the span shrank from 2 GiB to 0.5 GiB; VMM and THP memory alike).
 
     python3 benchmarks/engram_page_probe.py --rows 1M,8M,32M --tokens 256,4096 --out $OUT
 """
