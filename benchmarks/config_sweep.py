@@ -1,0 +1,122 @@
+"""Compare a handful of configs of one kernel on one workload, interleaved (GPU).
+
+    python3 benchmarks/config_sweep.py sparse_mqa \
+        --workload batch=32,context=131072,next_n=1,profile=dsv32 [--pack packs/nvidia-h200] \
+        --config LAUNCH_PDL=true --config LAUNCH_PDL=true,TOPK_SPLITS=128 [--rounds 5] [--out DIR]
+
+The tuner's search times each trial once, so two configs a few percent apart can swap
+places between runs (the spread of one config's time across a process can be 5-10% at
+~200 us). Here every config is first checked against the reference (a mismatch is reported
+and never timed), then all are timed in ``--rounds`` interleaved rounds, each round the
+tuner's own measurement (``tuner.timing.bench_kernel``: CUDA-graph replay where the kernel
+is launch-bound, the L2 flushed where it is cold), and the table gives each config's median
+over the rounds and its range. The first row is the base config: the pack's selection for
+the workload (``--pack``) or the template's default; each ``--config`` lays its keys over
+that base. Raw results go to ``--out`` as JSON.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: the repository root for tuner / kernel_templates
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/_results.py (benchmarks is not a package)
+from _results import save_raw  # noqa: E402
+from kernel_breakdown import parse_kv  # noqa: E402
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("kernel", help="registry name, e.g. sparse_mqa")
+    ap.add_argument("--workload", required=True, metavar="K=V,...", help="the workload, its axes as in `tune show`")
+    ap.add_argument("--pack", help="pack whose selected config is the base (the default config if absent)")
+    ap.add_argument("--config", action="append", default=[], metavar="K=V,...",
+                    help="overrides laid over the base config (repeatable: one compared config each)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error("--rounds must be >= 1")
+    for text in [args.workload] + args.config:
+        try:
+            parse_kv(text)
+        except ValueError as e:
+            ap.error(str(e))
+    return args
+
+
+def summarize(times: list[float]) -> dict[str, float]:
+    """One config's round medians -> median, min, max (us)."""
+    return {"median_us": statistics.median(times), "min_us": min(times), "max_us": max(times)}
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    """Rows of ``{"label", "status", "median_us", "min_us", "max_us"}`` -> printable lines, each
+    config's median against the base's (the first row)."""
+    base = rows[0].get("median_us") if rows else None
+    width = max([len(r["label"]) for r in rows] + [6])
+    lines = [f"{'config':{width}}  {'median us':>10} {'range us':>17} {'x base':>7}"]
+    for r in rows:
+        if r["status"] != "ok":
+            lines.append(f"{r['label']:{width}}  {r['status']}: {r.get('error', '')[:100]}")
+            continue
+        rel = f"{base / r['median_us']:.3f}" if base else "-"
+        rng = f"{r['min_us']:.1f}-{r['max_us']:.1f}"
+        lines.append(f"{r['label']:{width}}  {r['median_us']:10.1f} {rng:>17} {rel:>7}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("config_sweep needs a GPU", file=sys.stderr)
+        return 2
+    from tuner import runtime, timing
+    from tuner.registry import get
+    from tuner.spec import workload_dict
+
+    spec = get(args.kernel).spec
+    w = spec.workload(**parse_kv(args.workload))
+    base, how = spec.default_config(w), "default"
+    if args.pack:
+        sel = runtime.load_pack(args.pack).select(spec.name, workload_dict(w))
+        if sel.how != "default":
+            base, how = dict(sel.config), sel.how
+    configs = [(f"base ({how})", dict(base))] + [(text, dict(base, **parse_kv(text))) for text in args.config]
+    inputs = spec.make_inputs(w, "cuda", 0)
+    ref = spec.reference(**inputs)
+    rows: list[dict[str, Any]] = []
+    for label, cfg in configs:
+        row: dict[str, Any] = {"label": label, "config": cfg, "status": "ok", "rounds_us": []}
+        try:
+            out = spec.launch(config=cfg, **inputs)
+            torch.cuda.synchronize()
+            spec.verify(out, ref, inputs)
+        except AssertionError as e:
+            row.update(status="mismatch", error=str(e).splitlines()[0] if str(e) else "mismatch")
+        except Exception as e:  # noqa: BLE001 - a config that fails is reported, the rest still run
+            row.update(status="error", error=f"{type(e).__name__}: {e}".splitlines()[0])
+        rows.append(row)
+    ok = [r for r in rows if r["status"] == "ok"]
+    for _ in range(args.rounds):
+        for r in ok:
+            cfg = r["config"]
+            r["rounds_us"].append(timing.bench_kernel(spec, lambda cfg=cfg: spec.launch(config=cfg, **inputs)).median_us)
+    for r in ok:
+        r.update(summarize(r["rounds_us"]))
+    print(f"{spec.name} {args.workload}: {len(ok)} of {len(rows)} configs verified, {args.rounds} interleaved rounds")
+    print("\n".join(table(rows)))
+    save_raw(args.out, f"config_sweep-{spec.name}",
+             {"kernel": spec.name, "workload": workload_dict(w), "gpu": torch.cuda.get_device_name(),
+              "rounds": args.rounds, "results": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""benchmarks/config_sweep.py without a GPU: its arguments, its table, and the one-line exit."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmarks.config_sweep import parse_args, summarize, table
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_parse_args_rejects_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        parse_args(["sparse_mqa", "--workload", "batch=1", "--config", "LAUNCH_PDL"])
+    assert e.value.code == 2
+    assert "KEY=VALUE" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args(["sparse_mqa", "--workload", "batch=1", "--rounds", "0"])
+    a = parse_args(["sparse_mqa", "--workload", "batch=1", "--config", "A=1", "--config", "B=true,C=x"])
+    assert a.config == ["A=1", "B=true,C=x"] and a.rounds == 5
+
+
+def test_summarize_and_table() -> None:
+    assert summarize([3.0, 1.0, 2.0]) == {"median_us": 2.0, "min_us": 1.0, "max_us": 3.0}
+    rows = [dict(label="base (tuned)", status="ok", **summarize([200.0, 210.0, 205.0])),
+            dict(label="LAUNCH_PDL=true", status="ok", **summarize([160.0, 164.0, 170.0])),
+            dict(label="TOPK_SPLITS=3", status="mismatch", error="indices differ at row 0\nmore")]
+    lines = table(rows)
+    assert lines[0].split()[:3] == ["config", "median", "us"]
+    assert lines[1].split()[-3:] == ["205.0", "200.0-210.0", "1.000"]
+    assert lines[2].split()[-3:] == ["164.0", "160.0-170.0", "1.250"]  # 205 / 164
+    assert "mismatch: indices differ at row 0" in lines[3]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message printed without a GPU")
+def test_no_gpu_exits_2_in_one_line() -> None:
+    r = subprocess.run([sys.executable, "benchmarks/config_sweep.py", "sparse_mqa", "--workload",
+                        "batch=1,context=300,next_n=1,profile=dsv32"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.strip() == "config_sweep needs a GPU"
