@@ -906,6 +906,60 @@ def _append(base, cnt_ptr, key, keep):
 
 
 @triton.jit
+def _row_digit_floor(d):
+    """The least ``_order_bits`` whose ``_row_digit`` is at least ``d`` (int64; -1 for ``d`` <= 0:
+    every key). For 1 <= d <= 255: ``_row_digit(o) >= d`` iff ``(o >> 21) - C >= d``, C its offset."""
+    return tl.where(d <= 0, -1, (d + (1024 + 4 * _ROW_EXP_LO - 1)).to(tl.int64) << 21)
+
+
+_FILTER_VEC = tl.constexpr(4)  # scores a row of a filter block: one 16-byte load a thread
+
+
+@triton.jit
+def _filter_offs(BLOCK: tl.constexpr):
+    """``[BLOCK // 4, 4]`` offsets of a filter block: a thread's four contiguous scores are a row,
+    so a row's count and scan stay in the thread (``_filter_logits``)."""
+    return tl.arange(0, BLOCK // _FILTER_VEC)[:, None] * _FILTER_VEC + tl.arange(0, _FILTER_VEC)[None, :]
+
+
+@triton.jit
+def _filter_first(src, max_len, start, BLOCK: tl.constexpr):
+    """The first block of ``_filter_logits`` (a caller may request it before it knows ``theta``)."""
+    i = tl.multiple_of(start, BLOCK) + _filter_offs(BLOCK)
+    return tl.load(src + i, mask=i < max_len, other=0.0)
+
+
+@triton.jit
+def _filter_logits(src, max_len, start, end, theta, dst, cnt_ptr, x, BLOCK: tl.constexpr):
+    """Append the keys (``_order_key``) of scores ``src[start:end]`` whose ``_order_bits`` are at
+    least ``theta`` (int64; -1: every score) to the list at ``dst``, its length at ``cnt_ptr``
+    (one atomic a block reserves the block's slots; list order is arbitrary). ``x``: the
+    first block (``_filter_first``); each next block is requested before this one is
+    appended. Lean for a low pass rate (H200 run 107: the 1-D ``_append`` form of this loop
+    ran 107 instructions a score, the scan and the masks converted between layouts through
+    shared memory): the test on the order bits, 64-bit keys only for the stores, blocks as
+    ``[BLOCK // 4, 4]`` rows (a row's count and positions in its thread, one scan over the
+    rows), loads bounded by the row's allocation (``max_len``, 16-divisible where the JIT
+    specialises it) so they are whole 16-byte vectors, ``end`` masking only the test."""
+    offs = _filter_offs(BLOCK)
+    for o in range(start, end, BLOCK):
+        o = tl.multiple_of(o, BLOCK)
+        i = o + offs
+        lim = tl.where(o + BLOCK < end, max_len, 0)  # no next block: nothing to request
+        x_next = tl.load(src + i + BLOCK, mask=i + BLOCK < lim, other=0.0)
+        ob = _order_bits(x).to(tl.int64)
+        keep = (i < end) & (ob >= theta)
+        kk = keep.to(tl.int32)
+        per = tl.sum(kk, 1)  # a row's kept scores: in its thread
+        c = tl.sum(per, 0)
+        if c > 0:
+            at = tl.atomic_add(cnt_ptr, c, sem="relaxed")
+            pos = at + (tl.cumsum(per, 0) - per)[:, None] + tl.cumsum(kk, 1) - 1
+            tl.store(dst + pos, (ob << 31) | (2147483647 - i).to(tl.int64), mask=keep)
+        x = x_next
+
+
+@triton.jit
 def _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k, max_len,
                 stride_src, stride_sel, stride_dst, row, pid,
                 NEXT_N: tl.constexpr, FROM_LOGITS: tl.constexpr, SRC_CNT: tl.constexpr, PICK: tl.constexpr,
@@ -979,6 +1033,10 @@ def _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k
             tl.store(rs + _REM + PICK + 1, rem_next)
     offs = tl.arange(0, TOPK_BLOCK)
     acc = tl.zeros([256], tl.int32)
+    if MODE == 2:
+        _filter_logits(src, max_len, start, end, _row_digit_floor(d), dst_ptr + row.to(tl.int64) * stride_dst,
+                       rs + DST_CNT, _filter_first(src, max_len, start, TOPK_BLOCK), TOPK_BLOCK)
+        end = start  # done: the general loop below runs no step
     for o in range(start, end, TOPK_BLOCK):
         i = (o + offs) * step
         live = o + offs < end
@@ -986,10 +1044,7 @@ def _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k
             key = _order_key(tl.load(src + i, mask=live, other=0.0), i)
         else:
             key = tl.load(src + i, mask=live, other=0, cache_modifier=SHARED_CACHE)
-        if MODE == 2:
-            _append(dst_ptr + row.to(tl.int64) * stride_dst, rs + DST_CNT, key,
-                    live & (_radix_digit(key, 0, RADIX_FIRST) >= d))
-        elif MODE == 3:
+        if MODE == 3:
             _append(dst_ptr + row.to(tl.int64) * stride_dst + n_kept, rs + _CNT_C1X, key,
                     live & (_radix_digit(key, 0, RADIX_FIRST) < d))
         elif PICK >= 0:
@@ -1570,14 +1625,13 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, cand_ptr, rs_ptr, gmax_ptr, top_k
     pid = TOPK_SPLITS - 1 - tl.program_id(1)
     t = row % NEXT_N
     n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), t, NEXT_N, max_len)  # an input: before the wait
-    offs = tl.arange(0, TOPK_BLOCK)
     chunk = tl.cdiv(tl.cdiv(n, TOPK_SPLITS), TOPK_BLOCK) * TOPK_BLOCK
     start = pid * chunk
     end = tl.minimum(start + chunk, n)
     src = logits_ptr + row.to(tl.int64) * max_len
     cand = cand_ptr + row.to(tl.int64) * max_len
     _pdl_enter(PDL)
-    x = tl.load(src + start + offs, mask=start + offs < end, other=0.0)  # requested before the bound: one round trip
+    x = _filter_first(src, max_len, start, TOPK_BLOCK)  # requested before the bound: one round trip
     rs = rs_ptr + row * _RS
     ng, has = _row_groups(n, top_k, BOUND_GROUP)
     theta = tl.full([], -1, tl.int64)  # the order bits a candidate needs (-1: every visible key)
@@ -1587,13 +1641,7 @@ def _bound_topk_kernel(logits_ptr, seqlen_ptr, cand_ptr, rs_ptr, gmax_ptr, top_k
         else:
             po = tl.arange(0, BOUND_PARTS)
             theta = tl.min(tl.load(rs + po).to(tl.uint32, bitcast=True).to(tl.int64), 0)
-    for o in range(start, end, TOPK_BLOCK):
-        i = o + offs
-        live = i < end
-        x_next = tl.load(src + i + TOPK_BLOCK, mask=i + TOPK_BLOCK < end, other=0.0)
-        ob = _order_bits(x).to(tl.int64)
-        _append(cand, rs + _CNT_C1, (ob << 31) | (2147483647 - i).to(tl.int64), live & (ob >= theta))
-        x = x_next
+    _filter_logits(src, max_len, start, end, theta, cand, rs + _CNT_C1, x, TOPK_BLOCK)
 
 
 @triton.jit

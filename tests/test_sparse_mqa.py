@@ -225,6 +225,65 @@ def test_bound_in_parts(case, device, monkeypatch):
 
 
 @triton.jit
+def _digit_floor_probe(o_ptr, out_ptr, d, N: tl.constexpr):
+    o = tl.load(o_ptr + tl.arange(0, N)).to(tl.uint32, bitcast=True)
+    agree = (M._row_digit(o) >= d) == (o.to(tl.int64) >= M._row_digit_floor(d))
+    tl.store(out_ptr + tl.arange(0, N), agree.to(tl.int32))
+
+
+def test_row_digit_floor_is_the_digit_test():
+    """The lean filter's threshold: ``o >= _row_digit_floor(d)`` iff ``_row_digit(o) >= d`` for every
+    digit (-1 and 0: every key; 255: the catch-all top bin) over order bits of every magnitude,
+    each bin's edges included."""
+    g = torch.Generator().manual_seed(3)
+    c = 1024 + 4 * int(M._ROW_EXP_LO.value) - 1
+    edges = torch.tensor([(b + c) << 21 for b in range(256)], dtype=torch.int64)
+    o = torch.cat([torch.randint(0, 2**32, (3328,), generator=g, dtype=torch.int64), edges, edges - 1,
+                   torch.tensor([0, 2**32 - 1, 2**31, 2**31 - 1] * 64, dtype=torch.int64)])
+    o32 = torch.where(o >= 2**31, o - 2**32, o).to(torch.int32)[:4096]
+    out = torch.empty(4096, dtype=torch.int32)
+    for d in (-1, 0, 1, 2, 100, 157, 254, 255):
+        _digit_floor_probe[(1,)](o32, out, d, N=4096)
+        assert bool(out.all()), d
+
+
+@triton.jit
+def _filter_probe(src_ptr, dst_ptr, cnt_ptr, max_len, start, end, theta, BLOCK: tl.constexpr):
+    x = M._filter_first(src_ptr, max_len, start, BLOCK)
+    M._filter_logits(src_ptr, max_len, start, end, theta, dst_ptr, cnt_ptr, x, BLOCK)
+
+
+@pytest.mark.parametrize("max_len, start, end, theta_q", [(1000, 0, 1000, 0.9), (1000, 512, 997, 0.5),
+                                                          (4096, 1024, 3001, 0.99), (700, 0, 700, None)])
+def test_filter_logits_appends_exactly_the_kept_keys(max_len, start, end, theta_q):
+    """``_filter_logits`` (the radix MODE 2 and bound filters): the keys of ``src[start:end]`` at or
+    above theta, each once, whatever the row's length (the loads run to ``max_len``, the test to
+    ``end``: scores past ``end`` are never appended, even above theta), with -1 for every score."""
+    g = torch.Generator().manual_seed(max_len + start)
+    src = torch.randn(max_len, generator=g)
+    src[end:] = 1e9  # past the visible keys: above any theta, never kept
+    if theta_q is None:
+        theta = -1
+    else:
+        o = src.view(torch.int32).to(torch.int64)
+        ob = torch.where(o < 0, ~o & 0xFFFFFFFF, o | 0x80000000)
+        theta = int(torch.quantile(ob[start:end].double(), theta_q).item())
+    dst = torch.full((max_len,), -7, dtype=torch.int64)
+    cnt = torch.zeros(1, dtype=torch.int32)
+    _filter_probe[(1,)](src, dst, cnt, max_len, start, end, theta, BLOCK=256)
+    n = int(cnt.item())
+    keys = sorted(dst[:n].tolist())
+    idx = [2147483647 - (k & 2147483647) for k in keys]
+    vis = src[start:end]
+    o = vis.view(torch.int32).to(torch.int64)
+    ob = torch.where(o < 0, ~o & 0xFFFFFFFF, o | 0x80000000)
+    want = [start + j for j in range(end - start) if theta < 0 or int(ob[j]) >= theta]
+    assert sorted(idx) == want
+    assert all(k >> 31 == int(ob[i - start]) for k, i in zip(keys, idx))
+    assert (dst[n:] == -7).all()
+
+
+@triton.jit
 def _group_bound_probe(x_ptr, out_ptr, n, want, GMAX_BLOCK: tl.constexpr, ONE_LOAD: tl.constexpr):
     thr, ok = M._group_bound(x_ptr, n, want, GMAX_BLOCK, ONE_LOAD)
     tl.store(out_ptr, thr)
