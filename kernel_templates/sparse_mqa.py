@@ -1778,7 +1778,9 @@ def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format,
     programmatic dependent launch (its programs become resident while the previous launch
     finishes, and wait for it in ``_pdl_enter``), so the launch gaps between them shrink.
     Launches of other kernels keep the plain stream order (they wait for everything
-    before them)."""
+    before them). The bound path's launches read ``seq_lens`` (an input) before their wait:
+    safe because ``plan[0]``, the scoring launch, is never itself a dependent launch, so
+    every input is final before any launch of the call starts."""
     plan = _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format, return_logits,
                           config, bufs)
     if config.get("LAUNCH_PDL", False) and not interpreting() and len(plan) > 1:
