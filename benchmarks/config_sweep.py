@@ -46,6 +46,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             parse_kv(text)
         except ValueError as e:
             ap.error(str(e))
+    if not parse_kv(args.workload):
+        ap.error("--workload: give the workload's axes, e.g. batch=32,context=131072")
     return args
 
 
@@ -70,25 +72,47 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def resolve(args: argparse.Namespace) -> tuple[Any, Any, list[tuple[str, dict[str, Any]]]]:
+    """The kernel's spec, the workload and the ``(label, config)`` list (base first); a
+    ValueError with a one-line message for an unknown kernel, a bad workload or pack, or a
+    ``--config`` key the kernel does not have (a typo would time the base under its label)."""
+    from tuner import runtime
+    from tuner.registry import get
+    from tuner.spec import workload_dict
+
+    try:
+        kernel = get(args.kernel)
+        spec = kernel.spec
+        w = spec.workload(**parse_kv(args.workload))
+        base, how = spec.default_config(w), "default"
+        if args.pack:
+            sel = runtime.load_pack(args.pack).select(spec.name, workload_dict(w))
+            if sel.how != "default":
+                base, how = dict(sel.config), sel.how
+    except (KeyError, TypeError, ValueError, runtime.PackError) as e:
+        raise ValueError(e.args[0] if isinstance(e, KeyError) and e.args else str(e)) from None
+    overrides = [parse_kv(text) for text in args.config]
+    for over in overrides:
+        unknown = sorted(set(over) - set(kernel.space) - set(base))
+        if unknown:
+            raise ValueError(f"--config: {', '.join(unknown)}: not a config key of {spec.name}")
+    return spec, w, [(f"base ({how})", dict(base))] + [(t, dict(base, **o)) for t, o in zip(args.config, overrides)]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
 
+    try:
+        spec, w, configs = resolve(args)
+    except ValueError as e:
+        print(f"config_sweep: {e}", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("config_sweep needs a GPU", file=sys.stderr)
         return 2
-    from tuner import runtime, timing
-    from tuner.registry import get
+    from tuner import timing
     from tuner.spec import workload_dict
-
-    spec = get(args.kernel).spec
-    w = spec.workload(**parse_kv(args.workload))
-    base, how = spec.default_config(w), "default"
-    if args.pack:
-        sel = runtime.load_pack(args.pack).select(spec.name, workload_dict(w))
-        if sel.how != "default":
-            base, how = dict(sel.config), sel.how
-    configs = [(f"base ({how})", dict(base))] + [(text, dict(base, **parse_kv(text))) for text in args.config]
     inputs = spec.make_inputs(w, "cuda", 0)
     ref = spec.reference(**inputs)
     rows: list[dict[str, Any]] = []
@@ -106,11 +130,20 @@ def main(argv: list[str] | None = None) -> int:
     ok = [r for r in rows if r["status"] == "ok"]
     for _ in range(args.rounds):
         for r in ok:
+            if r["status"] != "ok":
+                continue
             cfg = r["config"]
-            r["rounds_us"].append(timing.bench_kernel(spec, lambda cfg=cfg: spec.launch(config=cfg, **inputs)).median_us)
+            try:
+                t = timing.bench_kernel(spec, lambda cfg=cfg: spec.launch(config=cfg, **inputs)).median_us
+            except Exception as e:  # noqa: BLE001 - e.g. a launch that fails under graph capture: keep the rest
+                r.update(status="error", error=f"timing: {type(e).__name__}: {e}".splitlines()[0])
+                continue
+            r["rounds_us"].append(t)
     for r in ok:
-        r.update(summarize(r["rounds_us"]))
-    print(f"{spec.name} {args.workload}: {len(ok)} of {len(rows)} configs verified, {args.rounds} interleaved rounds")
+        if r["status"] == "ok":
+            r.update(summarize(r["rounds_us"]))
+    ok = [r for r in ok if r["status"] == "ok"]
+    print(f"{spec.name} {args.workload}: {len(ok)} of {len(rows)} configs verified and timed, {args.rounds} interleaved rounds")
     print("\n".join(table(rows)))
     save_raw(args.out, f"config_sweep-{spec.name}",
              {"kernel": spec.name, "workload": workload_dict(w), "gpu": torch.cuda.get_device_name(),

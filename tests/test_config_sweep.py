@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.config_sweep import parse_args, summarize, table
+from benchmarks.config_sweep import parse_args, resolve, summarize, table
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,3 +43,35 @@ def test_no_gpu_exits_2_in_one_line() -> None:
                        timeout=120)
     assert r.returncode == 2
     assert r.stderr.strip() == "config_sweep needs a GPU"
+
+
+def test_resolve_bases_and_overrides() -> None:
+    a = parse_args(["sparse_mqa", "--workload", "batch=1,context=300,next_n=1,profile=dsv32",
+                    "--config", "LAUNCH_PDL=true,TOPK_SPLITS=2"])
+    spec, w, configs = resolve(a)
+    assert spec.name == "sparse_mqa" and w.context == 300
+    (label0, base), (label1, over) = configs
+    assert label0 == "base (default)" and base == spec.default_config(w)
+    assert over == dict(base, LAUNCH_PDL=True, TOPK_SPLITS=2)
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["no_such_kernel", "--workload", "batch=1"], "no_such_kernel"),
+    (["sparse_mqa", "--workload", "batch=1,context=300,next_n=1,profil=dsv32"], "profil"),
+    (["sparse_mqa", "--workload", "batch=1,context=300,next_n=1,profile=dsv32", "--config", "TOPK_SPLIT=2"],
+     "TOPK_SPLIT: not a config key"),
+    (["sparse_mqa", "--workload", "batch=1,context=300,next_n=1,profile=dsv32", "--pack", "/nonexistent/pack"],
+     "/nonexistent/pack"),
+])
+def test_resolve_bad_input_one_line(argv: list[str], msg: str) -> None:
+    with pytest.raises(ValueError, match=msg) as e:
+        resolve(parse_args(argv))
+    assert "\n" not in str(e.value)
+
+
+def test_bad_input_exits_2_in_one_line_without_traceback() -> None:
+    r = subprocess.run([sys.executable, "benchmarks/config_sweep.py", "sparse_mqa", "--workload",
+                        "batch=1,context=300,next_n=1,profile=dsv32", "--config", "TOPK_SPLIT=2"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr.strip() == "config_sweep: --config: TOPK_SPLIT: not a config key of sparse_mqa"

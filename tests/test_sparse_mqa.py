@@ -253,12 +253,15 @@ def _filter_probe(src_ptr, dst_ptr, cnt_ptr, max_len, start, end, theta, BLOCK: 
     M._filter_logits(src_ptr, max_len, start, end, theta, dst_ptr, cnt_ptr, x, BLOCK)
 
 
+@pytest.mark.parametrize("block", [32, 256])
 @pytest.mark.parametrize("max_len, start, end, theta_q", [(1000, 0, 1000, 0.9), (1000, 512, 997, 0.5),
-                                                          (4096, 1024, 3001, 0.99), (700, 0, 700, None)])
-def test_filter_logits_appends_exactly_the_kept_keys(max_len, start, end, theta_q):
+                                                          (4096, 1024, 3001, 0.99), (700, 0, 700, None),
+                                                          (1000, 0, 613, None), (1024, 768, 700, None)])
+def test_filter_logits_appends_exactly_the_kept_keys(max_len, start, end, theta_q, block):
     """``_filter_logits`` (the radix MODE 2 and bound filters): the keys of ``src[start:end]`` at or
     above theta, each once, whatever the row's length (the loads run to ``max_len``, the test to
-    ``end``: scores past ``end`` are never appended, even above theta), with -1 for every score."""
+    ``end``: scores past ``end`` are never appended, even above theta), with -1 for every score, and
+    nothing for a program whose chunk starts past the row's end."""
     g = torch.Generator().manual_seed(max_len + start)
     src = torch.randn(max_len, generator=g)
     src[end:] = 1e9  # past the visible keys: above any theta, never kept
@@ -270,7 +273,7 @@ def test_filter_logits_appends_exactly_the_kept_keys(max_len, start, end, theta_
         theta = int(torch.quantile(ob[start:end].double(), theta_q).item())
     dst = torch.full((max_len,), -7, dtype=torch.int64)
     cnt = torch.zeros(1, dtype=torch.int32)
-    _filter_probe[(1,)](src, dst, cnt, max_len, start, end, theta, BLOCK=256)
+    _filter_probe[(1,)](src, dst, cnt, max_len, start, end, theta, BLOCK=block)
     n = int(cnt.item())
     keys = sorted(dst[:n].tolist())
     idx = [2147483647 - (k & 2147483647) for k in keys]
