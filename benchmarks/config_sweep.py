@@ -7,10 +7,11 @@
 The tuner's search times each trial once, so two configs a few percent apart can swap
 places between runs (the spread of one config's time across a process can be 5-10% at
 ~200 us). Here every config is first checked against the reference (a mismatch is reported
-and never timed), then all are timed in ``--rounds`` interleaved rounds, each round the
-tuner's own measurement (``tuner.timing.bench_kernel``: CUDA-graph replay where the kernel
-is launch-bound, the L2 flushed where it is cold), and the table gives each config's median
-over the rounds and its range. The first row is the base config: the pack's selection for
+and never timed), then all are timed in ``--rounds`` interleaved rounds, both in the tuner's
+worker process (``tuner.worker.Worker``: ``evaluate`` as a trial is checked, ``retime`` as
+finalists are re-timed, each round ``tuner.timing.bench_kernel``: CUDA-graph replay
+where the kernel is launch-bound, the L2 flushed where it is cold), and the table gives
+each config's median over the rounds and its range. The first row is the base config: the pack's selection for
 the workload (``--pack``) or the template's default; each ``--config`` lays its keys over
 that base. Raw results go to ``--out`` as JSON.
 """
@@ -111,36 +112,26 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("config_sweep needs a GPU", file=sys.stderr)
         return 2
-    from tuner import timing
     from tuner.spec import workload_dict
-    inputs = spec.make_inputs(w, "cuda", 0)
-    ref = spec.reference(**inputs)
+    from tuner.worker import Worker
+
+    wd = workload_dict(w)
     rows: list[dict[str, Any]] = []
-    for label, cfg in configs:
-        row: dict[str, Any] = {"label": label, "config": cfg, "status": "ok", "rounds_us": []}
-        try:
-            out = spec.launch(config=cfg, **inputs)
-            torch.cuda.synchronize()
-            spec.verify(out, ref, inputs)
-        except AssertionError as e:
-            row.update(status="mismatch", error=str(e).splitlines()[0] if str(e) else "mismatch")
-        except Exception as e:  # noqa: BLE001 - a config that fails is reported, the rest still run
-            row.update(status="error", error=f"{type(e).__name__}: {e}".splitlines()[0])
-        rows.append(row)
-    ok = [r for r in rows if r["status"] == "ok"]
-    for _ in range(args.rounds):
-        for r in ok:
-            if r["status"] != "ok":
-                continue
-            cfg = r["config"]
-            try:
-                t = timing.bench_kernel(spec, lambda cfg=cfg: spec.launch(config=cfg, **inputs)).median_us
-            except Exception as e:  # noqa: BLE001 - e.g. a launch that fails under graph capture: keep the rest
-                r.update(status="error", error=f"timing: {type(e).__name__}: {e}".splitlines()[0])
-                continue
-            r["rounds_us"].append(t)
-    for r in ok:
-        if r["status"] == "ok":
+    with Worker() as worker:  # the tuner's own isolated process: verify as a trial is verified
+        for label, cfg in configs:
+            r = worker.evaluate(spec.name, wd, cfg, 0)
+            rows.append({"label": label, "config": cfg, "status": r.status, "rounds_us": []})
+            if r.status != "ok":
+                rows[-1]["error"] = (r.error or r.status).splitlines()[0]
+        ok = [r for r in rows if r["status"] == "ok"]
+        times = worker.retime(spec.name, wd, [r["config"] for r in ok], args.rounds, 0) if ok else []
+        if times is None:  # one config broke the worker while timed: time each alone, keeping the others
+            times = [(worker.retime(spec.name, wd, [r["config"]], args.rounds, 0) or [None])[0] for r in ok]
+    for r, t in zip(ok, times):
+        if t is None:
+            r.update(status="error", error="the worker crashed or timed out while timing it")
+        else:
+            r["rounds_us"] = [median for median, _p20, _p80 in t]
             r.update(summarize(r["rounds_us"]))
     ok = [r for r in ok if r["status"] == "ok"]
     print(f"{spec.name} {args.workload}: {len(ok)} of {len(rows)} configs verified and timed, {args.rounds} interleaved rounds")

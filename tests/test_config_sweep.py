@@ -75,3 +75,26 @@ def test_bad_input_exits_2_in_one_line_without_traceback() -> None:
                        cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
     assert r.stderr.strip() == "config_sweep: --config: TOPK_SPLIT: not a config key of sparse_mqa"
+
+
+def test_main_verifies_and_times_in_the_worker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The whole sweep through the tuner's worker (here on the interpreter, the GPU check faked): the
+    base and a good override verified and timed in every round, a config that cannot launch reported
+    and never timed, the raw JSON written."""
+    import json
+
+    from benchmarks import config_sweep
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "interpreter")
+    rc = config_sweep.main(["sparse_mqa", "--workload", "batch=1,context=300,next_n=1,profile=dsv32",
+                            "--config", "NUM_SPLITS=2", "--config", "BLOCK_N=8", "--rounds", "2",
+                            "--out", str(tmp_path)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "2 of 3 configs verified and timed, 2 interleaved rounds" in out
+    rows = json.loads(next(tmp_path.glob("config_sweep-sparse_mqa-*.json")).read_text())["results"]
+    assert [r["status"] for r in rows[:2]] == ["ok", "ok"] and rows[1]["config"]["NUM_SPLITS"] == 2
+    assert all(len(r["rounds_us"]) == 2 and r["min_us"] <= r["median_us"] <= r["max_us"] for r in rows[:2])
+    assert rows[2]["status"] != "ok" and "BLOCK_N" in rows[2]["error"] and rows[2]["rounds_us"] == []
