@@ -131,9 +131,10 @@ def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, pat
                                 + (f"  best {best:.2f} us" if best != float("inf") else ""))
             elif kind == "workload_done":
                 o = info["outcome"]
-                # a workload that stopped early (patience, budget) frees its share of the bar
+                # a workload that stopped early (patience, budget) frees its share of the bar; the bar
+                # advanced for this run's trials only (o.new), never for earlier runs' trials
                 progress.update(task, completed=min(total, progress.tasks[task].completed
-                                                    + max(0, settings.n_trials - _counted(o))))
+                                                    + max(0, settings.n_trials - o.new)))
 
         outcomes = Tuner(store, kernel, settings, on_event).run(workloads)
     table = Table(title=f"{kernel.name}: {len(outcomes)} workloads"
@@ -146,11 +147,6 @@ def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, pat
                       f"{o.winner_us:.2f}" if o.winner_us else "-", f"{o.default_us:.2f}" if o.default_us else "-",
                       sp, o.skipped or ("default" if o.is_default else "tuned"))
     console.print(table)
-
-
-def _counted(outcome) -> int:
-    """Trials of this run the progress bar has advanced for (earlier runs' trials never did)."""
-    return outcome.new
 
 
 def register(app: typer.Typer, kernel: Kernel) -> None:
