@@ -605,11 +605,14 @@ def _mhc_post_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, T, D,
 #   proves no data moves between the arithmetic and the MMA.
 # - The 10 Gram sums stay per thread (two rows, one quarter of each step's columns) and
 #   are reduced across lanes once, after the loop.
-# - ``SYNC`` 2 (one pass): programs take ticketed ids, the block's last
-#   split to arrive sums the partials and runs the Sinkhorn epilogue, and every split
-#   writes u for its own columns from the new residual it wrote moments ago (L2-hot), so
-#   the residual crosses HBM once. With ``SYNC`` 0 ``_mhc_finish_kernel`` does that
-#   as a second launch, re-reading it.
+# - ``SYNC`` 2 (one pass): programs take ticketed ids and add their partial mix sums and
+#   Gram matrices atomically into one zeroed row a token; the block's last split to arrive
+#   reads that row and runs the Sinkhorn epilogue, and every split writes u for its own
+#   columns from the new residual it wrote moments ago, so the residual crosses HBM once
+#   if the resident programs' chunks fit in L2 (64 x 4 x D / SPLIT_K x 2 B each: many
+#   splits). With ``SYNC`` 0 ``_mhc_finish_kernel`` does that as a second launch,
+#   re-reading it. The atomic adds make the one pass's sums order-dependent (fp32
+#   rounding, run to run); SYNC 0 is deterministic.
 
 @triton.jit
 def _fn_k_order_kernel(fn_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
@@ -727,20 +730,25 @@ def _gl_mix_in(xi, c0, c1, c2, c3, x0, x1, x2, x3):
 
 
 @gluon_jit
-def _gl_gram_store(gb, i: gl.constexpr, k: gl.constexpr, g, tm):
-    """G[i, k] (and G[k, i]) of each token: the per-thread sums reduced across the row's lanes."""
+def _gl_gram_store(gb, i: gl.constexpr, k: gl.constexpr, g, tm, ADD: gl.constexpr):
+    """G[i, k] (and G[k, i]) of each token: the per-thread sums reduced across the row's lanes,
+    stored (this split's partial row) or, with ``ADD``, added atomically to the block's one row."""
     v = gl.sum(g, axis=1)
-    gl.store(gb + 4 * i + k, v, mask=tm)
-    if i != k:
-        gl.store(gb + 4 * k + i, v, mask=tm)
+    if ADD:
+        gl.atomic_add(gb + 4 * i + k, v, mask=tm, sem="relaxed", scope="gpu")
+        if i != k:
+            gl.atomic_add(gb + 4 * k + i, v, mask=tm, sem="relaxed", scope="gpu")
+    else:
+        gl.store(gb + 4 * i + k, v, mask=tm)
+        if i != k:
+            gl.store(gb + 4 * k + i, v, mask=tm)
 
 
 @gluon_jit
-def _gl_combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, t0, T, D, eps, n_iters,
-                SPLIT_K: gl.constexpr):
-    """``_combine`` + ``_epilogue`` for one 64-token block, one token a thread: sums the
-    SPLIT_K partials (``.cg``: other SMs wrote them), stores post / comb, and publishes
-    pre_0..3 and u's RMS factor in slots 0..4 of split 0's partial rows."""
+def _gl_combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, t0, T, D, eps, n_iters):
+    """``_combine`` + ``_epilogue`` for one 64-token block, one token a thread: reads the
+    block's mix sums and Gram matrices (``.cg``: the splits added them in L2), stores post /
+    comb, and publishes pre_0..3 and u's RMS factor in slots 0..4 of the mix rows."""
     R3: gl.constexpr = gl.SliceLayout(2, _GL_E3)
     C3: gl.constexpr = gl.SliceLayout(1, _GL_E3)
     row = gl.arange(0, 8, layout=gl.SliceLayout(0, R3))[None, :, None]
@@ -751,13 +759,8 @@ def _gl_combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, t0
     gk = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, _GL_G3)))[None, None, :]
     tg = t0 + gl.arange(0, 64, layout=gl.SliceLayout(1, gl.SliceLayout(2, _GL_G3)))
     tgm = (tg < T)[:, None, None]
-    m3 = gl.zeros([64, 8, 4], gl.float32, _GL_E3)
-    gram = gl.zeros([64, 4, 4], gl.float32, _GL_G3)
-    for k in range(SPLIT_K):
-        m3 += gl.load(pmix_ptr + (k * T + tt)[:, None, None] * 32 + row * 4 + col, mask=tm, other=0.0,
-                      cache_modifier=".cg")
-        gram += gl.load(pgram_ptr + (k * T + tg)[:, None, None] * 16 + gi * 4 + gk, mask=tgm, other=0.0,
-                        cache_modifier=".cg")
+    m3 = gl.load(pmix_ptr + tt[:, None, None] * 32 + row * 4 + col, mask=tm, other=0.0, cache_modifier=".cg")
+    gram = gl.load(pgram_ptr + tg[:, None, None] * 16 + gi * 4 + gk, mask=tgm, other=0.0, cache_modifier=".cg")
     ss = gl.convert_layout(gl.sum(gl.sum(gl.where(gi == gk, gram, 0.0), axis=2), axis=1), gl.SliceLayout(1, R3))
     rms = 1.0 / gl.sqrt(ss / (4 * D) + eps)
     sc = gl.load(scale_ptr + gl.minimum(row, 2))
@@ -787,7 +790,8 @@ def _gl_combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, t0
 @gluon_jit
 def _gl_u_pass(src_ptr, w_ptr, u_ptr, pmix_ptr, t0, T, d_lo, n_steps, stride_st, stride_ss, stride_ut):
     """u for this split's steps (the mix loop's columns) from the published coefficients:
-    (sum_i pre_i X_i) * urms * norm_w."""
+    (sum_i pre_i X_i) * urms * norm_w. The next step's rows are requested before this one's
+    are used (two steps in flight: one at a time, the pass waited out an L2 round trip a step)."""
     tt = t0 + gl.arange(0, 64, layout=gl.SliceLayout(1, _GL_U))
     tm = tt < T
     cb = pmix_ptr + tt * 32
@@ -798,15 +802,24 @@ def _gl_u_pass(src_ptr, w_ptr, u_ptr, pmix_ptr, t0, T, d_lo, n_steps, stride_st,
     urms = gl.load(cb + 4, mask=tm, other=0.0, cache_modifier=".cg")[:, None]
     cols = gl.arange(0, 32, layout=gl.SliceLayout(0, _GL_U))
     m = tm[:, None]
+    sp = src_ptr + tt[:, None] * stride_st + (d_lo + cols)[None, :]
+    a0, a1, a2, a3 = _gl_u_rows(sp, stride_ss, m)
     for s in range(n_steps):
+        b0, b1, b2, b3 = _gl_u_rows(sp + 32 * (s + 1), stride_ss, m & (s + 1 < n_steps))
+        h = p0 * a0.to(gl.float32) + p1 * a1.to(gl.float32) + p2 * a2.to(gl.float32) + p3 * a3.to(gl.float32)
         dd = d_lo + 32 * s + cols
-        sp = src_ptr + tt[:, None] * stride_st + dd[None, :]
-        h = p0 * gl.load(sp, mask=m, other=0.0, eviction_policy="evict_first").to(gl.float32)
-        h += p1 * gl.load(sp + stride_ss, mask=m, other=0.0, eviction_policy="evict_first").to(gl.float32)
-        h += p2 * gl.load(sp + 2 * stride_ss, mask=m, other=0.0, eviction_policy="evict_first").to(gl.float32)
-        h += p3 * gl.load(sp + 3 * stride_ss, mask=m, other=0.0, eviction_policy="evict_first").to(gl.float32)
         w = gl.load(w_ptr + dd).to(gl.float32)[None, :]
         gl.store(u_ptr + tt[:, None] * stride_ut + dd[None, :], (h * urms * w).to(gl.bfloat16), mask=m)
+        a0, a1, a2, a3 = b0, b1, b2, b3
+
+
+@gluon_jit
+def _gl_u_rows(sp, stride_ss, m):
+    """The four streams' [64, 32] tiles at ``sp`` (bf16, masked rows zero)."""
+    return (gl.load(sp, mask=m, other=0.0, eviction_policy="evict_first"),
+            gl.load(sp + stride_ss, mask=m, other=0.0, eviction_policy="evict_first"),
+            gl.load(sp + 2 * stride_ss, mask=m, other=0.0, eviction_policy="evict_first"),
+            gl.load(sp + 3 * stride_ss, mask=m, other=0.0, eviction_policy="evict_first"))
 
 
 @gluon_jit
@@ -937,21 +950,30 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
         acc = hopper.warpgroup_mma_wait(0, deps=[acc])
     async_copy.wait_group(0)
 
-    # this split's partial mix sums and Gram matrix (the layout _combine reads)
+    # this split's partial mix sums and Gram matrix (the layout _combine reads): SYNC 0 stores
+    # them in its own rows for the finish launch; the one pass adds them to the block's single
+    # rows (zeroed by the launcher), so its combine reads one row a token, not SPLIT_K in a
+    # chain of L2 round trips (~1.5 us a split under load: run 110, 610 us at SPLIT_K 32)
+    ADD: gl.constexpr = SYNC == 2
     mt = t0 + gl.arange(0, BLOCK_T, layout=gl.SliceLayout(1, _GL_MMA))
     mn = gl.arange(0, 32, layout=gl.SliceLayout(0, _GL_MMA))
-    gl.store(pmix_ptr + (pid_k * T + mt)[:, None] * 32 + mn[None, :], acc, mask=(mt < T)[:, None])
-    gb = pgram_ptr + (pid_k * T + t_r) * 16
-    _gl_gram_store(gb, 0, 0, g00, tm_r)
-    _gl_gram_store(gb, 0, 1, g01, tm_r)
-    _gl_gram_store(gb, 0, 2, g02, tm_r)
-    _gl_gram_store(gb, 0, 3, g03, tm_r)
-    _gl_gram_store(gb, 1, 1, g11, tm_r)
-    _gl_gram_store(gb, 1, 2, g12, tm_r)
-    _gl_gram_store(gb, 1, 3, g13, tm_r)
-    _gl_gram_store(gb, 2, 2, g22, tm_r)
-    _gl_gram_store(gb, 2, 3, g23, tm_r)
-    _gl_gram_store(gb, 3, 3, g33, tm_r)
+    part = 0 if ADD else pid_k * T
+    pm = pmix_ptr + (part + mt)[:, None] * 32 + mn[None, :]
+    if ADD:
+        gl.atomic_add(pm, acc, mask=(mt < T)[:, None], sem="relaxed", scope="gpu")
+    else:
+        gl.store(pm, acc, mask=(mt < T)[:, None])
+    gb = pgram_ptr + (part + t_r) * 16
+    _gl_gram_store(gb, 0, 0, g00, tm_r, ADD)
+    _gl_gram_store(gb, 0, 1, g01, tm_r, ADD)
+    _gl_gram_store(gb, 0, 2, g02, tm_r, ADD)
+    _gl_gram_store(gb, 0, 3, g03, tm_r, ADD)
+    _gl_gram_store(gb, 1, 1, g11, tm_r, ADD)
+    _gl_gram_store(gb, 1, 2, g12, tm_r, ADD)
+    _gl_gram_store(gb, 1, 3, g13, tm_r, ADD)
+    _gl_gram_store(gb, 2, 2, g22, tm_r, ADD)
+    _gl_gram_store(gb, 2, 3, g23, tm_r, ADD)
+    _gl_gram_store(gb, 3, 3, g33, tm_r, ADD)
     if SYNC == 2:
         n_tb = gl.cdiv(T, BLOCK_T)
         arrive = sync_ptr + 2 + pid_t
@@ -959,8 +981,7 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
         cta_barrier()  # this CTA's partials precede the release
         if gl.atomic_add(arrive, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1:
             cta_barrier()
-            _gl_combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, t0, T, D, eps, n_iters,
-                        SPLIT_K)
+            _gl_combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, t0, T, D, eps, n_iters)
             cta_barrier()
             gl.atomic_xchg(ready, 1, sem="release", scope="gpu")
         while gl.atomic_add(ready, 0, sem="acquire", scope="gpu") == 0:
@@ -1042,9 +1063,14 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
     u = torch.empty((T, D), dtype=torch.bfloat16, device=dev)
     post_out = torch.empty((T, 4), dtype=torch.float32, device=dev)
     comb_out = torch.empty((T, 4, 4), dtype=torch.float32, device=dev)
-    # Partials only exist with a split; a 1-element dummy keeps the signature fixed.
-    pmix = torch.empty((SK * T * 32,) if SK > 1 else (1,), dtype=torch.float32, device=dev)
-    pgram = torch.empty((SK * T * 16,) if SK > 1 else (1,), dtype=torch.float32, device=dev)
+    # Partials only exist with a split; a 1-element dummy keeps the signature fixed. GLUON's
+    # one pass adds every split's partials atomically into one zeroed row a token (one memset).
+    if config.get("GLUON") and sync == 2:
+        part = torch.zeros((T * 48,), dtype=torch.float32, device=dev)
+        pmix, pgram = part[:T * 32], part[T * 32:]
+    else:
+        pmix = torch.empty((SK * T * 32,) if SK > 1 else (1,), dtype=torch.float32, device=dev)
+        pgram = torch.empty((SK * T * 16,) if SK > 1 else (1,), dtype=torch.float32, device=dev)
     common = dict(scale_ptr=scale, base_ptr=base, w_ptr=norm_w, u_ptr=u, post_ptr=post_out, comb_ptr=comb_out,
                   pmix_ptr=pmix, pgram_ptr=pgram, sync_ptr=_sync_scratch(dev, 2 + 3 * n_tb) if sync
                   else torch.empty(1, dtype=torch.int32, device=dev),  # unused by SYNC 0
@@ -1098,8 +1124,8 @@ def gluon_config_error(config: dict[str, Any], D: int) -> str | None:
     sk = config["SPLIT_K"]
     if any(config[k] != v for k, v in GL_FIXED.items()):
         return f"GLUON takes BLOCK_T {GL_BLOCK_T}, BLOCK_D {GL_BLOCK_D}, tf32, 4 warps"
-    if sk < 2 or sk & (sk - 1) or D % (GL_BLOCK_D * sk):
-        return f"GLUON takes a power-of-two SPLIT_K >= 2 dividing D into {GL_BLOCK_D}-column steps"
+    if sk < 2 or sk % 2 or D % (GL_BLOCK_D * sk):
+        return f"GLUON takes an even SPLIT_K >= 2 dividing D into {GL_BLOCK_D}-column steps"
     if int(config.get("SYNC", 0)) not in (0, 2):
         return "GLUON takes SYNC 0 (a finish launch) or 2 (one pass)"
     if not 2 <= config["num_stages"] <= 4:
