@@ -27,7 +27,7 @@ if __package__ in (None, ""):  # run as a script: the repository root for tuner 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/_results.py (benchmarks is not a package)
 from _results import save_raw  # noqa: E402
-from kernel_breakdown import parse_kv  # noqa: E402
+from kernel_breakdown import parse_kv, resolve_config  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -76,27 +76,11 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 def resolve(args: argparse.Namespace) -> tuple[Any, Any, list[tuple[str, dict[str, Any]]]]:
     """The kernel's spec, the workload and the ``(label, config)`` list (base first); a
     ValueError with a one-line message for an unknown kernel, a bad workload or pack, or a
-    ``--config`` key the kernel does not have (a typo would time the base under its label)."""
-    from tuner import runtime
-    from tuner.registry import get
-    from tuner.spec import workload_dict
-
-    try:
-        kernel = get(args.kernel)
-        spec = kernel.spec
-        w = spec.workload(**parse_kv(args.workload))
-        base, how = spec.default_config(w), "default"
-        if args.pack:
-            sel = runtime.load_pack(args.pack).select(spec.name, workload_dict(w))
-            if sel.how != "default":
-                base, how = dict(sel.config), sel.how
-    except (KeyError, TypeError, ValueError, runtime.PackError) as e:
-        raise ValueError(e.args[0] if isinstance(e, KeyError) and e.args else str(e)) from None
+    ``--config`` key the kernel does not have (``kernel_breakdown.resolve_config``)."""
     overrides = [parse_kv(text) for text in args.config]
+    spec, w, base, how = resolve_config(args.kernel, parse_kv(args.workload), args.pack)
     for over in overrides:
-        unknown = sorted(set(over) - set(kernel.space) - set(base))
-        if unknown:
-            raise ValueError(f"--config: {', '.join(unknown)}: not a config key of {spec.name}")
+        resolve_config(args.kernel, parse_kv(args.workload), args.pack, over)
     return spec, w, [(f"base ({how})", dict(base))] + [(t, dict(base, **o)) for t, o in zip(args.config, overrides)]
 
 

@@ -99,6 +99,33 @@ def _short(name: str, width: int = 60) -> str:
     return name if len(name) <= width else name[: width - 3] + "..."
 
 
+def resolve_config(kernel_name: str, workload: dict[str, Any], pack: Any = None,
+                   overrides: dict[str, Any] | None = None) -> tuple[Any, Any, dict[str, Any], str]:
+    """(spec, workload, config, how) for one workload: the pack's selection (``pack`` a path)
+    or the template's default, ``overrides`` laid over it. A ValueError with a one-line
+    message for an unknown kernel, a bad workload or pack, or an override key the kernel
+    does not have (a typo would time the base config under another name)."""
+    from tuner import runtime
+    from tuner.registry import get
+    from tuner.spec import workload_dict
+
+    try:
+        kernel = get(kernel_name)
+        spec = kernel.spec
+        w = spec.workload(**workload)
+        cfg, how = spec.default_config(w), "default"
+        if pack is not None:
+            sel = runtime.load_pack(pack).select(spec.name, workload_dict(w))  # every axis, defaults included
+            if sel.how != "default":
+                cfg, how = dict(sel.config), sel.how
+    except (KeyError, TypeError, ValueError, runtime.PackError) as e:
+        raise ValueError(e.args[0] if isinstance(e, KeyError) and e.args else str(e)) from None
+    unknown = sorted(set(overrides or {}) - set(kernel.space) - set(cfg))
+    if unknown:
+        raise ValueError(f"--config: {', '.join(unknown)}: not a config key of {spec.name}")
+    return spec, w, dict(cfg, **(overrides or {})), how
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("kernel", help="registry name, e.g. sparse_mqa")
@@ -111,40 +138,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=20, help="profiled calls per workload")
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = ap.parse_args(argv)
+    try:  # bad input: one line and exit 2, before the GPU is touched
+        over, extra = parse_kv(args.config), parse_kv(args.inputs)
+        plans = [(text, wd, *resolve_config(args.kernel, wd, args.pack, over))
+                 for text, wd in ((t, parse_kv(t)) for t in args.workload)]
+    except ValueError as e:
+        print(f"kernel_breakdown: {e}", file=sys.stderr)
+        return 2
 
     import torch
 
-    from tuner import runtime, timing
-    from tuner.registry import get
-    from tuner.spec import workload_dict
+    from tuner import timing
 
     if not torch.cuda.is_available():
         print("kernel_breakdown needs a GPU", file=sys.stderr)
         return 2
-    k = get(args.kernel)
-    spec = k.spec
-    pack = runtime.load_pack(args.pack) if args.pack else None
-    over = parse_kv(args.config)
+    spec = plans[0][2]
     flush = timing._flush_l2 if spec.cold_l2 else None
     # the flush's own kernels, told apart by name; none to leave out where no flush runs
     flush_names = {n for n, _ in _profile(lambda: None, 3, timing._flush_l2)} if flush else set()
-    results = []
-    for text in args.workload:
-        wd = parse_kv(text)
-        w = spec.workload(**wd)
-        how = "default"
-        cfg = spec.default_config(w)
-        if pack is not None:
-            sel = pack.select(spec.name, workload_dict(w))  # every axis, defaults included (nvfp4's page)
-            if sel.how != "default":
-                cfg, how = dict(sel.config), sel.how
-        cfg = dict(cfg, **over)
-        inputs = dict(spec.make_inputs(w, "cuda", 0), **parse_kv(args.inputs))
+    results, refused = [], 0
+    for text, wd, _spec, w, cfg, how in plans:
+        inputs = dict(spec.make_inputs(w, "cuda", 0), **extra)
 
         def fn(cfg=cfg, inputs=inputs):
             return spec.launch(config=cfg, **inputs)
 
-        fn()
+        try:
+            fn()
+        except ValueError as e:  # the launcher refuses the config (e.g. a tile it cannot run): the next workload
+            print(f"kernel_breakdown: {text}: {str(e).splitlines()[0]}", file=sys.stderr)
+            refused += 1
+            continue
         torch.cuda.synchronize()
         call = timing.bench_kernel(spec, fn)
         events = _profile(fn, args.calls, flush)
@@ -164,9 +189,10 @@ def main(argv: list[str] | None = None) -> int:
             print("  in order: " + ", ".join(f"{_short(n, 24)} {u:.1f}" for n, u in seq))
         del inputs
         torch.cuda.empty_cache()
-    save_raw(args.out, f"kernel_breakdown-{spec.name}",
-             {"kernel": spec.name, "gpu": torch.cuda.get_device_name(), "results": results})
-    return 0
+    if results:
+        save_raw(args.out, f"kernel_breakdown-{spec.name}",
+                 {"kernel": spec.name, "gpu": torch.cuda.get_device_name(), "results": results})
+    return 2 if refused else 0
 
 
 if __name__ == "__main__":

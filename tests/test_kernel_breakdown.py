@@ -1,9 +1,15 @@
-"""benchmarks/kernel_breakdown.py's pure parts: the K=V parser and the per-kernel table."""
+"""benchmarks/kernel_breakdown.py without a GPU: the K=V parser, the per-kernel table, and bad input."""
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from benchmarks.kernel_breakdown import kernel_times, launch_sequence, parse_kv
+from benchmarks.kernel_breakdown import kernel_times, launch_sequence, parse_kv, resolve_config
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_parse_kv_types() -> None:
@@ -31,3 +37,25 @@ def test_launch_sequence_by_position() -> None:
     assert launch_sequence(ev, calls=2, skip={"fill"}) == [("score", 11.0), ("pass", 3.0), ("pass", 5.0)]
     assert launch_sequence(ev[:-1], calls=2, skip={"fill"}) == []  # uneven: no sequence
     assert launch_sequence([("a", 1.0), ("b", 1.0), ("b", 1.0), ("a", 1.0)], calls=2, skip=set()) == []
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["no_such_kernel", "--workload", "batch=1"], "no_such_kernel"),
+    (["mhc", "--workload", "op=seam,tokens=64,dimm=256"], "dimm"),
+    (["mhc", "--workload", "op=seam,tokens=64,dim=256", "--config", "SPLITK=2"], "SPLITK: not a config key of mhc"),
+    (["mhc", "--workload", "op=seam,tokens=64,dim=256", "--pack", "/nonexistent/pack"], "/nonexistent/pack"),
+    (["mhc", "--workload", "op=seam,tokens=64,dim=256", "--inputs", "eps"], "KEY=VALUE"),
+])
+def test_bad_input_exits_2_in_one_line_before_the_gpu(argv: list[str], msg: str) -> None:
+    """Checked before any GPU work (so the same line with or without a GPU), no traceback."""
+    r = subprocess.run([sys.executable, "benchmarks/kernel_breakdown.py", *argv], cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2
+    line = r.stderr.strip()
+    assert line.startswith("kernel_breakdown: ") and msg in line and "\n" not in line, r.stderr
+
+
+def test_resolve_config_pack_default_and_overrides() -> None:
+    spec, w, cfg, how = resolve_config("mhc", {"op": "seam", "tokens": 64, "dim": 256}, None, {"SPLIT_K": 2})
+    assert how == "default" and w.dim == 256
+    assert cfg == dict(spec.default_config(w), SPLIT_K=2)
