@@ -1130,9 +1130,6 @@ def gluon_config_error(config: dict[str, Any], D: int) -> str | None:
         return "GLUON takes SYNC 0 (a finish launch) or 2 (one pass)"
     if not 2 <= config["num_stages"] <= 4:
         return "GLUON pipelines 2-4 stages"
-    cap = int(config.get("GL_MAXNREG", 0))
-    if cap and not 64 <= cap <= 255:
-        return "GLUON's register cap (GL_MAXNREG) is 0 (none) or 64-255"
     return None
 
 
@@ -1156,8 +1153,6 @@ def _gl_launches(op: str, T: int, D: int, dev: Any, args: dict[str, Any], sync: 
                        stride_yt=0, stride_nt=0, stride_ns=0)
     fnk = torch.empty_like(args["fn_ptr"])
     gl_args = {k: gl_args[k] for k in _gl_mix_kernel.arg_names} | {"fn_ptr": fnk}
-    if int(config.get("GL_MAXNREG", 0)):  # a launch option: 168 lets 3 CTAs share an SM (seam: 216 uncapped)
-        gl_args["maxnreg"] = int(config["GL_MAXNREG"])
     order = _fn_k_order_launch(args["fn_ptr"], fnk)
     if sync == 2:
         return [order, (_gl_mix_kernel, (n_tb * sk,), gl_args)]

@@ -9,9 +9,7 @@ which re-reads the new residual after the whole grid wrote it, from HBM at large
 launch, the block's programs wait for each other and each writes u for its own chunk;
 only 0 is admitted, see ``constraints``), ``GLUON`` the Gluon mix kernel on sm_90 (register-A
 tf32 wgmma, its tile fixed at 64 x 32 with 4 warps, ``GL_FIXED``; ``num_stages`` is its cp.async
-ring's depth and ``SYNC`` 2 its one-pass form, tested but not admitted like the Triton kernel's),
-``GL_MAXNREG`` the Gluon kernel's register cap (0: none; at 168 three CTAs fit an SM, with a few
-bytes of stack).
+ring's depth and ``SYNC`` 2 its one-pass form, tested but not admitted like the Triton kernel's).
 The Sinkhorn layout is not a knob: it is a packed ``[BLOCK_T, 8, 4]`` register tile (pre, post
 and the 4 comb rows of a token together), a few hundred flops per token, so the token block
 (``BLOCK_T``) is what lays it out.
@@ -37,7 +35,6 @@ SPACE = Space(
     num_warps=Pow2(1, 8),
     num_stages=Choice((1, 2, 3, 4)),
     GLUON=Bool(absent=False),
-    GL_MAXNREG=Choice((0, 168), absent=0),
 )
 
 _POST_FIXED = {"SPLIT_K": 1, "DOT_PRECISION": "fma", "SYNC": 0}
@@ -122,8 +119,6 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
         c["GLUON"] = False
     if c.get("GLUON"):
         c.update(GL_FIXED)  # a draw's other tile keys would only duplicate trials
-    else:
-        c["GL_MAXNREG"] = 0  # the Gluon kernel's launch option only
     c["SYNC"] = 0
     if workload.op == "post":
         c.update(_POST_FIXED)

@@ -357,17 +357,6 @@ def test_gpu_gluon(op, T, D, sk, sync, stages, device):
         assert not mhc._sync_scratch(inputs["X"].device, 2 + 3 * 4096).any()
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("op, T, sk", [("seam", 1024, 8), ("seam", 333, 10), ("pre", 4096, 4)])
-def test_gpu_gluon_register_cap(op, T, sk, device):
-    """GLUON capped at 168 registers (``GL_MAXNREG``, a launch option) still matches the reference."""
-    wl = mhc.Workload(op, T, 5120)
-    cfg = dict(_gl_config(op, T, 5120, sk, 0, 2), GL_MAXNREG=168)
-    assert constraints(cfg, wl), cfg
-    inputs = mhc.make_inputs(wl, device, T)
-    mhc.verify(mhc.launch(config=cfg, **inputs), mhc.reference(**inputs), inputs)
-
-
 def test_fn_k_order(device):
     """fn in the GLUON kernel's K order: in each 32-column block, position 4 m + q holds
     column 8 q + m (the columns a thread's registers hold, as the tf32 A fragment reads them)."""
