@@ -1109,8 +1109,8 @@ def _finish_launch(T: int, D: int, config: dict[str, Any], dev: Any, src: torch.
                    args: dict[str, Any]) -> tuple[Any, tuple[int, int], dict[str, Any]]:
     """The split-K finish launch (``SYNC`` 0) after either mix kernel, whose ``args`` hold the
     partials and outputs; its grid and tiles are its own (``finish_tiles``)."""
-    BT, SK, u = config["BLOCK_T"], config["SPLIT_K"], args["u_ptr"]
-    ubd, chunk = finish_tiles(T, D, BT, int(config["num_warps"]), config["BLOCK_D"], _sm_count(dev))
+    SK, u = config["SPLIT_K"], args["u_ptr"]
+    BT, ubd, chunk = finish_tiles(T, D, config["BLOCK_T"], int(config["num_warps"]), config["BLOCK_D"], _sm_count(dev))
     fin = dict(pmix_ptr=args["pmix_ptr"], pgram_ptr=args["pgram_ptr"], src_ptr=src, scale_ptr=args["scale_ptr"],
                base_ptr=args["base_ptr"], w_ptr=args["w_ptr"], u_ptr=u, post_ptr=args["post_ptr"],
                comb_ptr=args["comb_ptr"], T=T, D=D, chunk=chunk, stride_st=src.stride(0), stride_ss=src.stride(1),
@@ -1162,7 +1162,13 @@ def _gl_launches(op: str, T: int, D: int, dev: Any, args: dict[str, Any], sync: 
 FINISH_PROGRAMS_PER_SM = 4
 """The split-K finish launch aims at about this many programs an SM (a power-of-two number
 of D-chunks per token block, rounded down): with ~110 registers at 4 warps they are all
-resident, each with a [BLOCK_T, U_BLOCK_D] x 4-stream tile (32 KB at 64 x 64) in flight."""
+resident, each with a [rows, U_BLOCK_D] x 4-stream tile (32 KB at 16 x 256) in flight."""
+
+FINISH_ROWS = 16
+"""Token rows a finish program takes at most (its partials are per token, so its token tile is
+its own). Fewer rows, wider row pieces: a streaming pass over 64-byte pieces of each row ran at
+2.6 TB/s on the H200, 128-byte 3.4, >= 256-byte 3.8 (post, run 113); at 64 rows the finish read
+128-byte pieces (64 x 64 tiles), at 16 it reads 512-byte ones (16 x 256)."""
 
 
 def _sm_count(dev: Any) -> int:
@@ -1170,15 +1176,17 @@ def _sm_count(dev: Any) -> int:
     return sm_count(dev, 132)
 
 
-def finish_tiles(T: int, D: int, block_t: int, num_warps: int, block_d: int, sms: int = 132) -> tuple[int, int]:
-    """(U_BLOCK_D, columns per program) of the split-K finish launch: tiles of ~32 fp32
-    values a thread (``1024 * num_warps / BLOCK_T`` columns, 16..256, never narrower than
-    the first launch's ``BLOCK_D``), D-chunks of whole tiles, about
-    ``FINISH_PROGRAMS_PER_SM`` programs an SM over the token blocks."""
-    ubd = max(16, min(256, next_power_of_2(max(1, D)), max(block_d, 1024 * num_warps // block_t)))
-    want = max(1, (FINISH_PROGRAMS_PER_SM * sms) // max(1, cdiv(T, block_t)))  # T = 0 plans too (launch skips it)
+def finish_tiles(T: int, D: int, block_t: int, num_warps: int, block_d: int, sms: int = 132) -> tuple[int, int, int]:
+    """(token rows, U_BLOCK_D, columns per program) of the split-K finish launch: at most
+    ``FINISH_ROWS`` of the first launch's ``block_t`` rows, tiles of ~32 fp32 values a thread
+    (``1024 * num_warps / rows`` columns, 16..256, never narrower than the first launch's
+    ``BLOCK_D``), D-chunks of whole tiles, about ``FINISH_PROGRAMS_PER_SM`` programs an SM
+    over the token tiles."""
+    rows = min(block_t, FINISH_ROWS)
+    ubd = max(16, min(256, next_power_of_2(max(1, D)), max(block_d, 1024 * num_warps // rows)))
+    want = max(1, (FINISH_PROGRAMS_PER_SM * sms) // max(1, cdiv(T, rows)))  # T = 0 plans too (launch skips it)
     splits = min(1 << (want.bit_length() - 1), cdiv(D, ubd))
-    return ubd, cdiv(cdiv(D, splits), ubd) * ubd
+    return rows, ubd, cdiv(cdiv(D, splits), ubd) * ubd
 
 
 _SYNC_INTS = 2 + 3 * 4096  # ticket, done, 3 counters per token block: the space's 4096-program grid cap

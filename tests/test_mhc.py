@@ -111,10 +111,12 @@ def test_finish_launch_tiles(device, monkeypatch):
     for T in (1, 37, 1024, 4096):
         for D in (48, 336, 4096, 5120):
             for bt, nw, bd in ((16, 4, 32), (64, 4, 16), (4, 1, 256), (16, 1, 16)):
-                ubd, chunk = mhc.finish_tiles(T, D, bt, nw, bd)
+                rows, ubd, chunk = mhc.finish_tiles(T, D, bt, nw, bd)
                 n = -(-D // chunk)
                 assert chunk % ubd == 0 and min(bd, 1 << (D - 1).bit_length()) <= ubd <= 256 and (n - 1) * chunk < D <= n * chunk, (T, D, bt, nw, bd)
-    assert mhc.finish_tiles(37, 336, 16, 1, 16, sms=2) == (64, 192)
+                assert rows == min(bt, mhc.FINISH_ROWS)
+    assert mhc.finish_tiles(4096, 5120, 64, 4, 32) == (16, 256, 2560)  # GLUON's 64 x 32: 512-byte row pieces
+    assert mhc.finish_tiles(37, 336, 16, 1, 16, sms=2) == (16, 64, 192)
     monkeypatch.setattr(mhc, "_sm_count", lambda dev: 2)  # 2 chunks of 3 tiles, the second 2.25
     wl = mhc.Workload("seam", 37, 336)
     inputs = mhc.make_inputs(wl, device, 5)
@@ -122,6 +124,12 @@ def test_finish_launch_tiles(device, monkeypatch):
     out = mhc.launch(config=base, **inputs)
     mhc.verify(out, mhc.reference(**inputs), inputs)
     for a, b in zip(out, mhc.launch(config=dict(base, SYNC=1), **inputs)):
+        assert torch.equal(a, b)
+    # a 32-token first launch: the finish takes 16-row tiles of its own (3 of them, the last short)
+    wide = dict(base, BLOCK_T=32)
+    out = mhc.launch(config=wide, **inputs)
+    mhc.verify(out, mhc.reference(**inputs), inputs)
+    for a, b in zip(out, mhc.launch(config=dict(wide, SYNC=1), **inputs)):
         assert torch.equal(a, b)
 
 
@@ -132,7 +140,7 @@ def test_zero_tokens_split_k(device):
     cfg = dict(BLOCK_T=16, BLOCK_D=16, SPLIT_K=4, DOT_PRECISION="fma", SYNC=0, num_warps=1, num_stages=1)
     outs = mhc.launch(config=cfg, **inp)
     assert [tuple(o.shape) for o in outs] == [(0, 4, 64), (0, 64), (0, 4), (0, 4, 4)]
-    assert mhc.finish_tiles(0, 64, 16, 1, 16) == (64, 64)
+    assert mhc.finish_tiles(0, 64, 16, 1, 16) == (16, 64, 64)
 
 
 def test_sync_scratch_never_regrows():
