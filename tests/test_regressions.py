@@ -294,6 +294,30 @@ def test_export_fills_parameters_added_with_an_absent_value(tmp_path, monkeypatc
     assert verify_pack(out).problems == []
 
 
+def test_verify_accepts_a_pack_exported_before_a_parameter_was_added(tmp_path, monkeypatch):
+    """A pack exported before its space gained a parameter with ``absent=`` still verifies: its
+    configs run as the launcher completes them (the same fill as export's); a value outside the
+    space is still a problem."""
+    import dataclasses
+
+    from tuner import registry
+    from tuner.pack import export_pack, verify_pack
+    from tuner.space import Choice
+
+    db = str(tmp_path / "r.db")
+    _one_winner(db)
+    out = export_pack(open_store(db), tmp_path / "pack")
+    assert verify_pack(out).problems == []
+    space = registry.kernels()["moe_routing"].space
+    (entry,) = json.loads((out / "moe_routing.json").read_text())["entries"]
+    stages = entry["config"]["num_stages"]
+    monkeypatch.setitem(space, "num_stages", dataclasses.replace(space["num_stages"], absent=stages))
+    monkeypatch.setitem(space, "NEW_KNOB", Choice((0, 1), absent=0))
+    assert verify_pack(out).problems == []  # the pack lacks NEW_KNOB: run as 0
+    monkeypatch.setitem(space, "NEW_KNOB", Choice((1, 2), absent=3))
+    assert any("outside the search space" in p for p in verify_pack(out).problems)
+
+
 def test_export_leaves_out_winners_outside_todays_space(tmp_path, capsys):
     """A winner tuned on an older source whose config lacks a parameter added since (or holds a
     value dropped since) is left out of the pack and named in the manifest; the pack verifies."""

@@ -150,9 +150,10 @@ def _check_entries(pack: Pack, problems: list[str]) -> None:
             except (KeyError, TypeError, ValueError) as ex:
                 problems.append(f"{kname} {e.get('workload')}: bad workload ({ex})")
                 continue
-            if not k.space.contains(e["config"]):
+            cfg = k.space.complete(e["config"])  # a key added since the export: its absent value, as launched
+            if not k.space.contains(cfg):
                 problems.append(f"{kname} {e['workload']}: config {e['config']} is outside the search space")
-            elif not k.constraints(e["config"], w):
+            elif not k.constraints(cfg, w):
                 problems.append(f"{kname} {e['workload']}: config {e['config']} violates the constraints")
 
 
