@@ -78,9 +78,7 @@ def resolve(args: argparse.Namespace) -> tuple[Any, Any, list[tuple[str, dict[st
     ValueError with a one-line message for an unknown kernel, a bad workload or pack, or a
     ``--config`` key the kernel does not have (``kernel_breakdown.resolve_config``)."""
     overrides = [parse_kv(text) for text in args.config]
-    spec, w, base, how = resolve_config(args.kernel, parse_kv(args.workload), args.pack)
-    for over in overrides:
-        resolve_config(args.kernel, parse_kv(args.workload), args.pack, over)
+    spec, w, base, how = resolve_config(args.kernel, parse_kv(args.workload), args.pack, overrides)
     return spec, w, [(f"base ({how})", dict(base))] + [(t, dict(base, **o)) for t, o in zip(args.config, overrides)]
 
 

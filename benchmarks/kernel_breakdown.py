@@ -9,6 +9,9 @@ dependencies between launches: the part no kernel tuning can take back.
 Kernel times come from the CUDA profiler (torch.profiler, CUPTI) over ``--calls`` calls,
 each after the L2 flush the tuner times with (the flush's own kernels are left out); the
 call time is ``tuner.timing.bench_kernel``'s, as the tuner and the benchmarks measure it.
+
+Exit status: 2 for bad input (one line, checked before the GPU); 1 when the launcher refused
+some workload's config (each named on stderr; the other workloads' results are saved).
 """
 from __future__ import annotations
 
@@ -100,11 +103,11 @@ def _short(name: str, width: int = 60) -> str:
 
 
 def resolve_config(kernel_name: str, workload: dict[str, Any], pack: Any = None,
-                   overrides: dict[str, Any] | None = None) -> tuple[Any, Any, dict[str, Any], str]:
-    """(spec, workload, config, how) for one workload: the pack's selection (``pack`` a path)
-    or the template's default, ``overrides`` laid over it. A ValueError with a one-line
-    message for an unknown kernel, a bad workload or pack, or an override key the kernel
-    does not have (a typo would time the base config under another name)."""
+                   overrides: Iterable[dict[str, Any]] = ()) -> tuple[Any, Any, dict[str, Any], str]:
+    """(spec, workload, base config, how) for one workload: the pack's selection (``pack`` a
+    path, loaded once) or the template's default. A ValueError with a one-line message for an
+    unknown kernel, a bad workload or pack, or a key of any of ``overrides`` the kernel does
+    not have (a typo would time the base config under another name)."""
     from tuner import runtime
     from tuner.registry import get
     from tuner.spec import workload_dict
@@ -120,10 +123,10 @@ def resolve_config(kernel_name: str, workload: dict[str, Any], pack: Any = None,
                 cfg, how = dict(sel.config), sel.how
     except (KeyError, TypeError, ValueError, runtime.PackError) as e:
         raise ValueError(e.args[0] if isinstance(e, KeyError) and e.args else str(e)) from None
-    unknown = sorted(set(overrides or {}) - set(kernel.space) - set(cfg))
+    unknown = sorted({k for over in overrides for k in over} - set(kernel.space) - set(cfg))
     if unknown:
         raise ValueError(f"--config: {', '.join(unknown)}: not a config key of {spec.name}")
-    return spec, w, dict(cfg, **(overrides or {})), how
+    return spec, w, cfg, how
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,8 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:  # bad input: one line and exit 2, before the GPU is touched
         over, extra = parse_kv(args.config), parse_kv(args.inputs)
-        plans = [(text, wd, *resolve_config(args.kernel, wd, args.pack, over))
-                 for text, wd in ((t, parse_kv(t)) for t in args.workload)]
+        plans = []
+        for text in args.workload:
+            wd = parse_kv(text)
+            spec, w, base, how = resolve_config(args.kernel, wd, args.pack, [over])
+            plans.append((text, wd, spec, w, dict(base, **over), how))
     except ValueError as e:
         print(f"kernel_breakdown: {e}", file=sys.stderr)
         return 2
@@ -167,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             fn()
         except ValueError as e:  # the launcher refuses the config (e.g. a tile it cannot run): the next workload
-            print(f"kernel_breakdown: {text}: {str(e).splitlines()[0]}", file=sys.stderr)
+            print(f"kernel_breakdown: {text}: refused: {str(e).splitlines()[0]}", file=sys.stderr)
             refused += 1
             continue
         torch.cuda.synchronize()
@@ -192,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     if results:
         save_raw(args.out, f"kernel_breakdown-{spec.name}",
                  {"kernel": spec.name, "gpu": torch.cuda.get_device_name(), "results": results})
-    return 2 if refused else 0
+    return 1 if refused else 0  # 1: some workload's config was refused (the others' results are saved)
 
 
 if __name__ == "__main__":

@@ -365,9 +365,10 @@ def _combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_
     s = tl.arange(0, 4)
     m3 = tl.zeros([BLOCK_T, 8, 4], dtype=tl.float32)
     gram = tl.zeros([BLOCK_T, 4, 4], dtype=tl.float32)
-    # Unrolled by 2 (SPLIT_K is a power of two >= 2 here): the loads of two splits are in
-    # flight together (one L2 round trip per split was the latency chain); the adds stay
-    # in split order, so every SYNC mode sums bit-identically.
+    # Unrolled by 2 (SPLIT_K is even here: a power of two on the Triton kernel, even on GLUON's):
+    # the loads of two splits are in flight together (one L2 round trip per split was the
+    # latency chain); the adds stay in split order, so the Triton kernel's SYNC modes and
+    # GLUON's SYNC 0 sum bit-identically (GLUON's one pass adds its partials atomically).
     for k0 in range(0, SPLIT_K, 2):
         for kk in tl.static_range(2):
             bt = ((k0 + kk) * T + offs_t)[:, None, None]
@@ -546,8 +547,8 @@ def _mhc_seam_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, 
 def _mhc_finish_kernel(pmix_ptr, pgram_ptr, src_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr, comb_ptr,
                        T, D, chunk, stride_st, stride_ss, stride_ut, eps, n_iters,
                        BLOCK_T: tl.constexpr, U_BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr):
-    """Split-K epilogue as a second launch (``SYNC`` 0), grid (token blocks, D-chunks of
-    ``chunk`` columns; ``finish_tiles``). Every program reduces the SPLIT_K partials
+    """Split-K epilogue as a second launch (``SYNC`` 0), grid (token tiles of ``BLOCK_T`` rows,
+    D-chunks of ``chunk`` columns; ``finish_tiles``). Every program reduces the SPLIT_K partials
     (rather than waiting on one that did); chunk 0 also runs the Sinkhorn and stores post
     / comb; each writes u for its own chunk in ``[BLOCK_T, U_BLOCK_D]`` tiles. Its tiling
     is its own, not the first launch's: that one's ``BLOCK_D`` is set by the GEMM's
@@ -870,8 +871,11 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
     msk3 = tm_r[:, None, None] & (col3 < BLOCK_D)
 
     for s in gl.static_range(STAGES - 1):
-        _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, s, t_ld, tm_ld, c_ld, fn_off,
-                  fn_mask, d_lo + s * BLOCK_D, D, stride_xt, stride_xs, stride_yt, SEAM)
+        if s < n_steps:  # a split shorter than the ring (e.g. 1 step at 4 stages) reads nothing past its chunk
+            _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, s, t_ld, tm_ld, c_ld, fn_off,
+                      fn_mask, d_lo + s * BLOCK_D, D, stride_xt, stride_xs, stride_yt, SEAM)
+        else:
+            async_copy.commit_group()  # an empty group keeps the wait count uniform
 
     acc = gl.zeros([BLOCK_T, 32], gl.float32, _GL_MMA)
     z = gl.zeros([BLOCK_T, 4], gl.float32, G2)
@@ -1161,8 +1165,8 @@ def _gl_launches(op: str, T: int, D: int, dev: Any, args: dict[str, Any], sync: 
 
 FINISH_PROGRAMS_PER_SM = 4
 """The split-K finish launch aims at about this many programs an SM (a power-of-two number
-of D-chunks per token block, rounded down): with ~110 registers at 4 warps they are all
-resident, each with a [rows, U_BLOCK_D] x 4-stream tile (32 KB at 16 x 256) in flight."""
+of D-chunks per token tile, rounded down): with 128 registers at 4 warps (sm_90, 16 x 256)
+they are all resident, each with a [rows, U_BLOCK_D] x 4-stream tile (32 KB) in flight."""
 
 FINISH_ROWS = 16
 """Token rows a finish program takes at most (its partials are per token, so its token tile is

@@ -56,6 +56,7 @@ def test_bad_input_exits_2_in_one_line_before_the_gpu(argv: list[str], msg: str)
 
 
 def test_resolve_config_pack_default_and_overrides() -> None:
-    spec, w, cfg, how = resolve_config("mhc", {"op": "seam", "tokens": 64, "dim": 256}, None, {"SPLIT_K": 2})
-    assert how == "default" and w.dim == 256
-    assert cfg == dict(spec.default_config(w), SPLIT_K=2)
+    spec, w, cfg, how = resolve_config("mhc", {"op": "seam", "tokens": 64, "dim": 256}, None, [{"SPLIT_K": 2}])
+    assert how == "default" and w.dim == 256 and cfg == spec.default_config(w)
+    with pytest.raises(ValueError, match="SPLITK: not a config key of mhc"):
+        resolve_config("mhc", {"op": "seam", "tokens": 64, "dim": 256}, None, [{"SPLIT_K": 2}, {"SPLITK": 4}])

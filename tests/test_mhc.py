@@ -336,6 +336,7 @@ GL_CASES = [  # op, T, D, SPLIT_K, SYNC, stages: token tails, one block, many bl
     ("pre", 100, 256, 8, 0, 3), ("pre", 64, 512, 2, 2, 2), ("seam", 1024, 5120, 16, 2, 3),
     ("seam", 1024, 5120, 32, 2, 3), ("seam", 4096, 5120, 4, 0, 3), ("seam", 4096, 7168, 8, 2, 3),
     ("pre", 1024, 4096, 16, 2, 3), ("seam", 1000, 5120, 40, 2, 2), ("seam", 4096, 5120, 20, 2, 2),
+    ("seam", 1000, 5120, 20, 0, 2),  # an even SPLIT_K that is no power of two, through the finish launch
 ]
 
 

@@ -152,7 +152,7 @@ def _check_entries(pack: Pack, problems: list[str]) -> None:
                 continue
             cfg = k.space.complete(e["config"])  # a key added since the export: its absent value, as launched
             if not k.space.contains(cfg):
-                problems.append(f"{kname} {e['workload']}: config {e['config']} is outside the search space")
+                problems.append(f"{kname} {e['workload']}: config {cfg} is outside the search space")
             elif not k.constraints(cfg, w):
                 problems.append(f"{kname} {e['workload']}: config {e['config']} violates the constraints")
 
