@@ -144,10 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     try:  # bad input: one line and exit 2, before the GPU is touched
         over, extra = parse_kv(args.config), parse_kv(args.inputs)
         plans = []
-        for text in args.workload:
+        for text in args.workload:  # every workload is of the one kernel: one spec
             wd = parse_kv(text)
             spec, w, base, how = resolve_config(args.kernel, wd, args.pack, [over])
-            plans.append((text, wd, spec, w, dict(base, **over), how))
+            plans.append((text, wd, w, dict(base, **over), how))
     except ValueError as e:
         print(f"kernel_breakdown: {e}", file=sys.stderr)
         return 2
@@ -159,12 +159,11 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("kernel_breakdown needs a GPU", file=sys.stderr)
         return 2
-    spec = plans[0][2]
     flush = timing._flush_l2 if spec.cold_l2 else None
     # the flush's own kernels, told apart by name; none to leave out where no flush runs
     flush_names = {n for n, _ in _profile(lambda: None, 3, timing._flush_l2)} if flush else set()
     results, refused = [], 0
-    for text, wd, _spec, w, cfg, how in plans:
+    for text, wd, w, cfg, how in plans:
         inputs = dict(spec.make_inputs(w, "cuda", 0), **extra)
 
         def fn(cfg=cfg, inputs=inputs):

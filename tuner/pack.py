@@ -154,7 +154,7 @@ def _check_entries(pack: Pack, problems: list[str]) -> None:
             if not k.space.contains(cfg):
                 problems.append(f"{kname} {e['workload']}: config {cfg} is outside the search space")
             elif not k.constraints(cfg, w):
-                problems.append(f"{kname} {e['workload']}: config {e['config']} violates the constraints")
+                problems.append(f"{kname} {e['workload']}: config {cfg} violates the constraints")
 
 
 __all__ = ["ExportError", "PackError", "PackReport", "export_pack", "verify_pack"]
