@@ -21,6 +21,8 @@ try:  # Gluon: Triton >= 3.5
     # a TMA load into shared memory (tma.*: the same renaming)
     tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
     gluon_jit = gluon.jit
+    # a host-side helper the kernels call with constexpr arguments (layouts built from tile sizes)
+    gl_constexpr_function = gluon.constexpr_function
     # a CTA-wide barrier: gl.thread_barrier in Triton 3.5-3.6, gl.barrier from 3.7 on
     cta_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
 except ImportError:  # pragma: no cover - old Triton
@@ -28,6 +30,9 @@ except ImportError:  # pragma: no cover - old Triton
 
     def gluon_jit(fn):
         return None
+
+    def gl_constexpr_function(fn):
+        return fn
 
 
 def gluon_available(compile_only: bool = False) -> bool:

@@ -71,7 +71,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_templates._gluon import cta_barrier, gl, gluon, gluon_jit, gluon_on_hopper, hopper
+from kernel_templates._gluon import cta_barrier, gl, gl_constexpr_function, gluon, gluon_jit, gluon_on_hopper, hopper
 from kernel_templates._host import cdiv, next_power_of_2
 from kernel_templates.nvfp4 import (
     F16_SHIFT, dequantize_fp8_ue8m0, dequantize_nvfp4, e4m3_bits_to_f32, fp8_ue8m0_tile_to_f32,
@@ -94,7 +94,8 @@ SWA_BYTES_PER_ENTRY = 528
 _KV_CODE = {"nvfp4": 0, "fp8": 1, "bf16": 2}
 LOG2E = 1.4426950408889634
 _F16_SHIFT = tl.constexpr(F16_SHIFT)
-GL_BLOCK_N = 64  # the GLUON kernel's entries a tile (wgmma's M)
+GL_WARPS = {64: 4, 128: 8}  # the GLUON kernel's entries a tile (wgmma's M) -> its warps: a warpgroup per 64
+GL_MAX_HEADS = {64: 32, 128: 64}  # -> the most heads a program (accumulators of 64-128 registers a thread)
 
 
 # ----------------------------------------------------------------------------- reference
@@ -764,19 +765,23 @@ def _gl_decode_chunk(codes, sbits, A_L: gl.constexpr):
 
 
 @gluon_jit
-def _gl_ahead(n0, end, rows, bt_row, tk_row, PAGE: gl.constexpr, SPARSE: gl.constexpr):
+def _gl_ahead(n0, end, rows, bt_row, tk_row, PAGE: gl.constexpr, SPARSE: gl.constexpr, BLOCK_N: gl.constexpr):
     """What the tile at ``n0`` needs from memory before its own loads can be addressed,
-    loaded a tile early: its page (dense) or its top-k indices (sparse)."""
+    loaded a tile early: its page (dense; each row's when the tile spans pages) or its
+    top-k indices (sparse)."""
     if SPARSE:
         pos = n0 + rows
         return gl.load(tk_row + pos, mask=pos < end, other=-1)
+    elif BLOCK_N > PAGE:
+        pos = n0 + rows
+        return gl.load(bt_row + pos // PAGE, mask=pos < end, other=0)
     else:
         return gl.load(bt_row + n0 // PAGE, mask=n0 < end, other=0)
 
 
 @gluon_jit
 def _gl_rows(n0, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks, stride_sp, stride_ss,
-             PAGE: gl.constexpr, SPARSE: gl.constexpr):
+             PAGE: gl.constexpr, SPARSE: gl.constexpr, BLOCK_N: gl.constexpr):
     """Row offsets (codes, scales) and validity of the tile at ``n0`` (``_tile_rows``), from
     ``_gl_ahead``'s value for it (sparse: one dependent load left, the pages)."""
     if SPARSE:
@@ -787,7 +792,10 @@ def _gl_rows(n0, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks, stride
     else:
         valid = n0 + rows < end
         page = ahead.to(gl.int64)
-        slot = n0 % PAGE + rows
+        if BLOCK_N > PAGE:
+            slot = (n0 + rows) % PAGE
+        else:
+            slot = n0 % PAGE + rows
     return page * stride_kp + slot * stride_ks, page * stride_sp + slot * stride_ss, valid
 
 
@@ -802,32 +810,43 @@ def _gl_pv(v_smem, p_smem, o0, o1, o2, o3, BLOCK_N: gl.constexpr):
     return t0, t1, t2, t3
 
 
+@gl_constexpr_function
+def _gl_code_layout(block_n):
+    """``[BLOCK_N, t4, w]`` code words of a chunk, laid out as wgmma's register A operand
+    wants the decoded values (``_gl_decode_chunk``): a warp a 16-row slab."""
+    warps = [[16 << i, 0, 0] for i in range((block_n // 16).bit_length() - 1)]
+    return gl.DistributedLinearLayout(
+        reg_bases=[[0, 0, 1], [0, 0, 2], [8, 0, 0]],
+        lane_bases=[[0, 1, 0], [0, 2, 0], [1, 0, 0], [2, 0, 0], [4, 0, 0]],
+        warp_bases=warps, block_bases=[], shape=[block_n, 4, 4])
+
+
 @gluon_jit
 def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr, l_ptr, acc_ptr,
                      H, n_topk, qk_scale,
                      stride_qb, stride_qh, stride_kp, stride_ks, stride_sp, stride_ss, stride_btb, stride_tb,
                      stride_mb, stride_mh, stride_ab, stride_ah, stride_as,
-                     PAGE: gl.constexpr, SPARSE: gl.constexpr, BLOCK_H: gl.constexpr, NUM_SPLITS: gl.constexpr):
+                     PAGE: gl.constexpr, SPARSE: gl.constexpr, BLOCK_H: gl.constexpr, NUM_SPLITS: gl.constexpr,
+                     BLOCK_N: gl.constexpr, AHEAD: gl.constexpr):
     """One global split of one (sequence, head block): partial (m, l, acc) like ``_split_whole``.
 
-    Per 64-entry tile: the previous tile's ``P V`` wgmmas are issued; each of the four
+    ``BLOCK_N // 16`` warps: a warpgroup per 64 entries of a tile in ``K q^T`` and per 64
+    latent rows of a chunk in ``V^T P^T`` (128 entries: two warpgroups share each decoded
+    tile, each holding half of every accumulator). Per tile: the previous tile's ``P V`` wgmmas are issued; each of the four
     128-column chunks of this tile is decoded into wgmma's A registers (the next tile's
     chunk loaded into registers in its place), multiplied into the scores (``K q^T``,
     async, chained) and stored to shared memory for ``P V``; the previous ``P V`` is
     waited for only before the first store."""
-    BLOCK_N: gl.constexpr = 64
-    L3: gl.constexpr = gl.DistributedLinearLayout(  # [64, t4, w] code words of a chunk
-        reg_bases=[[0, 0, 1], [0, 0, 2], [8, 0, 0]],
-        lane_bases=[[0, 1, 0], [0, 2, 0], [1, 0, 0], [2, 0, 0], [4, 0, 0]],
-        warp_bases=[[16, 0, 0], [32, 0, 0]], block_bases=[], shape=[64, 4, 4])
+    NW: gl.constexpr = BLOCK_N // 16
+    L3: gl.constexpr = _gl_code_layout(BLOCK_N)  # [BLOCK_N, t4, w] code words of a chunk
     S2: gl.constexpr = gl.SliceLayout(2, L3)   # [64, t4] scale pairs of a chunk
     R1: gl.constexpr = gl.SliceLayout(1, S2)
-    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
                                                   instr_shape=[16, BLOCK_H, 16])
     A_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
     HS: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=2 * BLOCK_H, element_bitwidth=16, rank=2)
     VS: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    QL: gl.constexpr = gl.BlockedLayout([1, BLOCK_H // 4], [32, 1], [1, 4], [1, 0])
+    QL: gl.constexpr = gl.BlockedLayout([1, BLOCK_H // 4], [32, 1], [NW // 4, 4], [1, 0])
 
     b = gl.program_id(0)
     hb = gl.program_id(1)
@@ -883,14 +902,15 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
     hopper.fence_async_shared()
     cta_barrier()
 
-    ahead = _gl_ahead(start, end, rows, bt_row, tk_row, PAGE, SPARSE)
+    ahead = _gl_ahead(start, end, rows, bt_row, tk_row, PAGE, SPARSE, BLOCK_N)
     rc, rsc, valid = _gl_rows(start, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks, stride_sp,
-                              stride_ss, PAGE, SPARSE)
-    ahead = _gl_ahead(start + BLOCK_N, end, rows, bt_row, tk_row, PAGE, SPARSE)
+                              stride_ss, PAGE, SPARSE, BLOCK_N)
+    ahead = _gl_ahead(start + BLOCK_N, end, rows, bt_row, tk_row, PAGE, SPARSE, BLOCK_N)
     c0, s0 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 0)
     c1, s1 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 1)
-    c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 2)
-    c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 3)
+    if AHEAD == 4:
+        c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 2)
+        c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 3)
     for n0 in range(start, end, BLOCK_N):
         zero = n0 >> 30  # entries < 2^30: always 0, but not known to the compiler
         q_smem = q_buf.index(zero)
@@ -901,29 +921,44 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
             ok = gl.convert_layout(valid, gl.SliceLayout(1, MMA))
         else:
             ok = n0 + srow < end
-        # the next tile's bytes, a chunk at a time as this tile's chunks are decoded (masked
-        # off past the end: no traffic), so one tile of raw bytes is live, not two
-        rc, rsc, valid = _gl_rows(n0 + BLOCK_N, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks,
-                                  stride_sp, stride_ss, PAGE, SPARSE)
-        ahead = _gl_ahead(n0 + 2 * BLOCK_N, end, rows, bt_row, tk_row, PAGE, SPARSE)
+        # raw bytes AHEAD chunks ahead, a chunk loaded as one is decoded (masked off past the
+        # end: no traffic): 4, the next tile's chunk c as this tile's chunk c is decoded (one
+        # tile of raw bytes live); 2, chunks 2 and 3 of this tile as chunks 0 and 1 are
+        # decoded, then chunks 0 and 1 of the next tile (half the registers)
+        rn, rsn, vn = _gl_rows(n0 + BLOCK_N, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks,
+                               stride_sp, stride_ss, PAGE, SPARSE, BLOCK_N)
+        ahead = _gl_ahead(n0 + 2 * BLOCK_N, end, rows, bt_row, tk_row, PAGE, SPARSE, BLOCK_N)
         a = _gl_decode_chunk(c0, s0, A_L)
-        c0, s0 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 0)
+        if AHEAD == 4:
+            c0, s0 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 0)
+        else:
+            c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 2)
         acc = hopper.warpgroup_mma(a, q_smem.slice(0, 128, dim=0), gl.zeros([BLOCK_N, BLOCK_H], gl.float32, MMA),
                                    use_acc=False, is_async=True)
         o0, o1, o2, o3 = hopper.warpgroup_mma_wait(1, deps=[t0, t1, t2, t3])  # P V done with v_smem, p_smem
         v_smem.slice(0, BLOCK_N, dim=0).store(a)
         a = _gl_decode_chunk(c1, s1, A_L)
-        c1, s1 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 1)
+        if AHEAD == 4:
+            c1, s1 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 1)
+        else:
+            c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 3)
         acc = hopper.warpgroup_mma(a, q_smem.slice(128, 128, dim=0), acc, is_async=True)
         acc = hopper.warpgroup_mma_wait(1, deps=[acc])  # chunk 0's A registers free again
         v_smem.slice(BLOCK_N, BLOCK_N, dim=0).store(a)
         a = _gl_decode_chunk(c2, s2, A_L)
-        c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 2)
+        if AHEAD == 4:
+            c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 2)
+        else:
+            c0, s0 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 0)
         acc = hopper.warpgroup_mma(a, q_smem.slice(256, 128, dim=0), acc, is_async=True)
         acc = hopper.warpgroup_mma_wait(1, deps=[acc])  # chunk 1's A registers free again
         v_smem.slice(2 * BLOCK_N, BLOCK_N, dim=0).store(a)
         a = _gl_decode_chunk(c3, s3, A_L)
-        c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 3)
+        if AHEAD == 4:
+            c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 3)
+        else:
+            c1, s1 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 1)
+        rc, rsc, valid = rn, rsn, vn
         acc = hopper.warpgroup_mma(a, q_smem.slice(384, 128, dim=0), acc, is_async=True)
         acc = hopper.warpgroup_mma_wait(1, deps=[acc])  # chunk 2's A registers free again
         v_smem.slice(3 * BLOCK_N, BLOCK_N, dim=0).store(a)
@@ -1075,8 +1110,9 @@ def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sin
         num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]),
     )
     if config.get("GLUON", False):
-        if kv_dtype != "nvfp4" or D != D_LATENT or BN != GL_BLOCK_N or BH not in (16, 32):
-            raise ValueError(f"GLUON applies to kv_dtype='nvfp4', D={D_LATENT}, BLOCK_N={GL_BLOCK_N}, BLOCK_H 16 or 32")
+        if kv_dtype != "nvfp4" or D != D_LATENT or BH > GL_MAX_HEADS.get(BN, 0):
+            raise ValueError(f"GLUON applies to kv_dtype='nvfp4', D={D_LATENT}, BLOCK_N 64 (BLOCK_H <= 32) or 128 "
+                             "(BLOCK_H <= 64)")
         if gluon is None:
             raise ValueError("GLUON needs Triton's Gluon (triton >= 3.5)")
         if interpreting():
@@ -1085,13 +1121,17 @@ def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sin
             "q_ptr", "kv_ptr", "kvs_ptr", "bt_ptr", "seqlen_ptr", "topk_ptr", "m_ptr", "l_ptr", "acc_ptr", "H", "n_topk",
             "qk_scale", "stride_qb", "stride_qh", "stride_kp", "stride_ks", "stride_sp", "stride_ss", "stride_btb",
             "stride_tb", "stride_mb", "stride_mh", "stride_ab", "stride_ah", "stride_as", "PAGE", "SPARSE", "BLOCK_H",
-            "NUM_SPLITS")}
+            "NUM_SPLITS", "BLOCK_N")}
+        gl_args["AHEAD"] = int(config.get("GL_AHEAD", 4))
         words = kv_codes.view(torch.int32)  # whole 32-bit words of codes
         pairs = kv_scales.view(torch.int16)  # the two scales of a 32-column chunk at once
         gl_args.update(kv_ptr=words, stride_kp=words.stride(0), stride_ks=words.stride(1), kvs_ptr=pairs,
-                       stride_sp=pairs.stride(0), stride_ss=pairs.stride(1), num_warps=4)
-        swa_args = dict(split_args, SPLIT0=S, DQ_FP16=False, USE_DOT_SCALED=False, D_CHUNKS=1)
-        return [(_gl_split_kernel, (B, cdiv(H, BH), S), gl_args), (_split_kernel, (B, cdiv(H, BH), 1), swa_args),
+                       stride_sp=pairs.stride(0), stride_ss=pairs.stride(1), num_warps=GL_WARPS[BN])
+        # the window's Triton program keeps the 64 x 16 / 64 x 32 tile of the 4-warp SWAP_AB default
+        swa_bh = min(BH, 32)
+        swa_args = dict(split_args, SPLIT0=S, DQ_FP16=False, USE_DOT_SCALED=False, D_CHUNKS=1, BLOCK_N=64,
+                        BLOCK_H=swa_bh, SWAP_AB=True, num_warps=4)
+        return [(_gl_split_kernel, (B, cdiv(H, BH), S), gl_args), (_split_kernel, (B, cdiv(H, swa_bh), 1), swa_args),
                 _reduce_launch(m_buf, l_buf, acc_buf, sink, out)]
     return [(_split_kernel, (B, cdiv(H, BH), S + 1), split_args), _reduce_launch(m_buf, l_buf, acc_buf, sink, out)]
 

@@ -6,7 +6,7 @@ from typing import Any
 import triton
 
 from kernel_templates._gluon import gluon_available
-from kernel_templates.nvfp4_attention import D_LATENT, GL_BLOCK_N, KV_DTYPES, Workload, feasible, n_attended
+from kernel_templates.nvfp4_attention import D_LATENT, GL_MAX_HEADS, GL_WARPS, KV_DTYPES, Workload, feasible, n_attended
 from tuner.runtime.env import assumed_target_cc, target_cc  # target_cc: this module's name for it
 from tuner.space import Bool, Choice, Pow2, Space
 
@@ -21,6 +21,7 @@ SPACE = Space(
     SWAP_AB=Bool(),             # compute K q^T and V^T P^T so entries / latent are the MMA's M
     D_CHUNKS=Choice((1, 2, 4)),  # latent column chunks decoded / multiplied one at a time
     GLUON=Bool(absent=False),   # nvfp4 on sm_90: the Gluon split kernel (register-A wgmma)
+    GL_AHEAD=Choice((2, 4), absent=4),  # GLUON: 128-column chunks of raw codes loaded ahead (registers)
     num_warps=Pow2(4, 8),
     num_stages=Choice((1, 2, 3)),
 )
@@ -57,8 +58,8 @@ _DS_SMEM_BASE = {True: 131080, False: 253984}      # by DQ_FP16
 _DS_SMEM_PIPELINED = {True: 36872, False: 0}       # by DQ_FP16, added when num_stages > 1
 
 
-GL_FIXED = {"BLOCK_N": GL_BLOCK_N, "DQ_FP16": True, "USE_DOT_SCALED": False, "SWAP_AB": True, "D_CHUNKS": 1,
-            "num_warps": 4, "num_stages": 2}
+# GLUON fixes these; its tile is BLOCK_N 64 or 128 entries (GL_WARPS: a warpgroup per 64) by BLOCK_H
+GL_FIXED = {"DQ_FP16": True, "USE_DOT_SCALED": False, "SWAP_AB": True, "D_CHUNKS": 1, "num_stages": 2}
 
 
 def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
@@ -73,8 +74,11 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
     if not 90 <= target_cc() < 100 or not gluon_available(compile_only=assumed_target_cc() is not None):
         c["GLUON"] = False  # wgmma (sm_90 only), never under the interpreter
     if c.get("GLUON"):
-        # the Gluon kernel fixes its tile; the other knobs only shape the SWA window's program
+        # the Gluon kernel fixes the other knobs (its SWA window's program has a tile of its own)
         c.update(GL_FIXED)
+        c["num_warps"] = GL_WARPS.get(c["BLOCK_N"], c["num_warps"])
+    elif "GL_AHEAD" in c:
+        c["GL_AHEAD"] = 4
     return c
 
 
@@ -94,8 +98,8 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         # Wrong results on the H200 (Triton 3.6) while the interpreter agrees with the
         # reference: benchmarks/results/nvfp4_debug-20261129.log. Cause not found yet.
         return False
-    if config.get("GLUON") and config["BLOCK_H"] > 32:
-        return False  # the Gluon kernel's accumulators: 64 (16 heads) or 128 (32) registers a thread
+    if config.get("GLUON") and bh > GL_MAX_HEADS.get(bn, 0):
+        return False  # the Gluon kernel's tiles; accumulators of 64 to 128 registers a thread
     if config["D_CHUNKS"] > 1 and config["USE_DOT_SCALED"]:
         return False  # the chunked loop has no dot_scaled path
     if config["USE_DOT_SCALED"]:
@@ -127,8 +131,9 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
 def smem_estimate(config: dict[str, Any]) -> int:
     """Estimated shared memory (bytes) of the split kernel for ``config`` (calibrated above)."""
     bn, bh = config["BLOCK_N"], config["BLOCK_H"]
-    if config.get("GLUON"):  # q^T, the decoded tile, P^T (Triton 3.6 sm_90: 84224 / 102912 at 16 / 32 heads)
-        return 512 * bh * 2 + bn * 512 * 2 + bn * bh * 2 + 1024
+    if config.get("GLUON"):  # q^T, the decoded tile, P^T (Triton 3.6 sm_90, BN x BH: 64 x 16 84224, 64 x 32
+        # 102912, 128 x 16 152064, 128 x 32 173056, 128 x 64 215040)
+        return 512 * bh * 2 + bn * 512 * 2 + bn * bh * 2 + 2048
     smem = bn * _SMEM_PER_ENTRY + bh * _SMEM_PER_HEAD + _SMEM_SLACK
     if config.get("D_CHUNKS", 1) > 1:
         # chunked loop (measured like the above, Triton 3.6 sm_90, nvfp4 / fp8, 33 configs): one

@@ -249,13 +249,13 @@ for cc, kv, over in json.loads(sys.argv[1]):
     w = A.Workload(4, 32768, 16, kv, "dense")
     cfg = dict(A.default_config(w), **over)
     for fn, sig, cx in A.lower_signatures(w, cfg):
-        nw = cfg["num_warps"] if fn is A._split_kernel else 4
         if fn.is_gluon():
             from triton.experimental.gluon._runtime import GluonASTSource as ASTSource
         else:
             from triton.compiler import ASTSource
         c = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
-                           options={"num_warps": nw, "num_stages": cfg["num_stages"]})
+                           options={"num_warps": sig.options.get("num_warps", 4),
+                                    "num_stages": sig.options.get("num_stages", cfg["num_stages"])})
         ptx = c.asm["ptx"]
         body = c.asm["ttgir"].split("scf.for", 1)[-1].split("scf.yield", 1)[0]  # the global-KV loop
         # native NVFP4 MMA (E2M1, E4M3 scales per 16): PTX spells it block16 (Triton 3.9), scale_vec::4X (3.6)
@@ -284,9 +284,10 @@ def test_lowers_for_sm90_and_sm100():
 def test_gluon_lowers_for_sm90():
     """The GLUON plan: the Gluon split kernel on wgmma (register A: its decoded tile never
     goes through a layout conversion), the SWA window's Triton program, the reduce."""
-    res = _lower([[90, "nvfp4", {"GLUON": True}]])
-    assert [r[2] for r in res] == ["_gl_split_kernel", "_split_kernel", "_reduce_kernel"]
-    assert res[0][3], "the Gluon kernel multiplies on wgmma"
+    res = _lower([[90, "nvfp4", {"GLUON": True}],
+                  [90, "nvfp4", {"GLUON": True, "BLOCK_N": 128, "BLOCK_H": 64, "GL_AHEAD": 2, "num_warps": 8}]])
+    assert [r[2] for r in res] == ["_gl_split_kernel", "_split_kernel", "_reduce_kernel"] * 2
+    assert res[0][3] and res[3][3], "the Gluon kernel multiplies on wgmma (one and two warpgroups)"
 
 
 def test_gluon_in_the_search_space(monkeypatch):
@@ -298,9 +299,16 @@ def test_gluon_in_the_search_space(monkeypatch):
     assert S.constraints(cfg, w)
     assert S.constraints(dict(cfg, BLOCK_H=32), w) is False  # 16 heads: one 16-head block is all
     assert S.constraints(dict(cfg, BLOCK_H=32), A.Workload(16, 32768, 32, "nvfp4", "dense"))
-    assert not S.constraints(dict(cfg, BLOCK_H=64), A.Workload(16, 32768, 64, "nvfp4", "dense"))
-    assert not S.constraints(dict(cfg, BLOCK_N=32), w), "the Gluon tile is 64 entries"
+    h64 = A.Workload(16, 32768, 64, "nvfp4", "dense")
+    assert not S.constraints(dict(cfg, BLOCK_H=64), h64), "64 heads need the 128-entry tile"
+    assert S.constraints(dict(cfg, BLOCK_H=64, BLOCK_N=128, num_warps=8), h64), "two warpgroups"
+    assert S.constraints(dict(cfg, BLOCK_H=64, BLOCK_N=128, num_warps=8, GL_AHEAD=2), h64)
+    assert not S.constraints(dict(cfg, BLOCK_N=32), w), "the Gluon tile is 64 or 128 entries"
     assert not S.constraints(dict(cfg, num_warps=8), w), "one config per Gluon choice (no duplicate trials)"
+    assert not S.constraints(dict(cfg, BLOCK_N=128, num_warps=4), w), "a warpgroup per 64 entries"
+    triton_cfg = A.default_config(h64)
+    assert S.constraints(triton_cfg, h64) and not S.constraints(dict(triton_cfg, GL_AHEAD=2), h64), \
+        "GL_AHEAD is the Gluon kernel's alone"
     fp8 = A.Workload(16, 32768, 16, "fp8", "dense")
     assert not S.constraints(dict(A.default_config(fp8), GLUON=True), fp8)
     monkeypatch.setattr(S, "target_cc", lambda: 100)
@@ -376,6 +384,15 @@ GLUON_CASES = [
     ("sparse", 64, 5, dict(NUM_SPLITS=2)),
     ("sparse", 256, 33, dict(NUM_SPLITS=1, BLOCK_H=32)),
     ("dense", 64, 64, dict(NUM_SPLITS=2, BLOCK_H=32)),
+    ("dense", 16, 5, dict(NUM_SPLITS=2)),       # a tile spans four pages
+    ("dense", 64, 5, dict(NUM_SPLITS=1, GL_AHEAD=2)),
+    ("sparse", 64, 33, dict(NUM_SPLITS=2, GL_AHEAD=2)),
+    # 128-entry tiles (two warpgroups): two pages a tile, one a page, four tiles a page
+    ("dense", 64, 64, dict(NUM_SPLITS=2, BLOCK_N=128, BLOCK_H=64)),
+    ("dense", 128, 64, dict(NUM_SPLITS=1, BLOCK_N=128, BLOCK_H=64, GL_AHEAD=2)),
+    ("dense", 512, 40, dict(NUM_SPLITS=3, BLOCK_N=128, BLOCK_H=32)),
+    ("sparse", 64, 64, dict(NUM_SPLITS=2, BLOCK_N=128, BLOCK_H=64, GL_AHEAD=2)),
+    ("sparse", 256, 16, dict(NUM_SPLITS=1, BLOCK_N=128, BLOCK_H=16)),
 ]
 
 
@@ -387,7 +404,7 @@ def test_gpu_gluon_split_kernel(mode, page, heads, over, device):
     -1 and out-of-range top-k entries."""
     inp = ragged_inputs("nvfp4", mode, page=page, heads=heads, device=device)
     w = A.Workload(3, 300, heads, "nvfp4", mode, page)
-    cfg = dict(A.default_config(w), GLUON=True, BLOCK_N=A.GL_BLOCK_N, BLOCK_H=16)
+    cfg = dict(A.default_config(w), GLUON=True, BLOCK_N=64, BLOCK_H=16)
     run_and_check(inp, dict(cfg, **over))
 
 
@@ -397,7 +414,12 @@ def test_gpu_gluon_long_rows(device):
     for mode in ("dense", "sparse"):
         w = A.Workload(4, 8192, 16, "nvfp4", mode)
         inp = A.make_inputs(w, device, 0)
-        cfg = dict(A.default_config(w), GLUON=True, BLOCK_N=A.GL_BLOCK_N, BLOCK_H=16, NUM_SPLITS=8)
+        cfg = dict(A.default_config(w), GLUON=True, BLOCK_N=64, BLOCK_H=16, NUM_SPLITS=8)
+        A.verify(A.launch(config=cfg, **inp), A.reference(**inp), inp)
+    w = A.Workload(2, 8192, 64, "nvfp4", "dense")  # two warpgroups a tile, 64 heads a program
+    inp = A.make_inputs(w, device, 0)
+    for ahead in (2, 4):
+        cfg = dict(A.default_config(w), GLUON=True, BLOCK_N=128, BLOCK_H=64, NUM_SPLITS=4, GL_AHEAD=ahead)
         A.verify(A.launch(config=cfg, **inp), A.reference(**inp), inp)
 
 
