@@ -800,13 +800,13 @@ def _gl_rows(n0, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks, stride
 
 
 @gluon_jit
-def _gl_pv(v_smem, p_smem, o0, o1, o2, o3, BLOCK_N: gl.constexpr):
+def _gl_pv(v_buf, zero, p_smem, o0, o1, o2, o3):
     """``o_k += V_k^T P^T`` for the four 128-column chunks, async (tokens). The accumulators
     come in already rescaled: arithmetic on them between these wgmmas makes ptxas wait."""
-    t0 = hopper.warpgroup_mma(v_smem.slice(0, BLOCK_N, dim=0).permute((1, 0)), p_smem, o0, is_async=True)
-    t1 = hopper.warpgroup_mma(v_smem.slice(BLOCK_N, BLOCK_N, dim=0).permute((1, 0)), p_smem, o1, is_async=True)
-    t2 = hopper.warpgroup_mma(v_smem.slice(2 * BLOCK_N, BLOCK_N, dim=0).permute((1, 0)), p_smem, o2, is_async=True)
-    t3 = hopper.warpgroup_mma(v_smem.slice(3 * BLOCK_N, BLOCK_N, dim=0).permute((1, 0)), p_smem, o3, is_async=True)
+    t0 = hopper.warpgroup_mma(v_buf.index(zero).permute((1, 0)), p_smem, o0, is_async=True)
+    t1 = hopper.warpgroup_mma(v_buf.index(zero + 1).permute((1, 0)), p_smem, o1, is_async=True)
+    t2 = hopper.warpgroup_mma(v_buf.index(zero + 2).permute((1, 0)), p_smem, o2, is_async=True)
+    t3 = hopper.warpgroup_mma(v_buf.index(zero + 3).permute((1, 0)), p_smem, o3, is_async=True)
     return t0, t1, t2, t3
 
 
@@ -863,7 +863,9 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
     # out of it and held in 128 registers (which spilled).
     q_buf = gl.allocate_shared_memory(gl.float16, [1, 512, BLOCK_H], HS)
     q_buf.index(0).store(qv.to(gl.float16))
-    v_buf = gl.allocate_shared_memory(gl.float16, [1, 4 * BLOCK_N, 128], VS)
+    # the decoded tile, a [BLOCK_N, 128] buffer a chunk (a slice of one [4 BLOCK_N, 128] buffer
+    # read as wgmma's A by two warpgroups gave the wrong chunks' columns: run 116)
+    v_buf = gl.allocate_shared_memory(gl.float16, [4, BLOCK_N, 128], VS)
     p_buf = gl.allocate_shared_memory(gl.float16, [1, BLOCK_N, BLOCK_H], HS)
     hopper.fence_async_shared()  # q's generic-proxy stores before wgmma (async proxy) reads them
     cta_barrier()
@@ -897,7 +899,8 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
     # first chunk is decoded, and is waited for before the first chunk's store overwrites
     # v_smem (no wgmma is in flight across the loop's back edge: ptxas then serialises every
     # wgmma, C7514). Before the first tile it multiplies zeros.
-    v_buf.index(0).store(gl.zeros([4 * BLOCK_N, 128], gl.float16, A_L))
+    for k in gl.static_range(4):
+        v_buf.index(k).store(gl.zeros([BLOCK_N, 128], gl.float16, A_L))
     p_buf.index(0).store(gl.zeros([BLOCK_N, BLOCK_H], gl.float16, MMA))
     hopper.fence_async_shared()
     cta_barrier()
@@ -914,9 +917,8 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
     for n0 in range(start, end, BLOCK_N):
         zero = n0 >> 30  # entries < 2^30: always 0, but not known to the compiler
         q_smem = q_buf.index(zero)
-        v_smem = v_buf.index(zero)
         p_smem = p_buf.index(zero)
-        t0, t1, t2, t3 = _gl_pv(v_smem, p_smem, o0, o1, o2, o3, BLOCK_N)  # the previous tile's P V
+        t0, t1, t2, t3 = _gl_pv(v_buf, zero, p_smem, o0, o1, o2, o3)  # the previous tile's P V
         if SPARSE:
             ok = gl.convert_layout(valid, gl.SliceLayout(1, MMA))
         else:
@@ -935,8 +937,10 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
             c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 2)
         acc = hopper.warpgroup_mma(a, q_smem.slice(0, 128, dim=0), gl.zeros([BLOCK_N, BLOCK_H], gl.float32, MMA),
                                    use_acc=False, is_async=True)
-        o0, o1, o2, o3 = hopper.warpgroup_mma_wait(1, deps=[t0, t1, t2, t3])  # P V done with v_smem, p_smem
-        v_smem.slice(0, BLOCK_N, dim=0).store(a)
+        o0, o1, o2, o3 = hopper.warpgroup_mma_wait(1, deps=[t0, t1, t2, t3])  # P V done with v_buf, p_smem
+        if NW > 4:
+            cta_barrier()  # both warpgroups' (each reads every entry of the tile)
+        v_buf.index(zero).store(a)
         a = _gl_decode_chunk(c1, s1, A_L)
         if AHEAD == 4:
             c1, s1 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 1)
@@ -944,7 +948,7 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
             c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 3)
         acc = hopper.warpgroup_mma(a, q_smem.slice(128, 128, dim=0), acc, is_async=True)
         acc = hopper.warpgroup_mma_wait(1, deps=[acc])  # chunk 0's A registers free again
-        v_smem.slice(BLOCK_N, BLOCK_N, dim=0).store(a)
+        v_buf.index(zero + 1).store(a)
         a = _gl_decode_chunk(c2, s2, A_L)
         if AHEAD == 4:
             c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 2)
@@ -952,7 +956,7 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
             c0, s0 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 0)
         acc = hopper.warpgroup_mma(a, q_smem.slice(256, 128, dim=0), acc, is_async=True)
         acc = hopper.warpgroup_mma_wait(1, deps=[acc])  # chunk 1's A registers free again
-        v_smem.slice(2 * BLOCK_N, BLOCK_N, dim=0).store(a)
+        v_buf.index(zero + 2).store(a)
         a = _gl_decode_chunk(c3, s3, A_L)
         if AHEAD == 4:
             c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 3)
@@ -961,7 +965,7 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
         rc, rsc, valid = rn, rsn, vn
         acc = hopper.warpgroup_mma(a, q_smem.slice(384, 128, dim=0), acc, is_async=True)
         acc = hopper.warpgroup_mma_wait(1, deps=[acc])  # chunk 2's A registers free again
-        v_smem.slice(3 * BLOCK_N, BLOCK_N, dim=0).store(a)
+        v_buf.index(zero + 3).store(a)
         s = hopper.warpgroup_mma_wait(0, deps=[acc])
         # ---- online softmax over the tile's entries (rows)
         s = gl.where(ok[:, None], s * sc, float("-inf"))
@@ -979,7 +983,7 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
         o3 = o3 * al
         hopper.fence_async_shared()
         cta_barrier()
-    t0, t1, t2, t3 = _gl_pv(v_buf.index(0), p_buf.index(0), o0, o1, o2, o3, BLOCK_N)  # the last tile's
+    t0, t1, t2, t3 = _gl_pv(v_buf, 0, p_buf.index(0), o0, o1, o2, o3)  # the last tile's
     o0, o1, o2, o3 = hopper.warpgroup_mma_wait(0, deps=[t0, t1, t2, t3])
 
     # ---- partials: (m, l) per head and acc [D, heads] * 2^14, latent d of MMA row c
