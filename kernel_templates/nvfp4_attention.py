@@ -1323,16 +1323,42 @@ def default_config(workload: Workload) -> dict[str, Any]:
     477 vs 618 us). Those two are the nvfp4 defaults; the rest as above.
 
     ``GLUON`` at 16 heads on an sm_90 GPU (its 64 x 16 tile is the SWAP_AB default's): H200
-    runs 50-51 (session 9), 1.4-1.95x this template's pack configs at B 16 / 64, 32K / 128K.
+    runs 50-51 (session 9), 1.4-1.95x this template's pack configs at B 16 / 64, 32K / 128K;
+    raw codes two chunks ahead (``GL_AHEAD`` 2: 225 registers, not 255), 1.02-1.05x at those
+    four points and the tuner's pick at all of them (runs 116-117). Dense nvfp4 with more
+    than 16 heads on sm_90: ``_gl_wide_default``.
     """
     w = workload
     bh = min(64, max(16, next_power_of_2(w.heads)))
     bn = 64
     nvfp4 = w.kv_dtype == "nvfp4"
+    if nvfp4 and w.mode == "dense" and bh > 16 and gluon_on_hopper():
+        return _gl_wide_default(w)
     swap = nvfp4 and bh == 16
+    gluon = swap and gluon_on_hopper()
     return {"BLOCK_N": bn, "BLOCK_H": bh, "NUM_SPLITS": default_splits(w, bh, bn),
             "DQ_FP16": nvfp4, "USE_DOT_SCALED": False, "SWAP_AB": swap, "D_CHUNKS": 4 if nvfp4 and bh == 64 else 1,
-            "num_warps": 4 if swap else 8, "num_stages": 2, "GLUON": swap and gluon_on_hopper()}
+            "num_warps": 4 if swap else 8, "num_stages": 2, "GLUON": gluon, "GL_AHEAD": 2 if gluon else 4}
+
+
+def _gl_wide_default(w: Workload) -> dict[str, Any]:
+    """GLUON on 128-entry tiles (two warpgroups, one program an SM: 169-210 KB shared) for
+    dense nvfp4 with more than 16 heads. From the H200's 64-head grid (runs 117-118, B 1-256 x
+    8K-128K; the tuned Triton template was 1.03-1.51x slower at B 16 / 64 x 32K / 128K, 1.9x
+    at B 256 128K): 32 heads a program and ~128 programs in all below 64 sequences (32 splits
+    at B = 1 8K, 16 at B = 4, 4 at B = 16), but never under 2 tiles a split; 64 heads a program
+    (the KV decoded once) with ``GL_AHEAD`` 2 and ~256 programs from 64 (4 splits at B = 64, 1
+    at B = 256). Fewer splits than ``default_splits``: the fp32 partials of 64 heads are 128 KB
+    a split and sequence (69 MB at B = 16 with 32 splits)."""
+    bh = 64 if w.batch * cdiv(w.heads, 64) >= 64 and w.heads > 32 else 32
+    progs = w.batch * cdiv(w.heads, bh)
+    cap = min((256 if bh == 64 else 128) // progs, n_attended(w) // 256, 128)
+    s = 1
+    while s * 2 <= cap:
+        s *= 2
+    return {"BLOCK_N": 128, "BLOCK_H": bh, "NUM_SPLITS": s, "DQ_FP16": True, "USE_DOT_SCALED": False,
+            "SWAP_AB": True, "D_CHUNKS": 1, "num_warps": 8, "num_stages": 2, "GLUON": True,
+            "GL_AHEAD": 2 if bh == 64 else 4}
 
 
 def cost(workload: Workload) -> tuple[float, float]:

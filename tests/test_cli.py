@@ -177,6 +177,36 @@ def test_try_measures_the_given_config_right_after_the_default(tmp_path):
     assert tried[:3] == [default, *others]
 
 
+def test_default_and_tries_complete_a_knob_the_heuristic_predates(tmp_path, monkeypatch, request):
+    """A parameter with an ``absent`` value that the default heuristic does not name (one added
+    after it) runs as that value: the default and each try are still measured first. Without the
+    completion the default was outside the space and silently never measured (session 22)."""
+    import dataclasses
+
+    from kernel_templates import moe_routing as mr
+    from search_spaces import moe_routing as ms
+    from tuner import registry
+    from tuner.space import Bool
+
+    wl = mr.Workload(3, "dsv3")
+    full = mr.default_config(wl)
+    monkeypatch.setitem(ms.SPACE, "FUSED", Bool(absent=full["FUSED"]))
+    lean = dataclasses.replace(mr.SPEC, default_config=lambda w: {k: v for k, v in mr.default_config(w).items()
+                                                                  if k != "FUSED"})
+    monkeypatch.setattr(mr, "SPEC", lean)
+    registry.kernels.cache_clear()  # the registry reads SPEC again (and the real one after the test)
+    request.addfinalizer(registry.kernels.cache_clear)
+    over = {"num_warps": next(v for v in ms.SPACE["num_warps"].values() if v != full["num_warps"])}
+    assert ms.constraints(dict(full, **over), wl)
+    db = str(tmp_path / "r.db")
+    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "2", "--patience", "2",
+                "--try", json.dumps(over), "--db", db) == 0
+    con = sqlite3.connect(db)
+    tried = [json.loads(c) for (c,) in con.execute("SELECT config FROM tuner_trials WHERE phase = 'search' ORDER BY id")]
+    con.close()
+    assert tried[:2] == [full, dict(full, **over)]
+
+
 def _count(db: Path, where: str) -> int:
     con = sqlite3.connect(db)
     try:

@@ -397,6 +397,10 @@ def test_gluon_in_the_search_space(monkeypatch):
         g = mhc.gluon_default(T, D)
         assert S.SPACE.contains(g) and S.constraints(g, mhc.Workload("seam", T, D)), (T, D, g)
     assert [mhc.gluon_default(T, 5120)["SPLIT_K"] for T in (1024, 4096, 8192)] == [8, 4, 2]  # runs 58-59
+    assert [mhc.gluon_default(256, D)["SPLIT_K"] for D in (4096, 5120, 7168)] == [32, 32, 32]  # runs 114, 118
+    for T, D in ((256, 4096), (256, 7168), (512, 5120), (1000, 7168)):
+        g = mhc.gluon_default(T, D)
+        assert S.SPACE.contains(g) and S.constraints(g, mhc.Workload("seam", T, D)), (T, D, g)
     monkeypatch.setattr(S, "target_cc", lambda: 100)
     assert not S.constraints(cfg, wl)
     assert S.SPACE.complete(mhc.default_config(wl))["GLUON"] is False

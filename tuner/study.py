@@ -261,8 +261,10 @@ class Tuner:
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
             if t.state == TrialState.RUNNING:  # left running by a killed process
                 storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        default = dict(k.spec.default_config(workload))
-        tried = [dict(default, **dict(t)) for t in s.tries]
+        # completed like a stored config: a knob newer than the default heuristic runs as its absent value
+        # (without this the default, and each try, of a kernel with such a knob was silently never measured)
+        default = k.space.complete(k.spec.default_config(workload))
+        tried = [k.space.complete(dict(default, **dict(t))) for t in s.tries]
         for cfg in [default, *tried, *self._earlier_bests(wkey), *self._neighbours(workload)]:
             if k.space.contains(cfg) and config_key(cfg) not in seen:
                 study.enqueue_trial(cfg, skip_if_exists=True)
