@@ -22,7 +22,7 @@ try:  # Gluon: Triton >= 3.5
     tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
     gluon_jit = gluon.jit
     # a host-side helper the kernels call with constexpr arguments (layouts built from tile sizes)
-    gl_constexpr_function = gluon.constexpr_function
+    gl_constexpr_function = getattr(gluon, "constexpr_function", lambda fn: fn)
     # a CTA-wide barrier: gl.thread_barrier in Triton 3.5-3.6, gl.barrier from 3.7 on
     cta_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
 except ImportError:  # pragma: no cover - old Triton

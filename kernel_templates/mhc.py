@@ -43,7 +43,7 @@ Design:
 - ``GLUON`` (sm_90): the same pre / seam math in a Gluon kernel, ``_gl_mix_kernel``, with the
   new residual as wgmma's register A operand (see its section below). ``SYNC`` 0 shares the
   Triton finish launch; its one pass (``SYNC`` 2) has Gluon twins of the combine and the u
-  pass (a Gluon function cannot call a Triton one). The default at T >= 256 on Hopper
+  pass (a Gluon function cannot call a Triton one). The default on Hopper at T >= 1024 (the seam from 256)
   (``gluon_default``); never under the interpreter, so verified on the GPU.
 """
 from __future__ import annotations
@@ -1315,7 +1315,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     # 111.9 us at T = 1024 and 490.3 us at T = 4096 against 105.6 / 348.5 for these
     # two-launch defaults (the waiting siblings idle their SMs; SYNC 1's single combiner
     # per block is a long tail: 810 us at T = 4096).
-    if T >= 256 and gluon_on_hopper():
+    if (T >= 1024 or workload.op == "seam" and T >= 256) and gluon_on_hopper():
         return gluon_default(T, D)
     BT, BD = (16, 32) if T < 1024 else (64, 16)
     n_tb = cdiv(T, BT)
@@ -1332,16 +1332,19 @@ def default_config(workload: Workload) -> dict[str, Any]:
 
 
 def gluon_default(T: int, D: int) -> dict[str, Any]:
-    """The GLUON config for T >= 256 on Hopper (H200 runs 58-59, D = 5120, vs the Triton defaults
-    / pack entries: seam 74.5 vs 88.7 us at T = 1024, 219 vs 252 at 4096, 430 vs 490 at 8192; pre
-    56 vs 78, 148 vs 178, 285 vs 343; at T = 256 it lost, 53-59 vs 44). About 2 programs an SM
+    """The GLUON config for T >= 1024 on Hopper, and for the seam from T = 256. From T = 1024 (H200
+    runs 58-59, D = 5120, vs the Triton defaults / pack entries: seam 74.5 vs 88.7 us at T = 1024,
+    219 vs 252 at 4096, 430 vs 490 at 8192; pre 56 vs 78, 148 vs 178, 285 vs 343; at T = 256 this
+    rule's SPLIT_K 8 lost, 53-59 vs 44): about 2 programs an SM
     (256, 2 CTAs an SM fit: 225 registers, 74 KB of ring at 2 stages), but at least 16 steps a
     split (SPLIT_K 16 at T = 1024 was 88 us, 8 74.5: a 10-step loop is mostly its prologue and
     tail); SYNC 0 (the one pass was 10-30% slower at every shape measured).
 
-    Below T = 1024 (from 256): about one program an SM however short the splits (T = 256, seam,
-    H200 runs 114 and 118, us against the Triton default: D = 4096 SPLIT_K 32 29.2 vs 40.8, 16
-    30.6, 64 35.2; D = 5120 32 33.8 vs 50.6; D = 7168 28 40.3 vs 66.7, 16 45.1, 56 49.4)."""
+    Below T = 1024 (the seam from 256): about one program an SM however short the splits (T = 256,
+    H200 runs 114, 118 and 119, us against the Triton default: D = 4096 SPLIT_K 32 29.2 vs 40.8,
+    16 30.6, 64 35.2; D = 5120 32 33.8 vs 50.6; D = 7168 32 41.7 vs 67.3, 28 40.3, 16 45.1, 56
+    49.4). Not measured: pre below T = 1024 (its default stays the Triton kernel there) and the
+    seam between 256 and 1024 (SPLIT_K 16 at T = 512, 8 at 768: assumed from the rule)."""
     n_tb = cdiv(T, GL_BLOCK_T)
     sk = 2
     if T < 1024:

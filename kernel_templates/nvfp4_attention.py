@@ -719,9 +719,9 @@ mul.rn.f16x2 $3, $3, s;
 
 @gluon_jit
 def _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, c: gl.constexpr):
-    """Chunk ``c`` of a tile's raw bytes: code words ``[64, 4, 4]`` int32 (row, t4, w: bytes
+    """Chunk ``c`` of a tile's raw bytes: code words ``[BLOCK_N, 4, 4]`` int32 (row, t4, w: bytes
     ``64 t4 + 16 c + 4 w`` .. + 4 of the row, one 16-byte load a thread and row) and the
-    E4M3 bits of their two scales as one int16 ``[64, 4]`` (blocks ``8 t4 + 2 c``, ``+ 1``).
+    E4M3 bits of their two scales as one int16 ``[BLOCK_N, 4]`` (blocks ``8 t4 + 2 c``, ``+ 1``).
     Words, not bytes: a loop-carried uint8 tensor holds one byte a register."""
     codes = gl.load(kv_ptr + rc[:, None, None] + 4 * c + woff, mask=valid[:, None, None], other=0)
     sbits = gl.load(kvs_ptr + rsc[:, None] + c + soff, mask=valid[:, None], other=0)
@@ -746,7 +746,7 @@ def _gl_latent(c):
 
 @gluon_jit
 def _gl_decode_chunk(codes, sbits, A_L: gl.constexpr):
-    """Raw chunk -> ``[64, 128]`` fp16 (value * 2^-14) in wgmma's register A layout ``A_L``.
+    """Raw chunk -> ``[BLOCK_N, 128]`` fp16 (value * 2^-14) in wgmma's register A layout ``A_L``.
     MMA column ``c = 16 jj + 8 i + 2 t4 + e0`` holds latent ``128 t4 + 32 chunk + 2 e + i``
     (byte ``e = 2 jj + e0`` of the thread's 16, nibble ``i``): a permutation of the
     reduction axis, matched by q's order in shared memory."""
@@ -832,14 +832,14 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
 
     ``BLOCK_N // 16`` warps: a warpgroup per 64 entries of a tile in ``K q^T`` and per 64
     latent rows of a chunk in ``V^T P^T`` (128 entries: two warpgroups share each decoded
-    tile, each holding half of every accumulator). Per tile: the previous tile's ``P V`` wgmmas are issued; each of the four
-    128-column chunks of this tile is decoded into wgmma's A registers (the next tile's
-    chunk loaded into registers in its place), multiplied into the scores (``K q^T``,
-    async, chained) and stored to shared memory for ``P V``; the previous ``P V`` is
-    waited for only before the first store."""
+    tile, each holding half of every accumulator). Per tile: the previous tile's ``P V``
+    wgmmas are issued; each of the four 128-column chunks of this tile is decoded into
+    wgmma's A registers (raw code chunks ``AHEAD`` chunks ahead loaded into registers in
+    its place), multiplied into the scores (``K q^T``, async, chained) and stored to shared
+    memory for ``P V``; the previous ``P V`` is waited for only before the first store."""
     NW: gl.constexpr = BLOCK_N // 16
     L3: gl.constexpr = _gl_code_layout(BLOCK_N)  # [BLOCK_N, t4, w] code words of a chunk
-    S2: gl.constexpr = gl.SliceLayout(2, L3)   # [64, t4] scale pairs of a chunk
+    S2: gl.constexpr = gl.SliceLayout(2, L3)   # [BLOCK_N, t4] scale pairs of a chunk
     R1: gl.constexpr = gl.SliceLayout(1, S2)
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
                                                   instr_shape=[16, BLOCK_H, 16])
@@ -858,7 +858,7 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
     hq = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, QL))
     qv = gl.load(q_ptr + b.to(gl.int64) * stride_qb + hq[None, :] * stride_qh + dq[:, None],
                  mask=(hq < H)[None, :], other=0.0)
-    # One-slot buffers indexed in the loop by a loop-variant zero (n0 >> 30): the wgmma descriptors of the
+    # Buffers indexed in the loop by a loop-variant zero (n0 >> 30): the wgmma descriptors of the
     # 64 MMAs a tile are then recomputed in the loop (uniform adds) instead of being hoisted
     # out of it and held in 128 registers (which spilled).
     q_buf = gl.allocate_shared_memory(gl.float16, [1, 512, BLOCK_H], HS)
@@ -897,7 +897,7 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
     srow = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
     # P V of a tile is issued at the top of the next iteration, so it runs while that tile's
     # first chunk is decoded, and is waited for before the first chunk's store overwrites
-    # v_smem (no wgmma is in flight across the loop's back edge: ptxas then serialises every
+    # v_buf (no wgmma is in flight across the loop's back edge: ptxas then serialises every
     # wgmma, C7514). Before the first tile it multiplies zeros.
     for k in gl.static_range(4):
         v_buf.index(k).store(gl.zeros([BLOCK_N, 128], gl.float16, A_L))
@@ -1127,6 +1127,8 @@ def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sin
             "stride_tb", "stride_mb", "stride_mh", "stride_ab", "stride_ah", "stride_as", "PAGE", "SPARSE", "BLOCK_H",
             "NUM_SPLITS", "BLOCK_N")}
         gl_args["AHEAD"] = int(config.get("GL_AHEAD", 4))
+        if gl_args["AHEAD"] not in (2, 4):
+            raise ValueError(f"GL_AHEAD={gl_args['AHEAD']}: 128-column chunks of raw codes ahead, 2 or 4")
         words = kv_codes.view(torch.int32)  # whole 32-bit words of codes
         pairs = kv_scales.view(torch.int16)  # the two scales of a 32-column chunk at once
         gl_args.update(kv_ptr=words, stride_kp=words.stride(0), stride_ks=words.stride(1), kvs_ptr=pairs,

@@ -397,7 +397,13 @@ def test_gluon_in_the_search_space(monkeypatch):
         g = mhc.gluon_default(T, D)
         assert S.SPACE.contains(g) and S.constraints(g, mhc.Workload("seam", T, D)), (T, D, g)
     assert [mhc.gluon_default(T, 5120)["SPLIT_K"] for T in (1024, 4096, 8192)] == [8, 4, 2]  # runs 58-59
-    assert [mhc.gluon_default(256, D)["SPLIT_K"] for D in (4096, 5120, 7168)] == [32, 32, 32]  # runs 114, 118
+    assert [mhc.gluon_default(256, D)["SPLIT_K"] for D in (4096, 5120, 7168)] == [32, 32, 32]  # runs 114, 118-119
+    monkeypatch.setattr(mhc, "gluon_on_hopper", lambda: True)
+    assert mhc.default_config(mhc.Workload("seam", 256, 7168)) == mhc.gluon_default(256, 7168)
+    assert not mhc.default_config(mhc.Workload("pre", 256, 7168))["GLUON"]  # pre below 1024: not measured
+    assert not mhc.default_config(mhc.Workload("seam", 64, 5120))["GLUON"]
+    assert mhc.default_config(mhc.Workload("pre", 1024, 5120))["GLUON"]
+    monkeypatch.setattr(mhc, "gluon_on_hopper", lambda: False)
     for T, D in ((256, 4096), (256, 7168), (512, 5120), (1000, 7168)):
         g = mhc.gluon_default(T, D)
         assert S.SPACE.contains(g) and S.constraints(g, mhc.Workload("seam", T, D)), (T, D, g)

@@ -306,7 +306,8 @@ def test_gluon_in_the_search_space(monkeypatch):
     assert not S.constraints(dict(cfg, BLOCK_N=32), w), "the Gluon tile is 64 or 128 entries"
     assert not S.constraints(dict(cfg, num_warps=8), w), "one config per Gluon choice (no duplicate trials)"
     assert not S.constraints(dict(cfg, BLOCK_N=128, num_warps=4), w), "a warpgroup per 64 entries"
-    triton_cfg = A.default_config(h64)
+    triton_cfg = dict(A.default_config(h64), GLUON=False, BLOCK_N=64, BLOCK_H=64, D_CHUNKS=4, SWAP_AB=False,
+                      GL_AHEAD=4)  # the Triton template's 64-head tile (its default where GLUON cannot run)
     assert S.constraints(triton_cfg, h64) and not S.constraints(dict(triton_cfg, GL_AHEAD=2), h64), \
         "GL_AHEAD is the Gluon kernel's alone"
     fp8 = A.Workload(16, 32768, 16, "fp8", "dense")
@@ -323,9 +324,11 @@ def test_nvfp4_tile_decoded_once_per_iteration():
     assert [r[6] for r in res if r[2] == "_split_kernel"] == [1, 1]
 
 
-def test_default_configs_are_the_calibrated_ones():
+def test_default_configs_are_the_calibrated_ones(monkeypatch):
     # the ptxas-checked defaults (no spills on sm_90, default_config's docstring), except
-    # nvfp4 at 16 heads (wgmma, 4 warps) and 64 heads (4 latent chunks): faster on the H200
+    # nvfp4 at 16 heads (wgmma, 4 warps) and 64 heads (4 latent chunks): faster on the H200.
+    # The Triton template's defaults, on a Hopper machine too (the GLUON ones: the next test)
+    monkeypatch.setattr(A, "gluon_on_hopper", lambda: False)
     for h, bh in ((16, 16), (20, 32), (64, 64)):
         for kv in A.KV_DTYPES:
             cfg = A.default_config(A.Workload(16, 32768, h, kv, "dense"))
@@ -341,6 +344,30 @@ def test_default_configs_are_the_calibrated_ones():
     # the calibrated shared-memory estimate rejects the 128 x 64 tile (262144 B on sm_90)
     w64 = A.Workload(16, 32768, 64, "nvfp4", "dense")
     assert not S.constraints(dict(A.default_config(w64), BLOCK_N=128), w64)
+
+
+def test_gluon_defaults_on_hopper(monkeypatch):
+    """On an sm_90 GPU: 16 heads take the 64-entry GLUON tile with GL_AHEAD 2; dense nvfp4 with
+    more heads the 128-entry tiles (``_gl_wide_default``), splits for ~128 programs (32 heads a
+    program) or ~256 (64), never under two tiles a split; sparse and other dtypes stay on the
+    Triton template. Every default inside the space and its constraints."""
+    monkeypatch.setattr(A, "gluon_on_hopper", lambda: True)
+    monkeypatch.setattr(S, "target_cc", lambda: 90)
+    monkeypatch.setattr(S, "gluon_available", lambda **_: True)
+    want = {(1, 8192): (32, 32), (1, 32768): (32, 64), (4, 32768): (32, 16), (16, 131072): (32, 4),
+            (64, 32768): (64, 4), (256, 8192): (64, 1)}  # (B, N) -> (BLOCK_H, NUM_SPLITS): runs 117-119
+    for (b, n), (bh, s) in want.items():
+        w = A.Workload(b, n, 64, "nvfp4", "dense")
+        c = A.default_config(w)
+        assert (c["GLUON"], c["BLOCK_N"], c["num_warps"], c["BLOCK_H"], c["NUM_SPLITS"]) == (True, 128, 8, bh, s), (b, n)
+        assert c["GL_AHEAD"] == (2 if bh == 64 else 4)
+    c16 = A.default_config(A.Workload(16, 32768, 16, "nvfp4", "dense"))
+    assert (c16["GLUON"], c16["BLOCK_N"], c16["GL_AHEAD"]) == (True, 64, 2)
+    assert not A.default_config(A.Workload(16, 32768, 64, "nvfp4", "sparse"))["GLUON"]
+    assert not A.default_config(A.Workload(16, 32768, 64, "fp8", "dense"))["GLUON"]
+    for w in [*S.WORKLOADS, A.Workload(4, 32768, 20, "nvfp4", "dense"), A.Workload(4, 32768, 128, "nvfp4", "dense")]:
+        c = A.default_config(w)
+        assert S.SPACE.contains(c) and S.constraints(c, w), (w, c)
 
 
 @triton.jit

@@ -261,11 +261,12 @@ class Tuner:
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
             if t.state == TrialState.RUNNING:  # left running by a killed process
                 storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        # completed like a stored config: a knob newer than the default heuristic runs as its absent value
-        # (without this the default, and each try, of a kernel with such a knob was silently never measured)
+        # each completed like a stored config: a knob newer than the default heuristic, or than a stored
+        # winner, runs as its absent value (without this the default, each try and such winners of a kernel
+        # with a newer knob were silently never measured: session 22)
         default = k.space.complete(k.spec.default_config(workload))
-        tried = [k.space.complete(dict(default, **dict(t))) for t in s.tries]
-        for cfg in [default, *tried, *self._earlier_bests(wkey), *self._neighbours(workload)]:
+        tried = [dict(default, **dict(t)) for t in s.tries]
+        for cfg in map(k.space.complete, [default, *tried, *self._earlier_bests(wkey), *self._neighbours(workload)]):
             if k.space.contains(cfg) and config_key(cfg) not in seen:
                 study.enqueue_trial(cfg, skip_if_exists=True)
         ok_times = [t.median_us for t in seen.values() if t.status == TrialStatus.ok]
