@@ -207,6 +207,26 @@ def test_default_and_tries_complete_a_knob_the_heuristic_predates(tmp_path, monk
     assert tried[:2] == [full, dict(full, **over)]
 
 
+def test_a_default_outside_the_space_is_reported(tmp_path, monkeypatch, request, caplog):
+    """A default the search space cannot hold is never measured; the study says so (one warning
+    a workload) instead of tuning on without it (session 22 lost its defaults silently)."""
+    import dataclasses
+    import logging
+
+    from kernel_templates import moe_routing as mr
+    from tuner import registry
+
+    lean = dataclasses.replace(mr.SPEC, default_config=lambda w: {k: v for k, v in mr.default_config(w).items()
+                                                                  if k != "FUSED"})  # FUSED has no absent value
+    monkeypatch.setattr(mr, "SPEC", lean)
+    registry.kernels.cache_clear()
+    request.addfinalizer(registry.kernels.cache_clear)
+    with caplog.at_level(logging.WARNING, logger="tuner.study"):
+        assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--patience", "1",
+                    "--db", str(tmp_path / "r.db")) == 0
+    assert any("default config is outside the search space" in r.getMessage() for r in caplog.records)
+
+
 def _count(db: Path, where: str) -> int:
     con = sqlite3.connect(db)
     try:

@@ -266,6 +266,9 @@ class Tuner:
         # with a newer knob were silently never measured: session 22)
         default = k.space.complete(k.spec.default_config(workload))
         tried = [dict(default, **dict(t)) for t in s.tries]
+        if not (k.space.contains(default) and k.constraints(default, workload)):
+            log.warning("%s %s: the default config is outside the search space or refused by its constraints, so "
+                        "it is not measured and a winner is not compared with it: %s", k.name, wkey, default)
         for cfg in map(k.space.complete, [default, *tried, *self._earlier_bests(wkey), *self._neighbours(workload)]):
             if k.space.contains(cfg) and config_key(cfg) not in seen:
                 study.enqueue_trial(cfg, skip_if_exists=True)
