@@ -652,6 +652,16 @@ if gl is not None:
     _GL_MMA = gl.constexpr(gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 32, 8]))
     _GL_A = gl.constexpr(gl.DotOperandLayout(operand_index=0, parent=_GL_MMA, k_width=1))
     _GL_LD = gl.constexpr(gl.BlockedLayout([1, 8], [16, 2], [4, 1], [1, 0]))  # [64, 32] bf16 copies, 16 B a thread
+    # XY_GROUP 2: [128, 32] bf16 copies of two steps, row 64 g + token holding step g's columns; a warp
+    # instruction's 32 lanes cover 4 tokens x 128 contiguous bytes (both steps' 64 B) of each
+    _GL_LD2 = gl.constexpr(gl.DistributedLinearLayout(
+        reg_bases=[[0, 1], [0, 2], [0, 4], [16, 0], [32, 0]],
+        lane_bases=[[0, 8], [0, 16], [64, 0], [1, 0], [2, 0]],
+        warp_bases=[[4, 0], [8, 0]], block_bases=[], shape=[128, 32]))
+    _GL_XP2 = gl.constexpr(gl.DistributedLinearLayout(  # _GL_XP as [64, 32]: a step tile read from a row slice
+        reg_bases=[[0, 1], [0, 2], [0, 4], [8, 0]],
+        lane_bases=[[0, 8], [0, 16], [1, 0], [2, 0], [4, 0]],
+        warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 32]))
     _GL_FL = gl.constexpr(gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0]))  # [32, 32] fp32 fn copies, 16 B a thread
     _GL_XS = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0]))
     _GL_FS = gl.constexpr(gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=32, rank=2))
@@ -661,34 +671,55 @@ if gl is not None:
     _GL_U = gl.constexpr(gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0]))  # [64, 32] u pass, 16 B a thread
 else:  # pragma: no cover - no Gluon: GLUON configs are refused
     _GL_XP = _GL_MMA = _GL_A = _GL_LD = _GL_FL = _GL_XS = _GL_FS = _GL_E3 = _GL_G3 = _GL_U = None
+    _GL_LD2 = _GL_XP2 = None
 
 
 @gluon_jit
 def _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, slot, t_ld, tm_ld, c_ld, fn_off,
               fn_mask, d0, D, stride_xt, stride_xs, stride_yt, SEAM: gl.constexpr):
     """cp.async of one step into ring slot ``slot``: the four stream tiles (and y) and fn's
-    four tiles (``fn_ptr`` is fn in the MMA's K order already). One buffer per operand:
-    Triton's barrier pass put a barrier between any two copies into the same buffer."""
-    xp = x_ptr + t_ld[:, None] * stride_xt + d0 + c_ld[None, :]
-    m = tm_ld[:, None]
+    four tiles (``fn_ptr`` is fn in the MMA's K order already), one commit group. One buffer
+    per operand: Triton's barrier pass put a barrier between any two copies into the same buffer."""
+    _gl_copy_streams(x_ptr + t_ld[:, None] * stride_xt + d0 + c_ld[None, :],
+                     y_ptr + t_ld[:, None] * stride_yt + d0 + c_ld[None, :], xb0, xb1, xb2, xb3, yb, slot,
+                     tm_ld[:, None], stride_xs, SEAM)
+    _gl_copy_fn(fn_ptr, fb0, fb1, fb2, fb3, slot, fn_off, fn_mask, d0, D)
+    async_copy.commit_group()
+
+
+@gluon_jit
+def _gl_copy_streams(xp, yp, xb0, xb1, xb2, xb3, yb, slot, m, stride_xs, SEAM: gl.constexpr):
+    """cp.async of the four stream tiles (and y) into slot ``slot``: ``xp`` / ``yp`` address
+    stream 0's / y's elements and ``m`` masks rows, in the copies' layout (one step, or
+    XY_GROUP's two)."""
     async_load(xb0.index(slot), xp, mask=m, eviction_policy="evict_first")
     async_load(xb1.index(slot), xp + stride_xs, mask=m, eviction_policy="evict_first")
     async_load(xb2.index(slot), xp + 2 * stride_xs, mask=m, eviction_policy="evict_first")
     async_load(xb3.index(slot), xp + 3 * stride_xs, mask=m, eviction_policy="evict_first")
     if SEAM:
-        async_load(yb.index(slot), y_ptr + t_ld[:, None] * stride_yt + d0 + c_ld[None, :], mask=m,
-                   eviction_policy="evict_first")
+        async_load(yb.index(slot), yp, mask=m, eviction_policy="evict_first")
+
+
+@gluon_jit
+def _gl_copy_fn(fn_ptr, fb0, fb1, fb2, fb3, slot, fn_off, fn_mask, d0, D):
+    """cp.async of fn's four [32, 32] tiles of the step at column ``d0`` into slot ``slot``."""
     fp = fn_ptr + fn_off + d0
     async_load(fb0.index(slot), fp, mask=fn_mask)
     async_load(fb1.index(slot), fp + D, mask=fn_mask)
     async_load(fb2.index(slot), fp + 2 * D, mask=fn_mask)
     async_load(fb3.index(slot), fp + 3 * D, mask=fn_mask)
-    async_copy.commit_group()
 
 
 @gluon_jit
-def _gl_stream(buf, slot):
-    return buf.index(slot).reshape([64, 4, 8]).load(_GL_XP).to(gl.float32)
+def _gl_stream(tile, SLICE: gl.constexpr):
+    """A [64, 32] step tile of shared memory in ``_GL_XP``: a slot reshaped in shared memory,
+    or (``SLICE``: a row slice of XY_GROUP's slot, which cannot be reshaped there) loaded 2-D
+    and reshaped in registers for free (4 more registers on the slot form, so it keeps its own)."""
+    if SLICE:
+        x = gl.convert_layout(gl.reshape(tile.load(_GL_XP2), [64, 4, 8]), _GL_XP, assert_trivial=True)
+    else:
+        x = tile.reshape([64, 4, 8]).load(_GL_XP)
+    return x.to(gl.float32)
 
 
 @gluon_jit
@@ -827,8 +858,16 @@ def _gl_u_rows(sp, stride_ss, m):
 def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr,
                    u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr, sync_ptr,
                    T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, stride_ut, eps, n_iters,
-                   SEAM: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, SYNC: gl.constexpr):
-    """pre (``SEAM`` False) or seam for one (64-token block, D-chunk); see the notes above."""
+                   SEAM: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, SYNC: gl.constexpr,
+                   XY_GROUP: gl.constexpr = 1):
+    """pre (``SEAM`` False) or seam for one (64-token block, D-chunk); see the notes above.
+
+    ``XY_GROUP`` 2: the streams (X, y) of two steps are requested together, 128 contiguous
+    bytes of a row a warp instruction (one step's 64 reads ran at 2.6 TB/s, 128-byte pieces
+    at 3.4: run 113), into two slots (one group in use, the next in flight); fn keeps a
+    two-slot ring a step. Each step commits fn(s + 1), a group's first step then the next
+    group's streams, and waits with two groups pending: exactly those two (the copies share
+    one FIFO of groups: waiting on fn alone would wait on streams committed before it)."""
     BLOCK_T: gl.constexpr = 64
     BLOCK_D: gl.constexpr = 32
     if SYNC == 2:
@@ -844,11 +883,12 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
     n_steps = D // (SPLIT_K * BLOCK_D)  # the launcher checks D % (SPLIT_K * 32) == 0
     d_lo = pid_k * n_steps * BLOCK_D  # step s: columns [d_lo + 32 s, + 32)
 
-    xb0 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_T, BLOCK_D], _GL_XS)
-    xb1 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_T, BLOCK_D], _GL_XS)
-    xb2 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_T, BLOCK_D], _GL_XS)
-    xb3 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_T, BLOCK_D], _GL_XS)
-    yb = gl.allocate_shared_memory(gl.bfloat16, [STAGES, BLOCK_T, BLOCK_D], _GL_XS)
+    XB: gl.constexpr = XY_GROUP * BLOCK_T  # rows of a stream slot: step g of a group at rows 64 g
+    xb0 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, XB, BLOCK_D], _GL_XS)
+    xb1 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, XB, BLOCK_D], _GL_XS)
+    xb2 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, XB, BLOCK_D], _GL_XS)
+    xb3 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, XB, BLOCK_D], _GL_XS)
+    yb = gl.allocate_shared_memory(gl.bfloat16, [STAGES, XB, BLOCK_D], _GL_XS)
     fb0 = gl.allocate_shared_memory(gl.float32, [STAGES, 32, BLOCK_D], _GL_FS)
     fb1 = gl.allocate_shared_memory(gl.float32, [STAGES, 32, BLOCK_D], _GL_FS)
     fb2 = gl.allocate_shared_memory(gl.float32, [STAGES, 32, BLOCK_D], _GL_FS)
@@ -870,12 +910,25 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
     off3 = t_r[:, None, None] * stride_nt + col3  # int32 offsets: a hoisted pointer tensor took 32 registers
     msk3 = tm_r[:, None, None] & (col3 < BLOCK_D)
 
-    for s in gl.static_range(STAGES - 1):
-        if s < n_steps:  # a split shorter than the ring (e.g. 1 step at 4 stages) reads nothing past its chunk
-            _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, s, t_ld, tm_ld, c_ld, fn_off,
-                      fn_mask, d_lo + s * BLOCK_D, D, stride_xt, stride_xs, stride_yt, SEAM)
-        else:
-            async_copy.commit_group()  # an empty group keeps the wait count uniform
+    if XY_GROUP == 1:
+        for s in gl.static_range(STAGES - 1):
+            if s < n_steps:  # a split shorter than the ring (e.g. 1 step at 4 stages) reads nothing past its chunk
+                _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, s, t_ld, tm_ld, c_ld,
+                          fn_off, fn_mask, d_lo + s * BLOCK_D, D, stride_xt, stride_xs, stride_yt, SEAM)
+            else:
+                async_copy.commit_group()  # an empty group keeps the wait count uniform
+    else:  # the launcher checks n_steps % 2 == 0 and 2 stages
+        r2 = gl.arange(0, XB, layout=gl.SliceLayout(1, _GL_LD2))
+        c2 = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, _GL_LD2))
+        t2 = t0 + r2 % BLOCK_T
+        g2 = (BLOCK_D * (r2 // BLOCK_T))[:, None] + c2[None, :]  # step g's columns
+        xoff2 = t2[:, None] * stride_xt + g2
+        yoff2 = t2[:, None] * stride_yt + g2
+        m2 = (t2 < T)[:, None]
+        _gl_copy_streams(x_ptr + d_lo + xoff2, y_ptr + d_lo + yoff2, xb0, xb1, xb2, xb3, yb, 0, m2, stride_xs, SEAM)
+        async_copy.commit_group()
+        _gl_copy_fn(fn_ptr, fb0, fb1, fb2, fb3, 0, fn_off, fn_mask, d_lo, D)
+        async_copy.commit_group()
 
     acc = gl.zeros([BLOCK_T, 32], gl.float32, _GL_MMA)
     z = gl.zeros([BLOCK_T, 4], gl.float32, G2)
@@ -896,62 +949,90 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
         p1, c01, c11, c21, c31 = _gl_post_coeffs(pin_ptr, cin_ptr, 1, t_r, tm_r)
         p2, c02, c12, c22, c32 = _gl_post_coeffs(pin_ptr, cin_ptr, 2, t_r, tm_r)
         p3, c03, c13, c23, c33 = _gl_post_coeffs(pin_ptr, cin_ptr, 3, t_r, tm_r)
-    for s in range(n_steps):
-        slot = s % STAGES
-        cta_barrier()  # every thread is done with the slot refilled next (read at step s - 1)
-        nxt = s + STAGES - 1
-        if nxt < n_steps:
-            _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, nxt % STAGES, t_ld, tm_ld,
-                      c_ld, fn_off, fn_mask, d_lo + nxt * BLOCK_D, D, stride_xt, stride_xs, stride_yt, SEAM)
-        else:
-            async_copy.commit_group()  # an empty group keeps the wait count uniform
-        async_copy.wait_group(STAGES - 1)
-        hopper.fence_async_shared()  # the copies into fn's tiles, before wgmma reads them
-        cta_barrier()
-        if SEAM:
-            # X'_j = post_j y + sum_i comb[i, j] X_i, one input stream at a time (4 tiles live, not 9)
-            y = _gl_stream(yb, slot)
-            x0 = p0[:, None, None] * y
-            x1 = p1[:, None, None] * y
-            x2 = p2[:, None, None] * y
-            x3 = p3[:, None, None] * y
-            xi = _gl_stream(xb0, slot)
-            x0, x1, x2, x3 = _gl_mix_in(xi, c00, c01, c02, c03, x0, x1, x2, x3)
-            xi = _gl_stream(xb1, slot)
-            x0, x1, x2, x3 = _gl_mix_in(xi, c10, c11, c12, c13, x0, x1, x2, x3)
-            xi = _gl_stream(xb2, slot)
-            x0, x1, x2, x3 = _gl_mix_in(xi, c20, c21, c22, c23, x0, x1, x2, x3)
-            xi = _gl_stream(xb3, slot)
-            x0, x1, x2, x3 = _gl_mix_in(xi, c30, c31, c32, c33, x0, x1, x2, x3)
-            n0, x0 = _gl_round_bf16(x0)
-            n1, x1 = _gl_round_bf16(x1)
-            n2, x2 = _gl_round_bf16(x2)
-            n3, x3 = _gl_round_bf16(x3)
-            xo = xn_ptr + (d_lo + s * BLOCK_D) + off3
-            gl.store(xo, n0, mask=msk3, eviction_policy="evict_last")  # re-read by the u pass
-            gl.store(xo + stride_ns, n1, mask=msk3, eviction_policy="evict_last")
-            gl.store(xo + 2 * stride_ns, n2, mask=msk3, eviction_policy="evict_last")
-            gl.store(xo + 3 * stride_ns, n3, mask=msk3, eviction_policy="evict_last")
-        else:
-            x0 = _gl_stream(xb0, slot)
-            x1 = _gl_stream(xb1, slot)
-            x2 = _gl_stream(xb2, slot)
-            x3 = _gl_stream(xb3, slot)
-        g00 += gl.sum(x0 * x0, axis=2)
-        g01 += gl.sum(x0 * x1, axis=2)
-        g02 += gl.sum(x0 * x2, axis=2)
-        g03 += gl.sum(x0 * x3, axis=2)
-        g11 += gl.sum(x1 * x1, axis=2)
-        g12 += gl.sum(x1 * x2, axis=2)
-        g13 += gl.sum(x1 * x3, axis=2)
-        g22 += gl.sum(x2 * x2, axis=2)
-        g23 += gl.sum(x2 * x3, axis=2)
-        g33 += gl.sum(x3 * x3, axis=2)
-        acc = hopper.warpgroup_mma(_gl_a(x0), fb0.index(slot).permute((1, 0)), acc, is_async=True)
-        acc = hopper.warpgroup_mma(_gl_a(x1), fb1.index(slot).permute((1, 0)), acc, is_async=True)
-        acc = hopper.warpgroup_mma(_gl_a(x2), fb2.index(slot).permute((1, 0)), acc, is_async=True)
-        acc = hopper.warpgroup_mma(_gl_a(x3), fb3.index(slot).permute((1, 0)), acc, is_async=True)
-        acc = hopper.warpgroup_mma_wait(0, deps=[acc])
+    for grp in range(n_steps // XY_GROUP):
+        for g in gl.static_range(XY_GROUP):  # a group's steps, unrolled (static row slices)
+            st = XY_GROUP * grp + g
+            cta_barrier()  # every thread is done with the slots refilled next (read at step s - 1)
+            if XY_GROUP == 1:
+                slot = st % STAGES
+                fslot = slot
+                nxt = st + STAGES - 1
+                if nxt < n_steps:
+                    _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, nxt % STAGES,
+                              t_ld, tm_ld, c_ld, fn_off, fn_mask, d_lo + nxt * BLOCK_D, D, stride_xt, stride_xs,
+                              stride_yt, SEAM)
+                else:
+                    async_copy.commit_group()  # an empty group keeps the wait count uniform
+                async_copy.wait_group(STAGES - 1)
+                xt0 = xb0.index(slot)
+                xt1 = xb1.index(slot)
+                xt2 = xb2.index(slot)
+                xt3 = xb3.index(slot)
+                yt = yb.index(slot)
+            else:
+                fslot = g  # fn(s) in slot s % 2
+                if st + 1 < n_steps:
+                    _gl_copy_fn(fn_ptr, fb0, fb1, fb2, fb3, 1 - g, fn_off, fn_mask, d_lo + (st + 1) * BLOCK_D, D)
+                async_copy.commit_group()
+                if g == 0:
+                    if grp + 1 < n_steps // XY_GROUP:
+                        d1 = d_lo + (st + XY_GROUP) * BLOCK_D
+                        _gl_copy_streams(x_ptr + d1 + xoff2, y_ptr + d1 + yoff2, xb0, xb1, xb2, xb3, yb,
+                                         (grp + 1) % 2, m2, stride_xs, SEAM)
+                    async_copy.commit_group()
+                async_copy.wait_group(2)  # pending: fn(s + 1) and the next group's streams
+                xs = grp % 2
+                xt0 = xb0.index(xs).slice(g * BLOCK_T, BLOCK_T, dim=0)
+                xt1 = xb1.index(xs).slice(g * BLOCK_T, BLOCK_T, dim=0)
+                xt2 = xb2.index(xs).slice(g * BLOCK_T, BLOCK_T, dim=0)
+                xt3 = xb3.index(xs).slice(g * BLOCK_T, BLOCK_T, dim=0)
+                yt = yb.index(xs).slice(g * BLOCK_T, BLOCK_T, dim=0)
+            hopper.fence_async_shared()  # the copies into fn's tiles, before wgmma reads them
+            cta_barrier()
+            if SEAM:
+                # X'_j = post_j y + sum_i comb[i, j] X_i, one input stream at a time (4 tiles live, not 9)
+                y = _gl_stream(yt, XY_GROUP > 1)
+                x0 = p0[:, None, None] * y
+                x1 = p1[:, None, None] * y
+                x2 = p2[:, None, None] * y
+                x3 = p3[:, None, None] * y
+                xi = _gl_stream(xt0, XY_GROUP > 1)
+                x0, x1, x2, x3 = _gl_mix_in(xi, c00, c01, c02, c03, x0, x1, x2, x3)
+                xi = _gl_stream(xt1, XY_GROUP > 1)
+                x0, x1, x2, x3 = _gl_mix_in(xi, c10, c11, c12, c13, x0, x1, x2, x3)
+                xi = _gl_stream(xt2, XY_GROUP > 1)
+                x0, x1, x2, x3 = _gl_mix_in(xi, c20, c21, c22, c23, x0, x1, x2, x3)
+                xi = _gl_stream(xt3, XY_GROUP > 1)
+                x0, x1, x2, x3 = _gl_mix_in(xi, c30, c31, c32, c33, x0, x1, x2, x3)
+                n0, x0 = _gl_round_bf16(x0)
+                n1, x1 = _gl_round_bf16(x1)
+                n2, x2 = _gl_round_bf16(x2)
+                n3, x3 = _gl_round_bf16(x3)
+                xo = xn_ptr + (d_lo + st * BLOCK_D) + off3
+                gl.store(xo, n0, mask=msk3, eviction_policy="evict_last")  # re-read by the u pass
+                gl.store(xo + stride_ns, n1, mask=msk3, eviction_policy="evict_last")
+                gl.store(xo + 2 * stride_ns, n2, mask=msk3, eviction_policy="evict_last")
+                gl.store(xo + 3 * stride_ns, n3, mask=msk3, eviction_policy="evict_last")
+            else:
+                x0 = _gl_stream(xt0, XY_GROUP > 1)
+                x1 = _gl_stream(xt1, XY_GROUP > 1)
+                x2 = _gl_stream(xt2, XY_GROUP > 1)
+                x3 = _gl_stream(xt3, XY_GROUP > 1)
+            g00 += gl.sum(x0 * x0, axis=2)
+            g01 += gl.sum(x0 * x1, axis=2)
+            g02 += gl.sum(x0 * x2, axis=2)
+            g03 += gl.sum(x0 * x3, axis=2)
+            g11 += gl.sum(x1 * x1, axis=2)
+            g12 += gl.sum(x1 * x2, axis=2)
+            g13 += gl.sum(x1 * x3, axis=2)
+            g22 += gl.sum(x2 * x2, axis=2)
+            g23 += gl.sum(x2 * x3, axis=2)
+            g33 += gl.sum(x3 * x3, axis=2)
+            acc = hopper.warpgroup_mma(_gl_a(x0), fb0.index(fslot).permute((1, 0)), acc, is_async=True)
+            acc = hopper.warpgroup_mma(_gl_a(x1), fb1.index(fslot).permute((1, 0)), acc, is_async=True)
+            acc = hopper.warpgroup_mma(_gl_a(x2), fb2.index(fslot).permute((1, 0)), acc, is_async=True)
+            acc = hopper.warpgroup_mma(_gl_a(x3), fb3.index(fslot).permute((1, 0)), acc, is_async=True)
+            acc = hopper.warpgroup_mma_wait(0, deps=[acc])
     async_copy.wait_group(0)
 
     # this split's partial mix sums and Gram matrix (the layout _combine reads): SYNC 0 stores
@@ -1134,6 +1215,9 @@ def gluon_config_error(config: dict[str, Any], D: int) -> str | None:
         return "GLUON takes SYNC 0 (a finish launch) or 2 (one pass)"
     if not 2 <= config["num_stages"] <= 4:
         return "GLUON pipelines 2-4 stages"
+    xy = int(config.get("XY_GROUP", 1))
+    if xy not in (1, 2) or xy == 2 and (config["num_stages"] != 2 or (D // (GL_BLOCK_D * sk)) % 2):
+        return "GLUON takes XY_GROUP 1, or 2 with 2 stages and an even number of 32-column steps a split"
     return None
 
 
@@ -1151,7 +1235,7 @@ def _gl_launches(op: str, T: int, D: int, dev: Any, args: dict[str, Any], sync: 
     sk, n_tb = config["SPLIT_K"], cdiv(T, GL_BLOCK_T)
     seam = op == "seam"
     # num_stages, a launch option Gluon has no use for (no pipeliner), is the cp.async ring's depth
-    gl_args = dict(args, SEAM=seam, STAGES=int(config["num_stages"]))
+    gl_args = dict(args, SEAM=seam, STAGES=int(config["num_stages"]), XY_GROUP=int(config.get("XY_GROUP", 1)))
     if not seam:  # pre: no y, no post / comb inputs, u from X itself
         gl_args.update(y_ptr=args["x_ptr"], pin_ptr=args["post_ptr"], cin_ptr=args["comb_ptr"], xn_ptr=args["x_ptr"],
                        stride_yt=0, stride_nt=0, stride_ns=0)
@@ -1299,7 +1383,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     T, D = workload.tokens, workload.dim
     if workload.op == "post":
         return dict(BLOCK_T=min(4, next_power_of_2(max(1, T))), BLOCK_D=256, SPLIT_K=1, DOT_PRECISION="fma", SYNC=0,
-                    num_warps=4, num_stages=1, GLUON=False)
+                    num_warps=4, num_stages=1, GLUON=False, XY_GROUP=1)
     # Calibrated by compiling for sm_90 (Triton 3.6, cuobjdump; transposed tf32 GEMM).
     # Large T takes 64-token blocks: 4x fewer re-reads of fn from L2 (2 MB per token
     # block) and 4x less per-token overhead per byte than 16-token blocks. 64 x 16 at 4
@@ -1328,7 +1412,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     # D = 4096 and 7168 (T = 1024, 4096) and D = 5120 T = 4096 (H200 runs 27, 43: 227.1 -> 202.2,
     # 381.5 -> 338.4, 282.6 -> 252.8 us at T = 4096); 16 x 32 keeps 2.
     return dict(BLOCK_T=BT, BLOCK_D=BD, SPLIT_K=sk, DOT_PRECISION="tf32", SYNC=0, num_warps=4,
-                num_stages=3 if BT == 64 else 2, GLUON=False)
+                num_stages=3 if BT == 64 else 2, GLUON=False, XY_GROUP=1)
 
 
 def gluon_default(T: int, D: int) -> dict[str, Any]:
@@ -1350,10 +1434,10 @@ def gluon_default(T: int, D: int) -> dict[str, Any]:
     if T < 1024:
         while (sk * 2) * n_tb <= 132 and D % (2 * sk * GL_BLOCK_D) == 0:
             sk *= 2
-        return dict(GL_FIXED, SPLIT_K=sk, SYNC=0, num_stages=2, GLUON=True)
+        return dict(GL_FIXED, SPLIT_K=sk, SYNC=0, num_stages=2, GLUON=True, XY_GROUP=1)
     while sk * 2 * n_tb <= 256 and D % (2 * sk * GL_BLOCK_D) == 0 and D // (2 * sk * GL_BLOCK_D) >= 16:
         sk *= 2
-    return dict(GL_FIXED, SPLIT_K=sk, SYNC=0, num_stages=2, GLUON=True)
+    return dict(GL_FIXED, SPLIT_K=sk, SYNC=0, num_stages=2, GLUON=True, XY_GROUP=1)
 
 
 def split_chunk(D: int, config: dict[str, Any]) -> int:

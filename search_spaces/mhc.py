@@ -35,6 +35,7 @@ SPACE = Space(
     num_warps=Pow2(1, 8),
     num_stages=Choice((1, 2, 3, 4)),
     GLUON=Bool(absent=False),
+    XY_GROUP=Choice((1, 2), absent=1),  # GLUON: steps whose stream copies go together (128-byte row pieces at 2)
 )
 
 _POST_FIXED = {"SPLIT_K": 1, "DOT_PRECISION": "fma", "SYNC": 0}
@@ -119,6 +120,8 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
         c["GLUON"] = False
     if c.get("GLUON"):
         c.update(GL_FIXED)  # a draw's other tile keys would only duplicate trials
+    elif "XY_GROUP" in c:
+        c["XY_GROUP"] = 1  # the Gluon kernel's alone
     c["SYNC"] = 0
     if workload.op == "post":
         c.update(_POST_FIXED)

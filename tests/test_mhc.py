@@ -366,6 +366,37 @@ def test_gpu_gluon(op, T, D, sk, sync, stages, device):
         assert not mhc._sync_scratch(inputs["X"].device, 2 + 3 * 4096).any()
 
 
+GL_XY_CASES = [  # op, T, D, SPLIT_K, SYNC: token tails, a single group, the one pass, model widths
+    ("seam", 37, 512, 4, 0), ("pre", 100, 256, 4, 0), ("seam", 200, 1024, 8, 2), ("seam", 1000, 5120, 8, 0),
+    ("seam", 4096, 5120, 4, 0), ("pre", 1024, 4096, 16, 0), ("seam", 256, 7168, 28, 0),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op, T, D, sk, sync", GL_XY_CASES)
+def test_gpu_gluon_xy_group(op, T, D, sk, sync, device):
+    """XY_GROUP 2 (two steps' stream copies together, 128 bytes a row) against the reference,
+    and bit for bit against XY_GROUP 1 with the finish launch (the same sums in the same order)."""
+    wl = mhc.Workload(op, T, D)
+    cfg = dict(_gl_config(op, T, D, sk, sync, 2), XY_GROUP=2)
+    assert mhc.gluon_config_error(cfg, D) is None, cfg
+    inputs = mhc.make_inputs(wl, device, T + D)
+    out = mhc.launch(config=cfg, **inputs)
+    mhc.verify(out, mhc.reference(**inputs), inputs)
+    if sync == 0:
+        one = mhc.launch(config=dict(cfg, XY_GROUP=1), **inputs)
+        assert all(torch.equal(a, b) for a, b in zip(out, one))
+
+
+def test_xy_group_refused_where_it_cannot_run():
+    """XY_GROUP 2 needs 2 stages and whole groups of steps; other values are refused."""
+    cfg = _gl_config("seam", 64, 5120, 16, 0, 2)
+    assert mhc.gluon_config_error(dict(cfg, XY_GROUP=2), 5120) is None
+    assert "XY_GROUP" in mhc.gluon_config_error(dict(cfg, XY_GROUP=2, num_stages=3), 5120)
+    assert "XY_GROUP" in mhc.gluon_config_error(dict(cfg, XY_GROUP=2, SPLIT_K=32), 5120)  # 5 steps
+    assert "XY_GROUP" in mhc.gluon_config_error(dict(cfg, XY_GROUP=4), 5120)
+
+
 def test_fn_k_order(device):
     """fn in the GLUON kernel's K order: in each 32-column block, position 4 m + q holds
     column 8 q + m (the columns a thread's registers hold, as the tf32 A fragment reads them)."""
@@ -393,6 +424,11 @@ def test_gluon_in_the_search_space(monkeypatch):
     assert not S.constraints(dict(cfg, num_stages=1), wl)
     assert not S.constraints(_gl_config("post", 64, 5120, 1, 0, 2), mhc.Workload("post", 64, 5120))
     assert S.canonical(dict(cfg, num_warps=8, BLOCK_T=16), wl) == cfg
+    xy = dict(cfg, XY_GROUP=2, num_stages=2)  # SPLIT_K 16 at D = 5120: 10 steps a split, 5 groups
+    assert S.constraints(xy, wl) and not S.constraints(dict(xy, num_stages=3), wl)
+    assert not S.constraints(dict(xy, SPLIT_K=32), wl), "5 steps a split: no whole groups"
+    tri = S.SPACE.complete(mhc.default_config(wl))
+    assert not S.constraints(dict(tri, XY_GROUP=2), wl), "XY_GROUP is the Gluon kernel's alone"
     for T, D in ((1024, 5120), (4096, 5120), (8192, 4096), (1024, 7168), (65536, 5120)):
         g = mhc.gluon_default(T, D)
         assert S.SPACE.contains(g) and S.constraints(g, mhc.Workload("seam", T, D)), (T, D, g)
@@ -427,9 +463,10 @@ BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin"
 m = lambda *s, dt=torch.float32: torch.empty(*s, dtype=dt, device="meta")
 bf = torch.bfloat16
 res = []
-for op, T, sk, sync in (("seam", 4096, 4, 0), ("seam", 1024, 16, 2), ("pre", 256, 8, 2)):
+for op, T, sk, sync, xy in (("seam", 4096, 4, 0, 1), ("seam", 1024, 16, 2, 1), ("pre", 256, 8, 2, 1),
+                            ("seam", 4096, 4, 0, 2)):
     cfg = dict(mhc.default_config(mhc.Workload(op, T, 5120)), GLUON=True, SPLIT_K=sk, SYNC=sync, num_stages=2,
-               **mhc.GL_FIXED)
+               XY_GROUP=xy, **mhc.GL_FIXED)
     plan, _ = mhc._plan(op, m(T, 4, 5120, dt=bf), m(T, 5120, dt=bf), m(T, 4), m(T, 4, 4), m(24, 4 * 5120), m(3),
                         m(24), m(5120, dt=bf), 1e-6, 20, cfg)
     for fn, _grid, args in plan:
@@ -443,8 +480,9 @@ for op, T, sk, sync in (("seam", 4096, 4, 0), ("seam", 1024, 16, 2), ("pre", 256
             use = subprocess.run([BIN, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
         stack = int(re.search(r"STACK:(\\d+)", use).group(1))
         ptx = k.asm["ptx"]
+        waits = sorted(set(re.findall(r"cp\\.async\\.wait_group\\s+(\\d+)", ptx)))
         res.append([op, sync, fn.__name__, len(re.findall(r"wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32", ptx)),
-                    "cp.async" in ptx, stack, k.metadata.shared])
+                    "cp.async" in ptx, stack, k.metadata.shared, waits, xy])
 print(json.dumps(res))
 """
 
@@ -453,14 +491,20 @@ def test_gluon_lowers_for_sm90():
     """The GLUON plans compile for sm_90 (a clean process: no interpreter): the fn GEMM is
     tf32 wgmma m64n32k8 with A from registers (16 a step: 4 streams x 4 k-steps), the
     operands come in by cp.async, no local memory, shared memory as the ring's depth says (2
-    stages, the default: at 3, Triton 3.9 spills 8 B, 3.6 does not)."""
+    stages, the default: at 3, Triton 3.9 spills 8 B, 3.6 does not). XY_GROUP 2: a group's two
+    steps unrolled (32 wgmma), two [128, 32] stream slots and two fn slots (112 KB: two CTAs an SM
+    still), waits that leave two commit groups pending (fn(s + 1), the next group's streams)."""
     res = run_clean(_GL_LOWER)
     assert [(r[0], r[2]) for r in res] == [
         ("seam", "_fn_k_order_kernel"), ("seam", "_gl_mix_kernel"), ("seam", "_mhc_finish_kernel"),
         ("seam", "_fn_k_order_kernel"), ("seam", "_gl_mix_kernel"), ("pre", "_fn_k_order_kernel"),
-        ("pre", "_gl_mix_kernel")]
-    for op, sync, name, n_wgmma, cp_async, stack, shared in res:
-        assert stack == 0, (op, sync, name)
-        if name == "_gl_mix_kernel":
-            assert n_wgmma == 16 and cp_async, (op, sync)
+        ("pre", "_gl_mix_kernel"),
+        ("seam", "_fn_k_order_kernel"), ("seam", "_gl_mix_kernel"), ("seam", "_mhc_finish_kernel")]
+    for op, sync, name, n_wgmma, cp_async, stack, shared, waits, xy in res:
+        assert stack == 0, (op, sync, name, xy)
+        if name == "_gl_mix_kernel" and xy == 1:
+            assert n_wgmma == 16 and cp_async and waits == ["0", "1"], (op, sync, waits)
             assert shared <= 2 * 36 * 1024 + 1024, (op, sync, shared)
+        elif name == "_gl_mix_kernel":
+            assert n_wgmma == 32 and cp_async and waits == ["0", "2"], (op, sync, waits)
+            assert shared <= 2 * (5 * 8192 + 4 * 4096) + 1024, (op, sync, shared)
