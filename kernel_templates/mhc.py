@@ -1137,6 +1137,8 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
     dev = X.device
     BT, BD = config["BLOCK_T"], config["BLOCK_D"]
     n_tb = cdiv(T, BT)
+    if int(config.get("XY_GROUP", 1)) != 1 and (op == "post" or not config.get("GLUON")):
+        raise ValueError("mhc: XY_GROUP applies to the GLUON pre / seam kernel only")
     if op == "post":
         Xn = torch.empty((T, 4, D), dtype=torch.bfloat16, device=dev)
         args = dict(x_ptr=X, y_ptr=y, pin_ptr=post, cin_ptr=comb, xn_ptr=Xn, T=T, D=D,

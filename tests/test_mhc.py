@@ -395,6 +395,10 @@ def test_xy_group_refused_where_it_cannot_run():
     assert "XY_GROUP" in mhc.gluon_config_error(dict(cfg, XY_GROUP=2, num_stages=3), 5120)
     assert "XY_GROUP" in mhc.gluon_config_error(dict(cfg, XY_GROUP=2, SPLIT_K=32), 5120)  # 5 steps
     assert "XY_GROUP" in mhc.gluon_config_error(dict(cfg, XY_GROUP=4), 5120)
+    wl = mhc.Workload("seam", 3, 64)
+    inputs = mhc.make_inputs(wl, "cpu", 0)
+    with pytest.raises(ValueError, match="XY_GROUP applies to the GLUON"):  # a Triton config would ignore it
+        mhc.launch(config=dict(mhc.default_config(wl), XY_GROUP=2), **inputs)
 
 
 def test_fn_k_order(device):
@@ -427,8 +431,8 @@ def test_gluon_in_the_search_space(monkeypatch):
     xy = dict(cfg, XY_GROUP=2, num_stages=2)  # SPLIT_K 16 at D = 5120: 10 steps a split, 5 groups
     assert S.constraints(xy, wl) and not S.constraints(dict(xy, num_stages=3), wl)
     assert not S.constraints(dict(xy, SPLIT_K=32), wl), "5 steps a split: no whole groups"
-    tri = S.SPACE.complete(mhc.default_config(wl))
-    assert not S.constraints(dict(tri, XY_GROUP=2), wl), "XY_GROUP is the Gluon kernel's alone"
+    tri = S.SPACE.complete(dict(mhc.default_config(wl), GLUON=False, BLOCK_T=64, BLOCK_D=16, num_stages=3))
+    assert S.constraints(tri, wl) and not S.constraints(dict(tri, XY_GROUP=2), wl), "XY_GROUP: the Gluon kernel's"
     for T, D in ((1024, 5120), (4096, 5120), (8192, 4096), (1024, 7168), (65536, 5120)):
         g = mhc.gluon_default(T, D)
         assert S.SPACE.contains(g) and S.constraints(g, mhc.Workload("seam", T, D)), (T, D, g)
@@ -464,7 +468,7 @@ m = lambda *s, dt=torch.float32: torch.empty(*s, dtype=dt, device="meta")
 bf = torch.bfloat16
 res = []
 for op, T, sk, sync, xy in (("seam", 4096, 4, 0, 1), ("seam", 1024, 16, 2, 1), ("pre", 256, 8, 2, 1),
-                            ("seam", 4096, 4, 0, 2)):
+                            ("seam", 4096, 4, 0, 2), ("seam", 1024, 16, 2, 2), ("pre", 4096, 4, 0, 2)):
     cfg = dict(mhc.default_config(mhc.Workload(op, T, 5120)), GLUON=True, SPLIT_K=sk, SYNC=sync, num_stages=2,
                XY_GROUP=xy, **mhc.GL_FIXED)
     plan, _ = mhc._plan(op, m(T, 4, 5120, dt=bf), m(T, 5120, dt=bf), m(T, 4), m(T, 4, 4), m(24, 4 * 5120), m(3),
@@ -481,8 +485,10 @@ for op, T, sk, sync, xy in (("seam", 4096, 4, 0, 1), ("seam", 1024, 16, 2, 1), (
         stack = int(re.search(r"STACK:(\\d+)", use).group(1))
         ptx = k.asm["ptx"]
         waits = sorted(set(re.findall(r"cp\\.async\\.wait_group\\s+(\\d+)", ptx)))
+        copies = re.findall(r"cp\\.async\\.c[ag]\\.shared\\.global(?:\\.L2::\\w+)*\\s+\\[[^]]*\\],\\s*\\[[^]]*\\],\\s*(\\w+)", ptx)
         res.append([op, sync, fn.__name__, len(re.findall(r"wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32", ptx)),
-                    "cp.async" in ptx, stack, k.metadata.shared, waits, xy])
+                    "cp.async" in ptx, stack, k.metadata.shared, waits, xy, ptx.count("cp.async.commit_group"),
+                    sorted(set(copies))])
 print(json.dumps(res))
 """
 
@@ -499,8 +505,10 @@ def test_gluon_lowers_for_sm90():
         ("seam", "_fn_k_order_kernel"), ("seam", "_gl_mix_kernel"), ("seam", "_mhc_finish_kernel"),
         ("seam", "_fn_k_order_kernel"), ("seam", "_gl_mix_kernel"), ("pre", "_fn_k_order_kernel"),
         ("pre", "_gl_mix_kernel"),
-        ("seam", "_fn_k_order_kernel"), ("seam", "_gl_mix_kernel"), ("seam", "_mhc_finish_kernel")]
-    for op, sync, name, n_wgmma, cp_async, stack, shared, waits, xy in res:
+        ("seam", "_fn_k_order_kernel"), ("seam", "_gl_mix_kernel"), ("seam", "_mhc_finish_kernel"),
+        ("seam", "_fn_k_order_kernel"), ("seam", "_gl_mix_kernel"), ("pre", "_fn_k_order_kernel"),
+        ("pre", "_gl_mix_kernel"), ("pre", "_mhc_finish_kernel")]
+    for op, sync, name, n_wgmma, cp_async, stack, shared, waits, xy, commits, widths in res:
         assert stack == 0, (op, sync, name, xy)
         if name == "_gl_mix_kernel" and xy == 1:
             assert n_wgmma == 16 and cp_async and waits == ["0", "1"], (op, sync, waits)
@@ -508,3 +516,5 @@ def test_gluon_lowers_for_sm90():
         elif name == "_gl_mix_kernel":
             assert n_wgmma == 32 and cp_async and waits == ["0", "2"], (op, sync, waits)
             assert shared <= 2 * (5 * 8192 + 4 * 4096) + 1024, (op, sync, shared)
+            # the prologue's two, then per group fn(s + 1) and the streams, fn(s + 2): 16-byte copies only
+            assert commits == 5 and widths == ["0x10"], (op, sync, commits, widths)
