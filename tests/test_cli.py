@@ -177,10 +177,11 @@ def test_try_measures_the_given_config_right_after_the_default(tmp_path):
     assert tried[:3] == [default, *others]
 
 
-def test_default_and_tries_complete_a_knob_the_heuristic_predates(tmp_path, monkeypatch, request):
+def test_default_and_tries_complete_a_knob_the_heuristic_predates(tmp_path, monkeypatch):
     """A parameter with an ``absent`` value that the default heuristic does not name (one added
     after it) runs as that value: the default and each try are still measured first. Without the
-    completion the default was outside the space and silently never measured (session 22)."""
+    completion the default was outside the space and silently never measured (session 22).
+    Patched on the Kernel class: the CLI keeps the Kernel objects it registered its commands with."""
     import dataclasses
 
     from kernel_templates import moe_routing as mr
@@ -193,9 +194,10 @@ def test_default_and_tries_complete_a_knob_the_heuristic_predates(tmp_path, monk
     monkeypatch.setitem(ms.SPACE, "FUSED", Bool(absent=full["FUSED"]))
     lean = dataclasses.replace(mr.SPEC, default_config=lambda w: {k: v for k, v in mr.default_config(w).items()
                                                                   if k != "FUSED"})
-    monkeypatch.setattr(mr, "SPEC", lean)
-    registry.kernels.cache_clear()  # the registry reads SPEC again (and the real one after the test)
-    request.addfinalizer(registry.kernels.cache_clear)
+    real = registry.Kernel.default_config
+    assert real(dataclasses.replace(registry.get("moe_routing"), spec=lean), wl) == full
+    monkeypatch.setattr(registry.Kernel, "default_config", lambda self, w: real(
+        dataclasses.replace(self, spec=lean) if self.name == "moe_routing" else self, w))
     over = {"num_warps": next(v for v in ms.SPACE["num_warps"].values() if v != full["num_warps"])}
     assert ms.constraints(dict(full, **over), wl)
     db = str(tmp_path / "r.db")
@@ -207,20 +209,16 @@ def test_default_and_tries_complete_a_knob_the_heuristic_predates(tmp_path, monk
     assert tried[:2] == [full, dict(full, **over)]
 
 
-def test_a_default_outside_the_space_is_reported(tmp_path, monkeypatch, request, caplog):
+def test_a_default_outside_the_space_is_reported(tmp_path, monkeypatch, caplog):
     """A default the search space cannot hold is never measured; the study says so (one warning
     a workload) instead of tuning on without it (session 22 lost its defaults silently)."""
-    import dataclasses
     import logging
 
-    from kernel_templates import moe_routing as mr
     from tuner import registry
 
-    lean = dataclasses.replace(mr.SPEC, default_config=lambda w: {k: v for k, v in mr.default_config(w).items()
-                                                                  if k != "FUSED"})  # FUSED has no absent value
-    monkeypatch.setattr(mr, "SPEC", lean)
-    registry.kernels.cache_clear()
-    request.addfinalizer(registry.kernels.cache_clear)
+    real = registry.Kernel.default_config
+    monkeypatch.setattr(registry.Kernel, "default_config", lambda self, w: {  # FUSED has no absent value
+        k: v for k, v in real(self, w).items() if k != "FUSED" or self.name != "moe_routing"})
     with caplog.at_level(logging.WARNING, logger="tuner.study"):
         assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--patience", "1",
                     "--db", str(tmp_path / "r.db")) == 0

@@ -60,6 +60,12 @@ class Kernel:
         fn = getattr(self.space_module, "canonical", None)
         return fn(config, workload) if fn else dict(config)
 
+    def default_config(self, workload: Any) -> dict[str, Any]:
+        """The template's default for ``workload``, completed with the space's ``absent`` values as
+        stored and exported configs are: a knob newer than the heuristic runs as that value (an
+        uncompleted default fell outside the space and was never measured: session 22)."""
+        return self.space.complete(self.spec.default_config(workload))
+
     def feasible(self, workload: Any) -> str | None:
         """Why ``workload`` cannot run here (e.g. memory), or None when it can."""
         fn = getattr(self.template, "feasible", None)

@@ -241,7 +241,7 @@ def _one(store: Store, worker: Worker, k, e: PackEntry, run_id: int, env: Enviro
     except (KeyError, TypeError, ValueError) as ex:
         skipped.append(f"{e.kernel} {e.workload_key}: bad workload ({ex})")
         return None
-    default = k.space.complete(k.spec.default_config(w))  # as the pack's configs are (export completes them)
+    default = k.default_config(w)  # completed, as the pack's configs are (export completes them)
     configs = [("winner", e.config)]
     if _ck(default) != _ck(e.config):
         configs.append(("default", default))

@@ -261,10 +261,9 @@ class Tuner:
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
             if t.state == TrialState.RUNNING:  # left running by a killed process
                 storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        # each completed like a stored config: a knob newer than the default heuristic, or than a stored
-        # winner, runs as its absent value (without this the default, each try and such winners of a kernel
-        # with a newer knob were silently never measured: session 22)
-        default = k.space.complete(k.spec.default_config(workload))
+        # each completed like a stored config: a knob newer than a stored winner runs as its absent value
+        # (without this such winners of a kernel with a newer knob were silently never measured: session 22)
+        default = k.default_config(workload)
         tried = [dict(default, **dict(t)) for t in s.tries]
         if not (k.space.contains(default) and k.constraints(default, workload)):
             log.warning("%s %s: the default config is outside the search space or refused by its constraints, so "

@@ -109,9 +109,7 @@ def registry_defaults() -> Callable[[str, dict[str, Any]], dict[str, Any] | None
                 from tuner.spec import workload_from_dict
 
                 k = registry.kernels().get(kernel)
-                # completed as stored winners are: a knob newer than the heuristic at its absent value
-                cache[key] = (k.space.complete(k.spec.default_config(workload_from_dict(k.spec.workload, workload)))
-                              if k else None)
+                cache[key] = k.default_config(workload_from_dict(k.spec.workload, workload)) if k else None
             except Exception as e:  # noqa: BLE001 - a kernel that cannot say its default has no default line
                 log.debug("no default config for %s %s: %s", kernel, workload, e)
                 cache[key] = None
