@@ -71,7 +71,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_templates._gluon import cta_barrier, gl, gl_constexpr_function, gluon, gluon_jit, gluon_on_hopper, hopper
+from kernel_templates._gluon import (cta_barrier, gl, gl_constexpr_function, gluon, gluon_jit, gluon_on_hopper, hopper,
+                                     mbarrier)
 from kernel_templates._host import cdiv, next_power_of_2
 from kernel_templates.nvfp4 import (
     F16_SHIFT, dequantize_fp8_ue8m0, dequantize_nvfp4, e4m3_bits_to_f32, fp8_ue8m0_tile_to_f32,
@@ -1000,6 +1001,214 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
     gl.store(ab + _gl_latent(cr + 384)[:, None], o3 * 16384.0, mask=hm)
 
 
+# ``GL_WS``: the GLUON split kernel, warp-specialised. The split kernel above decodes, multiplies and
+# runs the softmax in the same warps, one after the other (one program an SM at 64 heads, ~10 us a
+# 128-entry tile where its MMAs alone would take ~2.2: runs 117-119). Here a decoder partition of one
+# warpgroup (``GL_WS`` of them, taking tiles in turn) decodes 64-entry tiles into a ring of
+# ``GL_WS_NBUF`` shared-memory tiles, and the default partition (4 warps up to 32 heads, 8 at 64: a
+# warpgroup per 32 heads) multiplies both products from shared memory and runs the softmax. An
+# mbarrier pair a ring slot says "decoded" (decoder -> MMA) and "free" (MMA -> decoder, after the
+# tile's ``P V``). Dense mode only (the sparse rows' validity would have to travel with the tile).
+GL_WS_SLOTS = 2  # decoded 64-entry tiles in shared memory (64 KB each)
+GL_WS_NBUF = tl.constexpr(GL_WS_SLOTS)
+
+
+@gluon_jit
+def _gl_ws_decoder(kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, stride_sp, stride_ss, stride_btb,
+                   v_buf, ready, free, PAGE: gl.constexpr, NUM_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr,
+                   WID: gl.constexpr, NDEC: gl.constexpr, NBUF: gl.constexpr):
+    """Decoder partition ``WID`` of ``NDEC`` (one warpgroup): tiles ``WID``, ``WID + NDEC``, ... of
+    the split into ring slot ``tile % NBUF``, raw codes one of its tiles ahead in registers (a
+    chunk loaded as the same chunk of the tile before is decoded)."""
+    L3: gl.constexpr = _gl_code_layout(BLOCK_N)
+    S2: gl.constexpr = gl.SliceLayout(2, L3)
+    R1: gl.constexpr = gl.SliceLayout(1, S2)
+    A_L: gl.constexpr = gl.DotOperandLayout(
+        operand_index=0, parent=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                          instr_shape=[16, 16, 16]), k_width=2)
+    b = gl.program_id(0)
+    split = gl.program_id(2)
+    seq_len = gl.load(seqlen_ptr + b)
+    chunk = gl.cdiv(gl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    start = split * chunk
+    end = gl.minimum(start + chunk, seq_len)
+    n_tiles = gl.cdiv(gl.maximum(end - start, 0), BLOCK_N)
+    rows = gl.arange(0, BLOCK_N, layout=R1)
+    t4 = gl.arange(0, 4, layout=gl.SliceLayout(0, S2))
+    wv = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, L3)))
+    soff = 4 * t4[None, :]
+    woff = 16 * t4[None, :, None] + wv[None, None, :]
+    bt_row = bt_ptr + b.to(gl.int64) * stride_btb
+    STEP: gl.constexpr = NDEC * BLOCK_N
+
+    n0 = start + WID * BLOCK_N
+    ahead = _gl_ahead(n0, end, rows, bt_row, bt_row, PAGE, False, BLOCK_N)
+    rc, rsc, valid = _gl_rows(n0, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks, stride_sp, stride_ss,
+                              PAGE, False, BLOCK_N)
+    ahead = _gl_ahead(n0 + STEP, end, rows, bt_row, bt_row, PAGE, False, BLOCK_N)
+    c0, s0 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 0)
+    c1, s1 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 1)
+    c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 2)
+    c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 3)
+    for i in range(WID, n_tiles, NDEC):
+        n0 = start + i * BLOCK_N
+        rn, rsn, vn = _gl_rows(n0 + STEP, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks, stride_sp,
+                               stride_ss, PAGE, False, BLOCK_N)
+        ahead = _gl_ahead(n0 + 2 * STEP, end, rows, bt_row, bt_row, PAGE, False, BLOCK_N)
+        slot = i % NBUF
+        mbarrier.wait(free.index(slot), ((i // NBUF) & 1) ^ 1)  # fresh barriers pass phase 1
+        a = _gl_decode_chunk(c0, s0, A_L)
+        c0, s0 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 0)
+        v_buf.index(4 * slot).store(a)
+        a = _gl_decode_chunk(c1, s1, A_L)
+        c1, s1 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 1)
+        v_buf.index(4 * slot + 1).store(a)
+        a = _gl_decode_chunk(c2, s2, A_L)
+        c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 2)
+        v_buf.index(4 * slot + 2).store(a)
+        a = _gl_decode_chunk(c3, s3, A_L)
+        c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 3)
+        v_buf.index(4 * slot + 3).store(a)
+        hopper.fence_async_shared()  # generic-proxy stores before the other partition's wgmma reads
+        cta_barrier()  # the warpgroup's stores all made before its thread 0 arrives
+        mbarrier.arrive(ready.index(slot), count=1)
+
+
+@gluon_jit
+def _gl_ws_attend(q_buf, v_buf, p_buf, ready, free, seqlen_ptr, m_ptr, l_ptr, acc_ptr, H, qk_scale,
+                  stride_mb, stride_mh, stride_ab, stride_ah, stride_as,
+                  BLOCK_H: gl.constexpr, NUM_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr, NBUF: gl.constexpr):
+    """The default partition: per tile, the previous tile's ``P V`` (issued at the top: no wgmma in
+    flight across the back edge), ``K q^T`` from the ring slot once decoded, the slot of the tile
+    before freed once its ``P V`` is done, the online softmax; then the partials."""
+    WN: gl.constexpr = gl.num_warps() // 4  # warpgroups, side by side over the heads
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, WN],
+                                                  instr_shape=[16, BLOCK_H // WN, 16])
+    b = gl.program_id(0)
+    hb = gl.program_id(1)
+    split = gl.program_id(2)
+    seq_len = gl.load(seqlen_ptr + b)
+    chunk = gl.cdiv(gl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    start = split * chunk
+    end = gl.minimum(start + chunk, seq_len)
+    n_tiles = gl.cdiv(gl.maximum(end - start, 0), BLOCK_N)
+
+    m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, gl.SliceLayout(0, MMA))
+    l_i = gl.zeros([BLOCK_H], gl.float32, gl.SliceLayout(0, MMA))
+    zo = gl.zeros([128, BLOCK_H], gl.float32, MMA)
+    o0 = zo
+    o1 = zo
+    o2 = zo
+    o3 = zo
+    sc = qk_scale * 16384.0  # the decoded values are value * 2^-14
+    srow = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
+    q_smem = q_buf.index(0)
+    p_smem = p_buf.index(0)
+    for i in range(n_tiles):
+        n0 = start + i * BLOCK_N
+        slot = i % NBUF
+        prev = (i + NBUF - 1) % NBUF  # before the first tile: P = 0 on the zeroed slot
+        t0, t1, t2, t3 = _gl_pv(v_buf, 4 * prev, p_smem, o0, o1, o2, o3)
+        mbarrier.wait(ready.index(slot), (i // NBUF) & 1)
+        acc = hopper.warpgroup_mma(v_buf.index(4 * slot), q_smem.slice(0, 128, dim=0),
+                                   gl.zeros([BLOCK_N, BLOCK_H], gl.float32, MMA), use_acc=False, is_async=True)
+        acc = hopper.warpgroup_mma(v_buf.index(4 * slot + 1), q_smem.slice(128, 128, dim=0), acc, is_async=True)
+        acc = hopper.warpgroup_mma(v_buf.index(4 * slot + 2), q_smem.slice(256, 128, dim=0), acc, is_async=True)
+        acc = hopper.warpgroup_mma(v_buf.index(4 * slot + 3), q_smem.slice(384, 128, dim=0), acc, is_async=True)
+        o0, o1, o2, o3 = hopper.warpgroup_mma_wait(4, deps=[t0, t1, t2, t3])  # the previous P V done
+        cta_barrier()  # every warpgroup's
+        mbarrier.arrive(free.index(prev), count=1, pred=i > 0)
+        s = hopper.warpgroup_mma_wait(0, deps=[acc])
+        s = gl.where((n0 + srow < end)[:, None], s * sc, float("-inf"))
+        m_new = gl.maximum(m_i, gl.max(s, 0))
+        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = gl.exp2(m_i - m_use)
+        p = gl.exp2(s - m_use[None, :])
+        l_i = l_i * alpha + gl.sum(p, 0)
+        m_i = m_new
+        p_smem.store(p.to(gl.float16))
+        al = alpha[None, :]
+        o0 = o0 * al
+        o1 = o1 * al
+        o2 = o2 * al
+        o3 = o3 * al
+        hopper.fence_async_shared()
+        cta_barrier()
+    last = (n_tiles + NBUF - 1) % NBUF
+    t0, t1, t2, t3 = _gl_pv(v_buf, 4 * last, p_smem, o0, o1, o2, o3)
+    o0, o1, o2, o3 = hopper.warpgroup_mma_wait(0, deps=[t0, t1, t2, t3])
+
+    ho = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, MMA))
+    mo = b.to(gl.int64) * stride_mb + ho * stride_mh + split
+    gl.store(m_ptr + mo, m_i, mask=ho < H)
+    gl.store(l_ptr + mo, l_i, mask=ho < H)
+    cr = gl.arange(0, 128, layout=gl.SliceLayout(1, MMA))
+    ab = acc_ptr + b.to(gl.int64) * stride_ab + split * stride_as + ho[None, :] * stride_ah
+    hm = (ho < H)[None, :]
+    gl.store(ab + _gl_latent(cr)[:, None], o0 * 16384.0, mask=hm)
+    gl.store(ab + _gl_latent(cr + 128)[:, None], o1 * 16384.0, mask=hm)
+    gl.store(ab + _gl_latent(cr + 256)[:, None], o2 * 16384.0, mask=hm)
+    gl.store(ab + _gl_latent(cr + 384)[:, None], o3 * 16384.0, mask=hm)
+
+
+@gluon_jit
+def _gl_ws_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, m_ptr, l_ptr, acc_ptr, H, qk_scale,
+                  stride_qb, stride_qh, stride_kp, stride_ks, stride_sp, stride_ss, stride_btb,
+                  stride_mb, stride_mh, stride_ab, stride_ah, stride_as,
+                  PAGE: gl.constexpr, BLOCK_H: gl.constexpr, NUM_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr,
+                  NDEC: gl.constexpr, DEC_REGS: gl.constexpr):
+    """One global split of one (sequence, head block), dense, warp-specialised (``GL_WS``):
+    partial (m, l, acc) like ``_gl_split_kernel``. ``num_warps`` is the default partition's."""
+    NBUF: gl.constexpr = GL_WS_NBUF
+    NW: gl.constexpr = gl.num_warps()
+    HS: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=2 * BLOCK_H, element_bitwidth=16, rank=2)
+    VS: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    QL: gl.constexpr = gl.BlockedLayout([1, BLOCK_H // 4], [32, 1], [NW // 4, 4], [1, 0])
+    ZL: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [NW, 1], [1, 0])  # [BLOCK_N, 128]
+    b = gl.program_id(0)
+    hb = gl.program_id(1)
+    dq = _gl_latent(gl.arange(0, 512, layout=gl.SliceLayout(1, QL)))
+    hq = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, QL))
+    qv = gl.load(q_ptr + b.to(gl.int64) * stride_qb + hq[None, :] * stride_qh + dq[:, None],
+                 mask=(hq < H)[None, :], other=0.0)
+    q_buf = gl.allocate_shared_memory(gl.float16, [1, 512, BLOCK_H], HS)
+    q_buf.index(0).store(qv.to(gl.float16))
+    v_buf = gl.allocate_shared_memory(gl.float16, [4 * NBUF, BLOCK_N, 128], VS)
+    p_buf = gl.allocate_shared_memory(gl.float16, [1, BLOCK_N, BLOCK_H], HS)
+    ready = gl.allocate_shared_memory(gl.int64, [NBUF, 1], mbarrier.MBarrierLayout())
+    free = gl.allocate_shared_memory(gl.int64, [NBUF, 1], mbarrier.MBarrierLayout())
+    for k in gl.static_range(NBUF):
+        mbarrier.init(ready.index(k), count=1)
+        mbarrier.init(free.index(k), count=1)
+    # the first tile's P V multiplies P = 0 by the last slot: zeros there (uninitialised shared
+    # memory may hold NaN bit patterns; the decoder writes finite values only)
+    for k in gl.static_range(4):
+        v_buf.index(4 * (NBUF - 1) + k).store(gl.zeros([BLOCK_N, 128], gl.float16, ZL))
+    p_buf.index(0).store(gl.zeros([BLOCK_N, BLOCK_H], gl.float16, QL))
+    hopper.fence_async_shared()
+    cta_barrier()
+    # the argument tuples written out in each call: a tuple held in a variable turns its constexprs
+    # into values (Triton 3.6)
+    if NDEC == 1:
+        gl.warp_specialize([
+            (_gl_ws_attend, (q_buf, v_buf, p_buf, ready, free, seqlen_ptr, m_ptr, l_ptr, acc_ptr, H, qk_scale,
+                             stride_mb, stride_mh, stride_ab, stride_ah, stride_as, BLOCK_H, NUM_SPLITS, BLOCK_N,
+                             NBUF)),
+            (_gl_ws_decoder, (kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, stride_sp, stride_ss,
+                              stride_btb, v_buf, ready, free, PAGE, NUM_SPLITS, BLOCK_N, 0, 1, NBUF)),
+        ], [4], [DEC_REGS])
+    else:
+        gl.warp_specialize([
+            (_gl_ws_attend, (q_buf, v_buf, p_buf, ready, free, seqlen_ptr, m_ptr, l_ptr, acc_ptr, H, qk_scale,
+                             stride_mb, stride_mh, stride_ab, stride_ah, stride_as, BLOCK_H, NUM_SPLITS, BLOCK_N,
+                             NBUF)),
+            (_gl_ws_decoder, (kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, stride_sp, stride_ss,
+                              stride_btb, v_buf, ready, free, PAGE, NUM_SPLITS, BLOCK_N, 0, 2, NBUF)),
+            (_gl_ws_decoder, (kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, stride_sp, stride_ss,
+                              stride_btb, v_buf, ready, free, PAGE, NUM_SPLITS, BLOCK_N, 1, 2, NBUF)),
+        ], [4, 4], [DEC_REGS, DEC_REGS])
+
+
 # ----------------------------------------------------------------------------- launcher
 
 
@@ -1114,7 +1323,7 @@ def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sin
         num_warps=int(config["num_warps"]), num_stages=int(config["num_stages"]),
     )
     if config.get("GLUON", False):
-        if kv_dtype != "nvfp4" or D != D_LATENT or BH > GL_MAX_HEADS.get(BN, 0):
+        if kv_dtype != "nvfp4" or D != D_LATENT or BH > GL_MAX_HEADS.get(BN, 0) and not config.get("GL_WS"):
             raise ValueError(f"GLUON applies to kv_dtype='nvfp4', D={D_LATENT}, BLOCK_N 64 (BLOCK_H <= 32) or 128 "
                              "(BLOCK_H <= 64)")
         if gluon is None:
@@ -1129,6 +1338,15 @@ def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sin
         gl_args["AHEAD"] = int(config.get("GL_AHEAD", 4))
         if gl_args["AHEAD"] not in (2, 4):
             raise ValueError(f"GL_AHEAD={gl_args['AHEAD']}: 128-column chunks of raw codes ahead, 2 or 4")
+        ws = int(config.get("GL_WS", 0))
+        if ws:
+            why = gl_ws_error(config, topk_idx is not None)
+            if why:
+                raise ValueError(why)
+            gl_args.pop("AHEAD")
+            for k in ("topk_ptr", "n_topk", "stride_tb", "SPARSE"):
+                gl_args.pop(k)
+            gl_args.update(NDEC=ws, **gl_ws_launch(BH, ws))
         words = kv_codes.view(torch.int32)  # whole 32-bit words of codes
         pairs = kv_scales.view(torch.int16)  # the two scales of a 32-column chunk at once
         gl_args.update(kv_ptr=words, stride_kp=words.stride(0), stride_ks=words.stride(1), kvs_ptr=pairs,
@@ -1137,9 +1355,39 @@ def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sin
         swa_bh = min(BH, 32)
         swa_args = dict(split_args, SPLIT0=S, DQ_FP16=False, USE_DOT_SCALED=False, D_CHUNKS=1, BLOCK_N=64,
                         BLOCK_H=swa_bh, SWAP_AB=True, num_warps=4)
-        return [(_gl_split_kernel, (B, cdiv(H, BH), S), gl_args), (_split_kernel, (B, cdiv(H, swa_bh), 1), swa_args),
+        if ws:
+            gl_args["num_warps"] = gl_args.pop("NW")
+        return [(_gl_ws_kernel if ws else _gl_split_kernel, (B, cdiv(H, BH), S), gl_args), (_split_kernel, (B, cdiv(H, swa_bh), 1), swa_args),
                 _reduce_launch(m_buf, l_buf, acc_buf, sink, out)]
     return [(_split_kernel, (B, cdiv(H, BH), S + 1), split_args), _reduce_launch(m_buf, l_buf, acc_buf, sink, out)]
+
+
+def gl_ws_error(config: dict[str, Any], sparse: bool) -> str | None:
+    """Why ``config`` cannot run the warp-specialised GLUON kernel (``GL_WS``); None: it can."""
+    ws, bn, bh = int(config.get("GL_WS", 0)), config["BLOCK_N"], config["BLOCK_H"]
+    if ws not in (1, 2):
+        return f"GL_WS={ws}: decoder warpgroups, 1 or 2"
+    if not config.get("GLUON", False) or bn != 64 or bh not in (16, 32, 64) or sparse:
+        return "GL_WS applies to GLUON, dense mode, BLOCK_N 64, BLOCK_H 16, 32 or 64"
+    if ws == 2 and bh == 64:  # 16 warps: 128 registers a thread, ~400 B of spills (Triton 3.6 sm_90)
+        return "GL_WS=2 takes BLOCK_H <= 32"
+    return None
+
+
+def gl_ws_launch(block_h: int, ndec: int) -> dict[str, int]:
+    """Warps and registers of the ``GL_WS`` kernel: the default partition's warps (``NW``: a
+    warpgroup per 32 heads), the decoders' register cap (``DEC_REGS``) and the kernel's
+    ``maxnreg``, which spreads the SM's 64K registers over all the warps (the default partition
+    gets what the decoders leave)."""
+    nw = 4 if block_h <= 32 else 8
+    total = 32 * (nw + 4 * ndec)
+    maxnreg = min(248, (65536 // total) // 8 * 8)
+    return {"NW": nw, "DEC_REGS": min(maxnreg, GL_WS_DEC_REGS), "maxnreg": maxnreg}
+
+
+GL_WS_DEC_REGS = 136
+"""The decoder warpgroup's register cap (setmaxnreg): one tile of raw codes ahead (36
+registers), a decoded chunk (32) and the addresses."""
 
 
 def _reduce_launch(m_buf: torch.Tensor, l_buf: torch.Tensor, acc_buf: torch.Tensor, sink: torch.Tensor,
@@ -1340,7 +1588,8 @@ def default_config(workload: Workload) -> dict[str, Any]:
     gluon = swap and gluon_on_hopper()
     return {"BLOCK_N": bn, "BLOCK_H": bh, "NUM_SPLITS": default_splits(w, bh, bn),
             "DQ_FP16": nvfp4, "USE_DOT_SCALED": False, "SWAP_AB": swap, "D_CHUNKS": 4 if nvfp4 and bh == 64 else 1,
-            "num_warps": 4 if swap else 8, "num_stages": 2, "GLUON": gluon, "GL_AHEAD": 2 if gluon else 4}
+            "num_warps": 4 if swap else 8, "num_stages": 2, "GLUON": gluon, "GL_AHEAD": 2 if gluon else 4,
+            "GL_WS": 0}
 
 
 def _gl_wide_default(w: Workload) -> dict[str, Any]:
@@ -1360,7 +1609,7 @@ def _gl_wide_default(w: Workload) -> dict[str, Any]:
         s *= 2
     return {"BLOCK_N": 128, "BLOCK_H": bh, "NUM_SPLITS": s, "DQ_FP16": True, "USE_DOT_SCALED": False,
             "SWAP_AB": True, "D_CHUNKS": 1, "num_warps": 8, "num_stages": 2, "GLUON": True,
-            "GL_AHEAD": 2 if bh == 64 else 4}
+            "GL_AHEAD": 2 if bh == 64 else 4, "GL_WS": 0}
 
 
 def cost(workload: Workload) -> tuple[float, float]:

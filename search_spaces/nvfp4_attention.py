@@ -6,7 +6,8 @@ from typing import Any
 import triton
 
 from kernel_templates._gluon import gluon_available
-from kernel_templates.nvfp4_attention import D_LATENT, GL_MAX_HEADS, GL_WARPS, KV_DTYPES, Workload, feasible, n_attended
+from kernel_templates.nvfp4_attention import (D_LATENT, GL_MAX_HEADS, GL_WARPS, GL_WS_SLOTS, KV_DTYPES, Workload, feasible,
+                                              gl_ws_error, gl_ws_launch, n_attended)
 from tuner.runtime.env import assumed_target_cc, target_cc  # target_cc: this module's name for it
 from tuner.space import Bool, Choice, Pow2, Space
 
@@ -22,6 +23,7 @@ SPACE = Space(
     D_CHUNKS=Choice((1, 2, 4)),  # latent column chunks decoded / multiplied one at a time
     GLUON=Bool(absent=False),   # nvfp4 on sm_90: the Gluon split kernel (register-A wgmma)
     GL_AHEAD=Choice((2, 4), absent=4),  # GLUON: 128-column chunks of raw codes loaded ahead (registers)
+    GL_WS=Choice((0, 1, 2), absent=0),  # GLUON, dense, 64-entry tiles: decoder warpgroups (warp-specialised)
     num_warps=Pow2(4, 8),
     num_stages=Choice((1, 2, 3)),
 )
@@ -77,8 +79,14 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
         # the Gluon kernel fixes the other knobs (its SWA window's program has a tile of its own)
         c.update(GL_FIXED)
         c["num_warps"] = GL_WARPS.get(c["BLOCK_N"], c["num_warps"])
-    elif "GL_AHEAD" in c:
-        c["GL_AHEAD"] = 4
+        if c.get("GL_WS"):  # the warp-specialised kernel: its default partition's warps; no raw chunks ahead
+            c["num_warps"] = gl_ws_launch(c["BLOCK_H"], c["GL_WS"])["NW"]
+            c["GL_AHEAD"] = 4
+    else:
+        if "GL_AHEAD" in c:
+            c["GL_AHEAD"] = 4
+        if "GL_WS" in c:
+            c["GL_WS"] = 0
     return c
 
 
@@ -98,7 +106,10 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         # Wrong results on the H200 (Triton 3.6) while the interpreter agrees with the
         # reference: benchmarks/results/nvfp4_debug-20261129.log. Cause not found yet.
         return False
-    if config.get("GLUON") and bh > GL_MAX_HEADS.get(bn, 0):
+    if config.get("GL_WS"):
+        if gl_ws_error(config, w.mode == "sparse"):
+            return False
+    elif config.get("GLUON") and bh > GL_MAX_HEADS.get(bn, 0):
         return False  # the Gluon kernel's tiles; accumulators of 64 to 128 registers a thread
     if config["D_CHUNKS"] > 1 and config["USE_DOT_SCALED"]:
         return False  # the chunked loop has no dot_scaled path
@@ -131,6 +142,8 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
 def smem_estimate(config: dict[str, Any]) -> int:
     """Estimated shared memory (bytes) of the split kernel for ``config`` (calibrated above)."""
     bn, bh = config["BLOCK_N"], config["BLOCK_H"]
+    if config.get("GLUON") and config.get("GL_WS"):  # q^T, the ring of decoded tiles, P^T (64 x 64: 205860)
+        return 512 * bh * 2 + GL_WS_SLOTS * bn * 512 * 2 + bn * bh * 2 + 2048
     if config.get("GLUON"):  # q^T, the decoded tile, P^T (Triton 3.6 sm_90, BN x BH: 64 x 16 84224, 64 x 32
         # 102912, 128 x 16 152064, 128 x 32 173056, 128 x 64 215040)
         return 512 * bh * 2 + bn * 512 * 2 + bn * bh * 2 + 2048

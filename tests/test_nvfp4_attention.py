@@ -254,8 +254,7 @@ for cc, kv, over in json.loads(sys.argv[1]):
         else:
             from triton.compiler import ASTSource
         c = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
-                           options={"num_warps": sig.options.get("num_warps", 4),
-                                    "num_stages": sig.options.get("num_stages", cfg["num_stages"])})
+                           options={"num_warps": 4, "num_stages": cfg["num_stages"], **sig.options})
         ptx = c.asm["ptx"]
         body = c.asm["ttgir"].split("scf.for", 1)[-1].split("scf.yield", 1)[0]  # the global-KV loop
         # native NVFP4 MMA (E2M1, E4M3 scales per 16): PTX spells it block16 (Triton 3.9), scale_vec::4X (3.6)
@@ -288,6 +287,19 @@ def test_gluon_lowers_for_sm90():
                   [90, "nvfp4", {"GLUON": True, "BLOCK_N": 128, "BLOCK_H": 64, "GL_AHEAD": 2, "num_warps": 8}]])
     assert [r[2] for r in res] == ["_gl_split_kernel", "_split_kernel", "_reduce_kernel"] * 2
     assert res[0][3] and res[3][3], "the Gluon kernel multiplies on wgmma (one and two warpgroups)"
+
+
+def test_gluon_ws_lowers_for_sm90():
+    """GL_WS: the warp-specialised Gluon kernel (decoder warpgroups beside the MMA warps) compiles
+    for sm_90 at 64 heads (one decoder) and 16 (two), and refuses what it cannot take."""
+    res = _lower([[90, "nvfp4", {"GLUON": True, "BLOCK_N": 64, "BLOCK_H": 64, "GL_WS": 1}],
+                  [90, "nvfp4", {"GLUON": True, "BLOCK_N": 64, "BLOCK_H": 16, "GL_WS": 2}]])
+    assert [r[2] for r in res] == ["_gl_ws_kernel", "_split_kernel", "_reduce_kernel"] * 2
+    assert res[0][3] and res[3][3], "wgmma in the default partition"
+    cfg = dict(A.default_config(A.Workload(4, 32768, 64, "nvfp4", "dense")), GLUON=True, BLOCK_N=64, BLOCK_H=64)
+    assert A.gl_ws_error(dict(cfg, GL_WS=2), False) and A.gl_ws_error(dict(cfg, GL_WS=1), True)
+    assert A.gl_ws_error(dict(cfg, GL_WS=1), False) is None
+    assert A.gl_ws_launch(64, 1) == {"NW": 8, "DEC_REGS": A.GL_WS_DEC_REGS, "maxnreg": 168}
 
 
 def test_gluon_in_the_search_space(monkeypatch):
@@ -420,6 +432,12 @@ GLUON_CASES = [
     ("dense", 512, 40, dict(NUM_SPLITS=3, BLOCK_N=128, BLOCK_H=32)),
     ("sparse", 64, 64, dict(NUM_SPLITS=2, BLOCK_N=128, BLOCK_H=64, GL_AHEAD=2)),
     ("sparse", 256, 16, dict(NUM_SPLITS=1, BLOCK_N=128, BLOCK_H=16)),
+    # warp-specialised (GL_WS): decoder warpgroups, a ring of two decoded tiles
+    ("dense", 64, 64, dict(NUM_SPLITS=2, BLOCK_H=64, GL_WS=1)),
+    ("dense", 128, 40, dict(NUM_SPLITS=1, BLOCK_H=64, GL_WS=1)),   # one head block, partial
+    ("dense", 64, 5, dict(NUM_SPLITS=1, GL_WS=1)),
+    ("dense", 16, 33, dict(NUM_SPLITS=3, BLOCK_H=32, GL_WS=2)),    # a tile spans four pages
+    ("dense", 256, 16, dict(NUM_SPLITS=2, GL_WS=2)),
 ]
 
 
@@ -447,6 +465,9 @@ def test_gpu_gluon_long_rows(device):
     inp = A.make_inputs(w, device, 0)
     for ahead in (2, 4):
         cfg = dict(A.default_config(w), GLUON=True, BLOCK_N=128, BLOCK_H=64, NUM_SPLITS=4, GL_AHEAD=ahead)
+        A.verify(A.launch(config=cfg, **inp), A.reference(**inp), inp)
+    for bh, ws, splits in ((64, 1, 4), (64, 1, 1), (32, 2, 2)):  # warp-specialised: many trips round the ring
+        cfg = dict(A.default_config(w), GLUON=True, BLOCK_N=64, BLOCK_H=bh, NUM_SPLITS=splits, GL_WS=ws)
         A.verify(A.launch(config=cfg, **inp), A.reference(**inp), inp)
 
 
