@@ -1003,29 +1003,44 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
 
 # ``GL_WS``: the GLUON split kernel, warp-specialised. The split kernel above decodes, multiplies and
 # runs the softmax in the same warps, one after the other (one program an SM at 64 heads, ~10 us a
-# 128-entry tile where its MMAs alone would take ~2.2: runs 117-119). Here a decoder partition of one
-# warpgroup (``GL_WS`` of them, taking tiles in turn) decodes 64-entry tiles into a ring of
-# ``GL_WS_NBUF`` shared-memory tiles, and the default partition (4 warps up to 32 heads, 8 at 64: a
-# warpgroup per 32 heads) multiplies both products from shared memory and runs the softmax. An
-# mbarrier pair a ring slot says "decoded" (decoder -> MMA) and "free" (MMA -> decoder, after the
-# tile's ``P V``). Dense mode only (the sparse rows' validity would have to travel with the tile).
+# 128-entry tile where its MMAs alone would take ~2.2: runs 117-119). Here ``GL_WS`` decoder
+# warpgroups (worker partitions, taking 64-entry tiles in turn) decode a tile chunk by chunk into
+# wgmma's A registers, multiply ``K q^T`` from them (as the split kernel does) and store the decoded
+# chunks to a ring of ``GL_WS_SLOTS`` shared-memory tiles and the scores to one shared [64, heads]
+# fp32 tile; the default partition (4 warps up to 32 heads, 8 at 64, the latent rows split between
+# its warpgroups) runs the online softmax and ``V^T P^T`` from shared memory. mbarriers: ``ready`` a
+# slot (tile decoded and its scores stored), ``free`` a slot (its ``P V`` done), ``s_free`` (the
+# scores read). A first form with ``K q^T`` in the MMA partition too (A from shared memory, the heads
+# split between its warpgroups) left that partition the wall: its decoders waited on ``free`` half
+# the time (run 122). Dense mode only (the sparse rows' validity would have to travel with the tile).
 GL_WS_SLOTS = 2  # decoded 64-entry tiles in shared memory (64 KB each)
 GL_WS_NBUF = tl.constexpr(GL_WS_SLOTS)
 
 
+@gl_constexpr_function
+def _gl_ws_softmax_layout(block_h, num_warps):
+    """[64 entries, heads] fp32 scores for the online softmax: a thread holds a run of entries of
+    one head, the heads across lanes and warps (the max / sum over entries stay in a warp)."""
+    lanes_h = max(1, block_h // num_warps)
+    return gl.BlockedLayout([64 // (32 // lanes_h), 1], [32 // lanes_h, lanes_h], [1, num_warps], [0, 1])
+
+
 @gluon_jit
 def _gl_ws_decoder(kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, stride_sp, stride_ss, stride_btb,
-                   v_buf, ready, free, PAGE: gl.constexpr, NUM_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr,
-                   WID: gl.constexpr, NDEC: gl.constexpr, NBUF: gl.constexpr):
+                   q_buf, v_buf, s_buf, ready, free, s_free, PAGE: gl.constexpr, NUM_SPLITS: gl.constexpr,
+                   BLOCK_N: gl.constexpr, WID: gl.constexpr, NDEC: gl.constexpr, NBUF: gl.constexpr):
     """Decoder partition ``WID`` of ``NDEC`` (one warpgroup): tiles ``WID``, ``WID + NDEC``, ... of
-    the split into ring slot ``tile % NBUF``, raw codes one of its tiles ahead in registers (a
-    chunk loaded as the same chunk of the tile before is decoded)."""
+    the split; each chunk decoded into A registers, multiplied into the scores (async, chained) and
+    stored to ring slot ``tile % NBUF``; raw codes two chunks ahead in registers (as ``GL_AHEAD``
+    2: chunks 2 and 3 loaded as chunks 0 and 1 are decoded, then the next tile's 0 and 1; a tile
+    ahead spilled at 184 registers)."""
+    BLOCK_H: gl.constexpr = q_buf.shape[2]
     L3: gl.constexpr = _gl_code_layout(BLOCK_N)
     S2: gl.constexpr = gl.SliceLayout(2, L3)
     R1: gl.constexpr = gl.SliceLayout(1, S2)
-    A_L: gl.constexpr = gl.DotOperandLayout(
-        operand_index=0, parent=gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                          instr_shape=[16, 16, 16]), k_width=2)
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                  instr_shape=[16, BLOCK_H, 16])
+    A_L: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
     b = gl.program_id(0)
     split = gl.program_id(2)
     seq_len = gl.load(seqlen_ptr + b)
@@ -1040,6 +1055,8 @@ def _gl_ws_decoder(kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, st
     woff = 16 * t4[None, :, None] + wv[None, None, :]
     bt_row = bt_ptr + b.to(gl.int64) * stride_btb
     STEP: gl.constexpr = NDEC * BLOCK_N
+    q_smem = q_buf.index(0)
+    s_smem = s_buf.index(0)
 
     n0 = start + WID * BLOCK_N
     ahead = _gl_ahead(n0, end, rows, bt_row, bt_row, PAGE, False, BLOCK_N)
@@ -1048,42 +1065,54 @@ def _gl_ws_decoder(kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, st
     ahead = _gl_ahead(n0 + STEP, end, rows, bt_row, bt_row, PAGE, False, BLOCK_N)
     c0, s0 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 0)
     c1, s1 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 1)
-    c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 2)
-    c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 3)
     for i in range(WID, n_tiles, NDEC):
         n0 = start + i * BLOCK_N
         rn, rsn, vn = _gl_rows(n0 + STEP, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks, stride_sp,
                                stride_ss, PAGE, False, BLOCK_N)
         ahead = _gl_ahead(n0 + 2 * STEP, end, rows, bt_row, bt_row, PAGE, False, BLOCK_N)
         slot = i % NBUF
-        mbarrier.wait(free.index(slot), ((i // NBUF) & 1) ^ 1)  # fresh barriers pass phase 1
         a = _gl_decode_chunk(c0, s0, A_L)
-        c0, s0 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 0)
+        c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 2)
+        acc = hopper.warpgroup_mma(a, q_smem.slice(0, 128, dim=0), gl.zeros([BLOCK_N, BLOCK_H], gl.float32, MMA),
+                                   use_acc=False, is_async=True)
+        mbarrier.wait(free.index(slot), ((i // NBUF) & 1) ^ 1)  # the slot's last P V done (fresh: passes)
         v_buf.index(4 * slot).store(a)
         a = _gl_decode_chunk(c1, s1, A_L)
-        c1, s1 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 1)
+        c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 3)
+        acc = hopper.warpgroup_mma(a, q_smem.slice(128, 128, dim=0), acc, is_async=True)
+        acc = hopper.warpgroup_mma_wait(1, deps=[acc])  # chunk 0's A registers free again
         v_buf.index(4 * slot + 1).store(a)
         a = _gl_decode_chunk(c2, s2, A_L)
-        c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 2)
+        c0, s0 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 0)
+        acc = hopper.warpgroup_mma(a, q_smem.slice(256, 128, dim=0), acc, is_async=True)
+        acc = hopper.warpgroup_mma_wait(1, deps=[acc])
         v_buf.index(4 * slot + 2).store(a)
         a = _gl_decode_chunk(c3, s3, A_L)
-        c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 3)
+        c1, s1 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 1)
+        acc = hopper.warpgroup_mma(a, q_smem.slice(384, 128, dim=0), acc, is_async=True)
+        acc = hopper.warpgroup_mma_wait(1, deps=[acc])
         v_buf.index(4 * slot + 3).store(a)
-        hopper.fence_async_shared()  # generic-proxy stores before the other partition's wgmma reads
+        rc, rsc, valid = rn, rsn, vn
+        s = hopper.warpgroup_mma_wait(0, deps=[acc])
+        mbarrier.wait(s_free, (i & 1) ^ 1)  # the tile before's scores read (fresh: passes)
+        s_smem.store(s)
+        hopper.fence_async_shared()  # the decoded chunks (generic proxy) before the MMA partition's wgmma
         cta_barrier()  # the warpgroup's stores all made before its thread 0 arrives
         mbarrier.arrive(ready.index(slot), count=1)
 
 
 @gluon_jit
-def _gl_ws_attend(q_buf, v_buf, p_buf, ready, free, seqlen_ptr, m_ptr, l_ptr, acc_ptr, H, qk_scale,
+def _gl_ws_attend(v_buf, s_buf, p_buf, ready, free, s_free, seqlen_ptr, m_ptr, l_ptr, acc_ptr, H, qk_scale,
                   stride_mb, stride_mh, stride_ab, stride_ah, stride_as,
-                  BLOCK_H: gl.constexpr, NUM_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr, NBUF: gl.constexpr):
+                  NUM_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr, NBUF: gl.constexpr):
     """The default partition: per tile, the previous tile's ``P V`` (issued at the top: no wgmma in
-    flight across the back edge), ``K q^T`` from the ring slot once decoded, the slot of the tile
-    before freed once its ``P V`` is done, the online softmax; then the partials."""
-    WN: gl.constexpr = gl.num_warps() // 4  # warpgroups, side by side over the heads
-    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, WN],
-                                                  instr_shape=[16, BLOCK_H // WN, 16])
+    flight across the back edge), the scores once stored, the previous slot freed once its ``P V``
+    is done, the online softmax; then the partials."""
+    BLOCK_H: gl.constexpr = p_buf.shape[2]
+    NW: gl.constexpr = gl.num_warps()
+    O_L: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[NW, 1],
+                                                  instr_shape=[16, BLOCK_H, 16])  # latent rows over warpgroups
+    SL: gl.constexpr = _gl_ws_softmax_layout(BLOCK_H, NW)
     b = gl.program_id(0)
     hb = gl.program_id(1)
     split = gl.program_id(2)
@@ -1093,16 +1122,16 @@ def _gl_ws_attend(q_buf, v_buf, p_buf, ready, free, seqlen_ptr, m_ptr, l_ptr, ac
     end = gl.minimum(start + chunk, seq_len)
     n_tiles = gl.cdiv(gl.maximum(end - start, 0), BLOCK_N)
 
-    m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, gl.SliceLayout(0, MMA))
-    l_i = gl.zeros([BLOCK_H], gl.float32, gl.SliceLayout(0, MMA))
-    zo = gl.zeros([128, BLOCK_H], gl.float32, MMA)
+    m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, gl.SliceLayout(0, SL))
+    l_i = gl.zeros([BLOCK_H], gl.float32, gl.SliceLayout(0, SL))
+    zo = gl.zeros([128, BLOCK_H], gl.float32, O_L)
     o0 = zo
     o1 = zo
     o2 = zo
     o3 = zo
     sc = qk_scale * 16384.0  # the decoded values are value * 2^-14
-    srow = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
-    q_smem = q_buf.index(0)
+    srow = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, SL))
+    s_smem = s_buf.index(0)
     p_smem = p_buf.index(0)
     for i in range(n_tiles):
         n0 = start + i * BLOCK_N
@@ -1110,15 +1139,11 @@ def _gl_ws_attend(q_buf, v_buf, p_buf, ready, free, seqlen_ptr, m_ptr, l_ptr, ac
         prev = (i + NBUF - 1) % NBUF  # before the first tile: P = 0 on the zeroed slot
         t0, t1, t2, t3 = _gl_pv(v_buf, 4 * prev, p_smem, o0, o1, o2, o3)
         mbarrier.wait(ready.index(slot), (i // NBUF) & 1)
-        acc = hopper.warpgroup_mma(v_buf.index(4 * slot), q_smem.slice(0, 128, dim=0),
-                                   gl.zeros([BLOCK_N, BLOCK_H], gl.float32, MMA), use_acc=False, is_async=True)
-        acc = hopper.warpgroup_mma(v_buf.index(4 * slot + 1), q_smem.slice(128, 128, dim=0), acc, is_async=True)
-        acc = hopper.warpgroup_mma(v_buf.index(4 * slot + 2), q_smem.slice(256, 128, dim=0), acc, is_async=True)
-        acc = hopper.warpgroup_mma(v_buf.index(4 * slot + 3), q_smem.slice(384, 128, dim=0), acc, is_async=True)
-        o0, o1, o2, o3 = hopper.warpgroup_mma_wait(4, deps=[t0, t1, t2, t3])  # the previous P V done
-        cta_barrier()  # every warpgroup's
+        s = s_smem.load(SL)
+        o0, o1, o2, o3 = hopper.warpgroup_mma_wait(0, deps=[t0, t1, t2, t3])  # the previous P V done
+        cta_barrier()  # every warp's score loads and P V
+        mbarrier.arrive(s_free, count=1)
         mbarrier.arrive(free.index(prev), count=1, pred=i > 0)
-        s = hopper.warpgroup_mma_wait(0, deps=[acc])
         s = gl.where((n0 + srow < end)[:, None], s * sc, float("-inf"))
         m_new = gl.maximum(m_i, gl.max(s, 0))
         m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
@@ -1127,7 +1152,7 @@ def _gl_ws_attend(q_buf, v_buf, p_buf, ready, free, seqlen_ptr, m_ptr, l_ptr, ac
         l_i = l_i * alpha + gl.sum(p, 0)
         m_i = m_new
         p_smem.store(p.to(gl.float16))
-        al = alpha[None, :]
+        al = gl.convert_layout(alpha, gl.SliceLayout(0, O_L))[None, :]
         o0 = o0 * al
         o1 = o1 * al
         o2 = o2 * al
@@ -1138,11 +1163,12 @@ def _gl_ws_attend(q_buf, v_buf, p_buf, ready, free, seqlen_ptr, m_ptr, l_ptr, ac
     t0, t1, t2, t3 = _gl_pv(v_buf, 4 * last, p_smem, o0, o1, o2, o3)
     o0, o1, o2, o3 = hopper.warpgroup_mma_wait(0, deps=[t0, t1, t2, t3])
 
-    ho = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, MMA))
-    mo = b.to(gl.int64) * stride_mb + ho * stride_mh + split
-    gl.store(m_ptr + mo, m_i, mask=ho < H)
-    gl.store(l_ptr + mo, l_i, mask=ho < H)
-    cr = gl.arange(0, 128, layout=gl.SliceLayout(1, MMA))
+    hs = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, SL))
+    mo = b.to(gl.int64) * stride_mb + hs * stride_mh + split
+    gl.store(m_ptr + mo, m_i, mask=hs < H)
+    gl.store(l_ptr + mo, l_i, mask=hs < H)
+    ho = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, O_L))
+    cr = gl.arange(0, 128, layout=gl.SliceLayout(1, O_L))
     ab = acc_ptr + b.to(gl.int64) * stride_ab + split * stride_as + ho[None, :] * stride_ah
     hm = (ho < H)[None, :]
     gl.store(ab + _gl_latent(cr)[:, None], o0 * 16384.0, mask=hm)
@@ -1163,6 +1189,7 @@ def _gl_ws_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, m_ptr, l_ptr, acc_
     NW: gl.constexpr = gl.num_warps()
     HS: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=2 * BLOCK_H, element_bitwidth=16, rank=2)
     VS: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    SS: gl.constexpr = gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, order=[1, 0])
     QL: gl.constexpr = gl.BlockedLayout([1, BLOCK_H // 4], [32, 1], [NW // 4, 4], [1, 0])
     ZL: gl.constexpr = gl.BlockedLayout([1, 8], [2, 16], [NW, 1], [1, 0])  # [BLOCK_N, 128]
     b = gl.program_id(0)
@@ -1174,14 +1201,17 @@ def _gl_ws_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, m_ptr, l_ptr, acc_
     q_buf = gl.allocate_shared_memory(gl.float16, [1, 512, BLOCK_H], HS)
     q_buf.index(0).store(qv.to(gl.float16))
     v_buf = gl.allocate_shared_memory(gl.float16, [4 * NBUF, BLOCK_N, 128], VS)
+    s_buf = gl.allocate_shared_memory(gl.float32, [1, BLOCK_N, BLOCK_H], SS)
     p_buf = gl.allocate_shared_memory(gl.float16, [1, BLOCK_N, BLOCK_H], HS)
     ready = gl.allocate_shared_memory(gl.int64, [NBUF, 1], mbarrier.MBarrierLayout())
     free = gl.allocate_shared_memory(gl.int64, [NBUF, 1], mbarrier.MBarrierLayout())
+    s_free = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
     for k in gl.static_range(NBUF):
         mbarrier.init(ready.index(k), count=1)
         mbarrier.init(free.index(k), count=1)
+    mbarrier.init(s_free.index(0), count=1)
     # the first tile's P V multiplies P = 0 by the last slot: zeros there (uninitialised shared
-    # memory may hold NaN bit patterns; the decoder writes finite values only)
+    # memory may hold NaN bit patterns; the decoders write finite values only)
     for k in gl.static_range(4):
         v_buf.index(4 * (NBUF - 1) + k).store(gl.zeros([BLOCK_N, 128], gl.float16, ZL))
     p_buf.index(0).store(gl.zeros([BLOCK_N, BLOCK_H], gl.float16, QL))
@@ -1191,21 +1221,24 @@ def _gl_ws_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, m_ptr, l_ptr, acc_
     # into values (Triton 3.6)
     if NDEC == 1:
         gl.warp_specialize([
-            (_gl_ws_attend, (q_buf, v_buf, p_buf, ready, free, seqlen_ptr, m_ptr, l_ptr, acc_ptr, H, qk_scale,
-                             stride_mb, stride_mh, stride_ab, stride_ah, stride_as, BLOCK_H, NUM_SPLITS, BLOCK_N,
-                             NBUF)),
+            (_gl_ws_attend, (v_buf, s_buf, p_buf, ready, free, s_free.index(0), seqlen_ptr, m_ptr, l_ptr, acc_ptr,
+                             H, qk_scale, stride_mb, stride_mh, stride_ab, stride_ah, stride_as, NUM_SPLITS,
+                             BLOCK_N, NBUF)),
             (_gl_ws_decoder, (kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, stride_sp, stride_ss,
-                              stride_btb, v_buf, ready, free, PAGE, NUM_SPLITS, BLOCK_N, 0, 1, NBUF)),
+                              stride_btb, q_buf, v_buf, s_buf, ready, free, s_free.index(0), PAGE, NUM_SPLITS,
+                              BLOCK_N, 0, 1, NBUF)),
         ], [4], [DEC_REGS])
     else:
         gl.warp_specialize([
-            (_gl_ws_attend, (q_buf, v_buf, p_buf, ready, free, seqlen_ptr, m_ptr, l_ptr, acc_ptr, H, qk_scale,
-                             stride_mb, stride_mh, stride_ab, stride_ah, stride_as, BLOCK_H, NUM_SPLITS, BLOCK_N,
-                             NBUF)),
+            (_gl_ws_attend, (v_buf, s_buf, p_buf, ready, free, s_free.index(0), seqlen_ptr, m_ptr, l_ptr, acc_ptr,
+                             H, qk_scale, stride_mb, stride_mh, stride_ab, stride_ah, stride_as, NUM_SPLITS,
+                             BLOCK_N, NBUF)),
             (_gl_ws_decoder, (kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, stride_sp, stride_ss,
-                              stride_btb, v_buf, ready, free, PAGE, NUM_SPLITS, BLOCK_N, 0, 2, NBUF)),
+                              stride_btb, q_buf, v_buf, s_buf, ready, free, s_free.index(0), PAGE, NUM_SPLITS,
+                              BLOCK_N, 0, 2, NBUF)),
             (_gl_ws_decoder, (kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, stride_sp, stride_ss,
-                              stride_btb, v_buf, ready, free, PAGE, NUM_SPLITS, BLOCK_N, 1, 2, NBUF)),
+                              stride_btb, q_buf, v_buf, s_buf, ready, free, s_free.index(0), PAGE, NUM_SPLITS,
+                              BLOCK_N, 1, 2, NBUF)),
         ], [4, 4], [DEC_REGS, DEC_REGS])
 
 
@@ -1382,10 +1415,10 @@ def gl_ws_launch(block_h: int, ndec: int) -> dict[str, int]:
     nw = 4 if block_h <= 32 else 8
     total = 32 * (nw + 4 * ndec)
     maxnreg = min(248, (65536 // total) // 8 * 8)
-    return {"NW": nw, "DEC_REGS": min(maxnreg, GL_WS_DEC_REGS), "maxnreg": maxnreg}
+    return {"NW": nw, "DEC_REGS": GL_WS_DEC_REGS, "maxnreg": maxnreg}
 
 
-GL_WS_DEC_REGS = 136
+GL_WS_DEC_REGS = 168
 """The decoder warpgroup's register cap (setmaxnreg): one tile of raw codes ahead (36
 registers), a decoded chunk (32) and the addresses."""
 
