@@ -1025,6 +1025,28 @@ def _gl_ws_softmax_layout(block_h, num_warps):
     return gl.BlockedLayout([64 // (32 // lanes_h), 1], [32 // lanes_h, lanes_h], [1, num_warps], [0, 1])
 
 
+# Prefetch a line into L2 (no registers held): $0 a dummy output, $1 the address, $2 the predicate.
+_GL_PREFETCH_ASM = tl.constexpr("""{
+.reg .pred p;
+setp.ne.b32 p, $2, 0;
+@p prefetch.global.L2 [$1];
+mov.u32 $0, 0;
+}""")
+
+
+@gluon_jit
+def _gl_prefetch_tile(kv_ptr, kvs_ptr, rc, rsc, valid, t4):
+    """Ask L2 for a tile's raw rows (``_gl_rows``' offsets: lanes ``t4`` 0 and 1 a 128-byte line of
+    codes each, 2 the line of its scales) well before its chunks are loaded into registers (run
+    124: the decoder's loads two chunks ahead stalled on HBM latency)."""
+    code = kv_ptr + rc[:, None] + 32 * (t4 & 1)[None, :]
+    scl = kvs_ptr + rsc[:, None] + 0 * t4[None, :]
+    on_code = (valid[:, None] & (t4 < 2)[None, :]).to(gl.int32)
+    on_scl = (valid[:, None] & (t4 == 2)[None, :]).to(gl.int32)
+    gl.inline_asm_elementwise(_GL_PREFETCH_ASM, "=r,l,r", [code, on_code], dtype=gl.int32, is_pure=False, pack=1)
+    gl.inline_asm_elementwise(_GL_PREFETCH_ASM, "=r,l,r", [scl, on_scl], dtype=gl.int32, is_pure=False, pack=1)
+
+
 @gluon_jit
 def _gl_ws_decoder(kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, stride_sp, stride_ss, stride_btb,
                    q_buf, v_buf, s_buf, ready, free, s_free, PAGE: gl.constexpr, NUM_SPLITS: gl.constexpr,
@@ -1070,6 +1092,7 @@ def _gl_ws_decoder(kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, st
         rn, rsn, vn = _gl_rows(n0 + STEP, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks, stride_sp,
                                stride_ss, PAGE, False, BLOCK_N)
         ahead = _gl_ahead(n0 + 2 * STEP, end, rows, bt_row, bt_row, PAGE, False, BLOCK_N)
+        _gl_prefetch_tile(kv_ptr, kvs_ptr, rn, rsn, vn, t4)  # the next tile's rows, a tile ahead
         slot = i % NBUF
         a = _gl_decode_chunk(c0, s0, A_L)
         c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 2)
