@@ -1657,7 +1657,10 @@ def _gl_wide_default(w: Workload) -> dict[str, Any]:
     (the KV decoded once) with ``GL_AHEAD`` 2 and ~256 programs from 64 (4 splits at B = 64, 1
     at B = 256). Fewer splits than ``default_splits``: the fp32 partials of 64 heads are 128 KB
     a split and sequence (69 MB at B = 16 with 32 splits)."""
-    bh = 64 if w.batch * cdiv(w.heads, 64) >= 64 and w.heads > 32 else 32
+    blocks = w.batch * cdiv(w.heads, 64)
+    if w.heads > 32 and 16 <= blocks <= 64:
+        return _gl_ws_default(w, blocks)
+    bh = 64 if blocks >= 64 and w.heads > 32 else 32
     progs = w.batch * cdiv(w.heads, bh)
     cap = min((256 if bh == 64 else 128) // progs, n_attended(w) // 256, 128)
     s = 1
@@ -1666,6 +1669,20 @@ def _gl_wide_default(w: Workload) -> dict[str, Any]:
     return {"BLOCK_N": 128, "BLOCK_H": bh, "NUM_SPLITS": s, "DQ_FP16": True, "USE_DOT_SCALED": False,
             "SWAP_AB": True, "D_CHUNKS": 1, "num_warps": 8, "num_stages": 2, "GLUON": True,
             "GL_AHEAD": 2 if bh == 64 else 4, "GL_WS": 0}
+
+
+def _gl_ws_default(w: Workload, blocks: int) -> dict[str, Any]:
+    """``GL_WS`` (one decoder warpgroup, 64 heads a program on 64-entry tiles) with ~128 programs,
+    for 16 to 64 sequence x 64-head blocks: run 125's re-tune at 64 heads took it at B = 16 (32K,
+    128K: 1.19x / 1.30x the 128-entry default; 8K: a tie) and B = 64 (8K-128K: 1.23-1.35x); at B = 1
+    / 4 its tries had too few programs to win and at B = 256 it was not measured."""
+    cap = min(max(1, 128 // blocks), max(1, n_attended(w) // 1024))
+    s = 1
+    while s * 2 <= cap:
+        s *= 2
+    return {"BLOCK_N": 64, "BLOCK_H": 64, "NUM_SPLITS": s, "DQ_FP16": True, "USE_DOT_SCALED": False,
+            "SWAP_AB": True, "D_CHUNKS": 1, "num_warps": gl_ws_launch(64, 1)["NW"], "num_stages": 2, "GLUON": True,
+            "GL_AHEAD": 4, "GL_WS": 1}
 
 
 def cost(workload: Workload) -> tuple[float, float]:
