@@ -811,6 +811,54 @@ def _gl_pv(v_buf, zero, p_smem, o0, o1, o2, o3):
     return t0, t1, t2, t3
 
 
+@gluon_jit
+def _gl_split_bounds(n_items, split, NUM_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr):
+    """[start, end) of global split ``split`` of ``n_items`` entries (whole tiles a split)."""
+    chunk = gl.cdiv(gl.cdiv(n_items, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    start = split * chunk
+    return start, gl.minimum(start + chunk, n_items)
+
+
+@gluon_jit
+def _gl_softmax_init(BLOCK_H: gl.constexpr, ML: gl.constexpr, O_L: gl.constexpr):
+    """A split's running max / sum (per head, layout ``ML``) and its four [128, heads] ``P V``
+    accumulators (``O_L``) before the first tile."""
+    zo = gl.zeros([128, BLOCK_H], gl.float32, O_L)
+    return (gl.full([BLOCK_H], float("-inf"), gl.float32, ML), gl.zeros([BLOCK_H], gl.float32, ML), zo, zo, zo,
+            zo)
+
+
+@gluon_jit
+def _gl_softmax_step(s, ok, m_i, l_i, sc):
+    """One tile of the online softmax over the entries (rows of the scores ``s``, rows where ``ok``
+    is false masked): (P, the rescale of what came before, the new running max and sum)."""
+    s = gl.where(ok[:, None], s * sc, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(s, 0))
+    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = gl.exp2(m_i - m_use)
+    p = gl.exp2(s - m_use[None, :])
+    return p, alpha, m_new, l_i * alpha + gl.sum(p, 0)
+
+
+@gluon_jit
+def _gl_store_partials(m_ptr, l_ptr, acc_ptr, m_i, l_i, o0, o1, o2, o3, b, hb, split, H,
+                       stride_mb, stride_mh, stride_ab, stride_ah, stride_as, BLOCK_H: gl.constexpr):
+    """A split's partials: (m, l) per head, acc [D, heads] * 2^14 (latent d of MMA row c)."""
+    hs = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=m_i.type.layout)
+    mo = b.to(gl.int64) * stride_mb + hs * stride_mh + split
+    gl.store(m_ptr + mo, m_i, mask=hs < H)
+    gl.store(l_ptr + mo, l_i, mask=hs < H)
+    O_L: gl.constexpr = o0.type.layout
+    ho = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, O_L))
+    cr = gl.arange(0, 128, layout=gl.SliceLayout(1, O_L))
+    ab = acc_ptr + b.to(gl.int64) * stride_ab + split * stride_as + ho[None, :] * stride_ah
+    hm = (ho < H)[None, :]
+    gl.store(ab + _gl_latent(cr)[:, None], o0 * 16384.0, mask=hm)
+    gl.store(ab + _gl_latent(cr + 128)[:, None], o1 * 16384.0, mask=hm)
+    gl.store(ab + _gl_latent(cr + 256)[:, None], o2 * 16384.0, mask=hm)
+    gl.store(ab + _gl_latent(cr + 384)[:, None], o3 * 16384.0, mask=hm)
+
+
 @gl_constexpr_function
 def _gl_code_layout(block_n):
     """``[BLOCK_N, t4, w]`` code words of a chunk, laid out as wgmma's register A operand
@@ -875,9 +923,7 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
         n_items = n_topk
     else:
         n_items = seq_len
-    chunk = gl.cdiv(gl.cdiv(n_items, NUM_SPLITS), BLOCK_N) * BLOCK_N
-    start = split * chunk
-    end = gl.minimum(start + chunk, n_items)
+    start, end = _gl_split_bounds(n_items, split, NUM_SPLITS, BLOCK_N)
 
     rows = gl.arange(0, BLOCK_N, layout=R1)
     t4 = gl.arange(0, 4, layout=gl.SliceLayout(0, S2))
@@ -887,13 +933,7 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
     bt_row = bt_ptr + b.to(gl.int64) * stride_btb
     tk_row = topk_ptr + b.to(gl.int64) * stride_tb
 
-    m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, gl.SliceLayout(0, MMA))
-    l_i = gl.zeros([BLOCK_H], gl.float32, gl.SliceLayout(0, MMA))
-    zo = gl.zeros([128, BLOCK_H], gl.float32, MMA)
-    o0 = zo
-    o1 = zo
-    o2 = zo
-    o3 = zo
+    m_i, l_i, o0, o1, o2, o3 = _gl_softmax_init(BLOCK_H, gl.SliceLayout(0, MMA), MMA)
     sc = qk_scale * 16384.0  # the decoded values are value * 2^-14
     srow = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, MMA))
     # P V of a tile is issued at the top of the next iteration, so it runs while that tile's
@@ -968,14 +1008,7 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
         acc = hopper.warpgroup_mma_wait(1, deps=[acc])  # chunk 2's A registers free again
         v_buf.index(zero + 3).store(a)
         s = hopper.warpgroup_mma_wait(0, deps=[acc])
-        # ---- online softmax over the tile's entries (rows)
-        s = gl.where(ok[:, None], s * sc, float("-inf"))
-        m_new = gl.maximum(m_i, gl.max(s, 0))
-        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = gl.exp2(m_i - m_use)
-        p = gl.exp2(s - m_use[None, :])
-        l_i = l_i * alpha + gl.sum(p, 0)
-        m_i = m_new
+        p, alpha, m_i, l_i = _gl_softmax_step(s, ok, m_i, l_i, sc)  # online, over the tile's entries (rows)
         p_smem.store(p.to(gl.float16))
         al = alpha[None, :]
         o0 = o0 * al
@@ -986,19 +1019,8 @@ def _gl_split_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, topk_ptr, m_ptr
         cta_barrier()
     t0, t1, t2, t3 = _gl_pv(v_buf, 0, p_buf.index(0), o0, o1, o2, o3)  # the last tile's
     o0, o1, o2, o3 = hopper.warpgroup_mma_wait(0, deps=[t0, t1, t2, t3])
-
-    # ---- partials: (m, l) per head and acc [D, heads] * 2^14, latent d of MMA row c
-    ho = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, MMA))
-    mo = b.to(gl.int64) * stride_mb + ho * stride_mh + split
-    gl.store(m_ptr + mo, m_i, mask=ho < H)
-    gl.store(l_ptr + mo, l_i, mask=ho < H)
-    cr = gl.arange(0, 128, layout=gl.SliceLayout(1, MMA))
-    ab = acc_ptr + b.to(gl.int64) * stride_ab + split * stride_as + ho[None, :] * stride_ah
-    hm = (ho < H)[None, :]
-    gl.store(ab + _gl_latent(cr)[:, None], o0 * 16384.0, mask=hm)
-    gl.store(ab + _gl_latent(cr + 128)[:, None], o1 * 16384.0, mask=hm)
-    gl.store(ab + _gl_latent(cr + 256)[:, None], o2 * 16384.0, mask=hm)
-    gl.store(ab + _gl_latent(cr + 384)[:, None], o3 * 16384.0, mask=hm)
+    _gl_store_partials(m_ptr, l_ptr, acc_ptr, m_i, l_i, o0, o1, o2, o3, b, hb, split, H,
+                       stride_mb, stride_mh, stride_ab, stride_ah, stride_as, BLOCK_H)
 
 
 # ``GL_WS``: the GLUON split kernel, warp-specialised. The split kernel above decodes, multiplies and
@@ -1066,9 +1088,7 @@ def _gl_ws_decoder(kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, st
     b = gl.program_id(0)
     split = gl.program_id(2)
     seq_len = gl.load(seqlen_ptr + b)
-    chunk = gl.cdiv(gl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
-    start = split * chunk
-    end = gl.minimum(start + chunk, seq_len)
+    start, end = _gl_split_bounds(seq_len, split, NUM_SPLITS, BLOCK_N)
     n_tiles = gl.cdiv(gl.maximum(end - start, 0), BLOCK_N)
     rows = gl.arange(0, BLOCK_N, layout=R1)
     t4 = gl.arange(0, 4, layout=gl.SliceLayout(0, S2))
@@ -1140,18 +1160,10 @@ def _gl_ws_attend(v_buf, s_buf, p_buf, ready, free, s_free, seqlen_ptr, m_ptr, l
     hb = gl.program_id(1)
     split = gl.program_id(2)
     seq_len = gl.load(seqlen_ptr + b)
-    chunk = gl.cdiv(gl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
-    start = split * chunk
-    end = gl.minimum(start + chunk, seq_len)
+    start, end = _gl_split_bounds(seq_len, split, NUM_SPLITS, BLOCK_N)
     n_tiles = gl.cdiv(gl.maximum(end - start, 0), BLOCK_N)
 
-    m_i = gl.full([BLOCK_H], float("-inf"), gl.float32, gl.SliceLayout(0, SL))
-    l_i = gl.zeros([BLOCK_H], gl.float32, gl.SliceLayout(0, SL))
-    zo = gl.zeros([128, BLOCK_H], gl.float32, O_L)
-    o0 = zo
-    o1 = zo
-    o2 = zo
-    o3 = zo
+    m_i, l_i, o0, o1, o2, o3 = _gl_softmax_init(BLOCK_H, gl.SliceLayout(0, SL), O_L)
     sc = qk_scale * 16384.0  # the decoded values are value * 2^-14
     srow = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, SL))
     s_smem = s_buf.index(0)
@@ -1167,13 +1179,7 @@ def _gl_ws_attend(v_buf, s_buf, p_buf, ready, free, s_free, seqlen_ptr, m_ptr, l
         cta_barrier()  # every warp's score loads and P V
         mbarrier.arrive(s_free, count=1)
         mbarrier.arrive(free.index(prev), count=1, pred=i > 0)
-        s = gl.where((n0 + srow < end)[:, None], s * sc, float("-inf"))
-        m_new = gl.maximum(m_i, gl.max(s, 0))
-        m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = gl.exp2(m_i - m_use)
-        p = gl.exp2(s - m_use[None, :])
-        l_i = l_i * alpha + gl.sum(p, 0)
-        m_i = m_new
+        p, alpha, m_i, l_i = _gl_softmax_step(s, n0 + srow < end, m_i, l_i, sc)
         p_smem.store(p.to(gl.float16))
         al = gl.convert_layout(alpha, gl.SliceLayout(0, O_L))[None, :]
         o0 = o0 * al
@@ -1185,19 +1191,8 @@ def _gl_ws_attend(v_buf, s_buf, p_buf, ready, free, s_free, seqlen_ptr, m_ptr, l
     last = (n_tiles + NBUF - 1) % NBUF
     t0, t1, t2, t3 = _gl_pv(v_buf, 4 * last, p_smem, o0, o1, o2, o3)
     o0, o1, o2, o3 = hopper.warpgroup_mma_wait(0, deps=[t0, t1, t2, t3])
-
-    hs = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, SL))
-    mo = b.to(gl.int64) * stride_mb + hs * stride_mh + split
-    gl.store(m_ptr + mo, m_i, mask=hs < H)
-    gl.store(l_ptr + mo, l_i, mask=hs < H)
-    ho = hb * BLOCK_H + gl.arange(0, BLOCK_H, layout=gl.SliceLayout(0, O_L))
-    cr = gl.arange(0, 128, layout=gl.SliceLayout(1, O_L))
-    ab = acc_ptr + b.to(gl.int64) * stride_ab + split * stride_as + ho[None, :] * stride_ah
-    hm = (ho < H)[None, :]
-    gl.store(ab + _gl_latent(cr)[:, None], o0 * 16384.0, mask=hm)
-    gl.store(ab + _gl_latent(cr + 128)[:, None], o1 * 16384.0, mask=hm)
-    gl.store(ab + _gl_latent(cr + 256)[:, None], o2 * 16384.0, mask=hm)
-    gl.store(ab + _gl_latent(cr + 384)[:, None], o3 * 16384.0, mask=hm)
+    _gl_store_partials(m_ptr, l_ptr, acc_ptr, m_i, l_i, o0, o1, o2, o3, b, hb, split, H,
+                       stride_mb, stride_mh, stride_ab, stride_ah, stride_as, BLOCK_H)
 
 
 @gluon_jit
