@@ -142,8 +142,9 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
 def smem_estimate(config: dict[str, Any]) -> int:
     """Estimated shared memory (bytes) of the split kernel for ``config`` (calibrated above)."""
     bn, bh = config["BLOCK_N"], config["BLOCK_H"]
-    if config.get("GLUON") and config.get("GL_WS"):  # q^T, the ring of decoded tiles, P^T (64 x 64: 205860)
-        return 512 * bh * 2 + GL_WS_SLOTS * bn * 512 * 2 + bn * bh * 2 + 2048
+    if config.get("GLUON") and config.get("GL_WS"):  # q^T, the ring of decoded tiles, fp32 scores, P^T
+        # (Triton 3.6 sm_90, BN x BH: 64 x 64 221484, 64 x 32 176336, 64 x 16 153808)
+        return 512 * bh * 2 + GL_WS_SLOTS * bn * 512 * 2 + bn * bh * 6 + 2048
     if config.get("GLUON"):  # q^T, the decoded tile, P^T (Triton 3.6 sm_90, BN x BH: 64 x 16 84224, 64 x 32
         # 102912, 128 x 16 152064, 128 x 32 173056, 128 x 64 215040)
         return 512 * bh * 2 + bn * 512 * 2 + bn * bh * 2 + 2048

@@ -319,7 +319,7 @@ def test_gluon_in_the_search_space(monkeypatch):
     assert not S.constraints(dict(cfg, num_warps=8), w), "one config per Gluon choice (no duplicate trials)"
     assert not S.constraints(dict(cfg, BLOCK_N=128, num_warps=4), w), "a warpgroup per 64 entries"
     triton_cfg = dict(A.default_config(h64), GLUON=False, BLOCK_N=64, BLOCK_H=64, D_CHUNKS=4, SWAP_AB=False,
-                      GL_AHEAD=4)  # the Triton template's 64-head tile (its default where GLUON cannot run)
+                      GL_AHEAD=4, GL_WS=0)  # the Triton template's 64-head tile (its default where GLUON cannot run)
     assert S.constraints(triton_cfg, h64) and not S.constraints(dict(triton_cfg, GL_AHEAD=2), h64), \
         "GL_AHEAD is the Gluon kernel's alone"
     fp8 = A.Workload(16, 32768, 16, "fp8", "dense")
@@ -327,6 +327,26 @@ def test_gluon_in_the_search_space(monkeypatch):
     monkeypatch.setattr(S, "target_cc", lambda: 100)
     assert not S.constraints(cfg, w), "wgmma is sm_90 only"
     assert S.SPACE.complete({k: v for k, v in A.default_config(w).items() if k != "GLUON"})["GLUON"] is False
+
+
+def test_gl_ws_in_the_search_space(monkeypatch):
+    """GL_WS (the warp-specialised GLUON kernel): dense, 64-entry tiles, up to 64 heads a program
+    (two decoders up to 32); canonical gives its MMA partition's warps and folds GL_AHEAD (unused
+    there) and, without GLUON, GL_WS itself; its shared memory is a ring of two decoded tiles."""
+    monkeypatch.setattr(S, "target_cc", lambda: 90)
+    monkeypatch.setattr(S, "gluon_available", lambda **_: True)
+    w = A.Workload(16, 32768, 64, "nvfp4", "dense")
+    ws = dict(A.default_config(w), GLUON=True, **S.GL_FIXED, BLOCK_N=64, BLOCK_H=64, NUM_SPLITS=8, GL_WS=1,
+              GL_AHEAD=4, num_warps=8)
+    assert S.SPACE.contains(ws) and S.constraints(ws, w)
+    assert S.canonical(dict(ws, num_warps=4, GL_AHEAD=2), w) == ws
+    assert not S.constraints(dict(ws, GL_WS=2), w)                     # 16 warps at 64 heads: spills
+    assert S.constraints(dict(ws, GL_WS=2, BLOCK_H=32, num_warps=4), w)
+    assert not S.constraints(dict(ws, BLOCK_N=128), w)
+    assert not S.constraints(ws, A.Workload(16, 32768, 64, "nvfp4", "sparse"))
+    assert S.canonical(dict(ws, GLUON=False), w)["GL_WS"] == 0
+    assert 221484 <= S.smem_estimate(ws) <= S.SMEM_BYTES  # measured: Triton 3.6 sm_90
+    assert A.gl_ws_launch(16, 2) == {"NW": 4, "DEC_REGS": A.GL_WS_DEC_REGS, "maxnreg": 168}
 
 
 def test_nvfp4_tile_decoded_once_per_iteration():
