@@ -1437,8 +1437,11 @@ def gl_ws_launch(block_h: int, ndec: int) -> dict[str, int]:
 
 
 GL_WS_DEC_REGS = 168
-"""The decoder warpgroup's register cap (setmaxnreg): one tile of raw codes ahead (36
-registers), a decoded chunk (32) and the addresses."""
+"""The decoder warpgroup's register cap (setmaxnreg): raw codes two chunks ahead (18 registers),
+two decoded chunks while a wgmma reads one (64), the scores' accumulator (8-32) and the row
+addresses. At 64 heads (12 warps, ``maxnreg`` 168) the MMA partition gets 168 too; Triton 3.6
+sm_90 then spills ~10 scalar loads a tile in the decoder (a tile of raw codes ahead spilled at
+184)."""
 
 
 def _reduce_launch(m_buf: torch.Tensor, l_buf: torch.Tensor, acc_buf: torch.Tensor, sink: torch.Tensor,
