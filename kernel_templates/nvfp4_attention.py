@@ -1072,12 +1072,15 @@ def _gl_prefetch_tile(kv_ptr, kvs_ptr, rc, rsc, valid, t4):
 @gluon_jit
 def _gl_ws_decoder(kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, stride_sp, stride_ss, stride_btb,
                    q_buf, v_buf, s_buf, ready, free, s_free, PAGE: gl.constexpr, NUM_SPLITS: gl.constexpr,
-                   BLOCK_N: gl.constexpr, WID: gl.constexpr, NDEC: gl.constexpr, NBUF: gl.constexpr):
+                   BLOCK_N: gl.constexpr, WID: gl.constexpr, NDEC: gl.constexpr, NBUF: gl.constexpr,
+                   SMEM_A: gl.constexpr):
     """Decoder partition ``WID`` of ``NDEC`` (one warpgroup): tiles ``WID``, ``WID + NDEC``, ... of
     the split; each chunk decoded into A registers, multiplied into the scores (async, chained) and
     stored to ring slot ``tile % NBUF``; raw codes two chunks ahead in registers (as ``GL_AHEAD``
     2: chunks 2 and 3 loaded as chunks 0 and 1 are decoded, then the next tile's 0 and 1; a tile
-    ahead spilled at 184 registers)."""
+    ahead spilled at 184 registers). ``SMEM_A`` (``GL_WS_A`` 1): each decoded chunk is stored first
+    and ``K q^T`` reads it from the ring slot, so no decoded chunk stays in registers and the raw
+    codes run a whole tile ahead (loaded as the same chunk of the tile before is decoded)."""
     BLOCK_H: gl.constexpr = q_buf.shape[2]
     L3: gl.constexpr = _gl_code_layout(BLOCK_N)
     S2: gl.constexpr = gl.SliceLayout(2, L3)
@@ -1107,6 +1110,36 @@ def _gl_ws_decoder(kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, st
     ahead = _gl_ahead(n0 + STEP, end, rows, bt_row, bt_row, PAGE, False, BLOCK_N)
     c0, s0 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 0)
     c1, s1 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 1)
+    if SMEM_A:
+        c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 2)
+        c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rc, rsc, valid, woff, soff, 3)
+        for i in range(WID, n_tiles, NDEC):
+            n0 = start + i * BLOCK_N
+            rn, rsn, vn = _gl_rows(n0 + STEP, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks, stride_sp,
+                                   stride_ss, PAGE, False, BLOCK_N)
+            ahead = _gl_ahead(n0 + 2 * STEP, end, rows, bt_row, bt_row, PAGE, False, BLOCK_N)
+            _gl_prefetch_tile(kv_ptr, kvs_ptr, rn, rsn, vn, t4)
+            slot = i % NBUF
+            a = _gl_decode_chunk(c0, s0, A_L)
+            c0, s0 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 0)
+            mbarrier.wait(free.index(slot), ((i // NBUF) & 1) ^ 1)  # the slot's last P V done (fresh: passes)
+            acc = _gl_ws_chunk_qk(a, v_buf.index(4 * slot), q_smem.slice(0, 128, dim=0),
+                                  gl.zeros([BLOCK_N, BLOCK_H], gl.float32, MMA), False)
+            a = _gl_decode_chunk(c1, s1, A_L)
+            c1, s1 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 1)
+            acc = _gl_ws_chunk_qk(a, v_buf.index(4 * slot + 1), q_smem.slice(128, 128, dim=0), acc, True)
+            a = _gl_decode_chunk(c2, s2, A_L)
+            c2, s2 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 2)
+            acc = _gl_ws_chunk_qk(a, v_buf.index(4 * slot + 2), q_smem.slice(256, 128, dim=0), acc, True)
+            a = _gl_decode_chunk(c3, s3, A_L)
+            c3, s3 = _gl_load_chunk(kv_ptr, kvs_ptr, rn, rsn, vn, woff, soff, 3)
+            acc = _gl_ws_chunk_qk(a, v_buf.index(4 * slot + 3), q_smem.slice(384, 128, dim=0), acc, True)
+            s = hopper.warpgroup_mma_wait(0, deps=[acc])
+            mbarrier.wait(s_free, (i & 1) ^ 1)  # the tile before's scores read (fresh: passes)
+            s_smem.store(s)
+            cta_barrier()  # the warpgroup's stores all made before its thread 0 arrives
+            mbarrier.arrive(ready.index(slot), count=1)
+        return
     for i in range(WID, n_tiles, NDEC):
         n0 = start + i * BLOCK_N
         rn, rsn, vn = _gl_rows(n0 + STEP, end, seq_len, rows, ahead, bt_row, stride_kp, stride_ks, stride_sp,
@@ -1142,6 +1175,16 @@ def _gl_ws_decoder(kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, st
         hopper.fence_async_shared()  # the decoded chunks (generic proxy) before the MMA partition's wgmma
         cta_barrier()  # the warpgroup's stores all made before its thread 0 arrives
         mbarrier.arrive(ready.index(slot), count=1)
+
+
+@gluon_jit
+def _gl_ws_chunk_qk(a, v_smem, q_smem, acc, use_acc: gl.constexpr):
+    """``GL_WS_A`` 1: a decoded chunk to its ring slot, then ``K q^T`` on it from there (async,
+    chained on ``acc``); the warpgroup's stores are fenced and all made before the wgmma reads them."""
+    v_smem.store(a)
+    hopper.fence_async_shared()
+    cta_barrier()
+    return hopper.warpgroup_mma(v_smem, q_smem, acc, use_acc=use_acc, is_async=True)
 
 
 @gluon_jit
@@ -1200,7 +1243,7 @@ def _gl_ws_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, m_ptr, l_ptr, acc_
                   stride_qb, stride_qh, stride_kp, stride_ks, stride_sp, stride_ss, stride_btb,
                   stride_mb, stride_mh, stride_ab, stride_ah, stride_as,
                   PAGE: gl.constexpr, BLOCK_H: gl.constexpr, NUM_SPLITS: gl.constexpr, BLOCK_N: gl.constexpr,
-                  NDEC: gl.constexpr, DEC_REGS: gl.constexpr):
+                  NDEC: gl.constexpr, DEC_REGS: gl.constexpr, SMEM_A: gl.constexpr):
     """One global split of one (sequence, head block), dense, warp-specialised (``GL_WS``):
     partial (m, l, acc) like ``_gl_split_kernel``. ``num_warps`` is the default partition's."""
     NBUF: gl.constexpr = GL_WS_NBUF
@@ -1244,7 +1287,7 @@ def _gl_ws_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, m_ptr, l_ptr, acc_
                              BLOCK_N, NBUF)),
             (_gl_ws_decoder, (kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, stride_sp, stride_ss,
                               stride_btb, q_buf, v_buf, s_buf, ready, free, s_free.index(0), PAGE, NUM_SPLITS,
-                              BLOCK_N, 0, 1, NBUF)),
+                              BLOCK_N, 0, 1, NBUF, SMEM_A)),
         ], [4], [DEC_REGS])
     else:
         gl.warp_specialize([
@@ -1253,10 +1296,10 @@ def _gl_ws_kernel(q_ptr, kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, m_ptr, l_ptr, acc_
                              BLOCK_N, NBUF)),
             (_gl_ws_decoder, (kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, stride_sp, stride_ss,
                               stride_btb, q_buf, v_buf, s_buf, ready, free, s_free.index(0), PAGE, NUM_SPLITS,
-                              BLOCK_N, 0, 2, NBUF)),
+                              BLOCK_N, 0, 2, NBUF, SMEM_A)),
             (_gl_ws_decoder, (kv_ptr, kvs_ptr, bt_ptr, seqlen_ptr, stride_kp, stride_ks, stride_sp, stride_ss,
                               stride_btb, q_buf, v_buf, s_buf, ready, free, s_free.index(0), PAGE, NUM_SPLITS,
-                              BLOCK_N, 1, 2, NBUF)),
+                              BLOCK_N, 1, 2, NBUF, SMEM_A)),
         ], [4, 4], [DEC_REGS, DEC_REGS])
 
 
@@ -1397,7 +1440,7 @@ def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sin
             gl_args.pop("AHEAD")
             for k in ("topk_ptr", "n_topk", "stride_tb", "SPARSE"):
                 gl_args.pop(k)
-            gl_args.update(NDEC=ws, **gl_ws_launch(BH, ws))
+            gl_args.update(NDEC=ws, SMEM_A=bool(config.get("GL_WS_A", 0)), **gl_ws_launch(BH, ws))
         words = kv_codes.view(torch.int32)  # whole 32-bit words of codes
         pairs = kv_scales.view(torch.int16)  # the two scales of a 32-column chunk at once
         gl_args.update(kv_ptr=words, stride_kp=words.stride(0), stride_ks=words.stride(1), kvs_ptr=pairs,
@@ -1643,7 +1686,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     return {"BLOCK_N": bn, "BLOCK_H": bh, "NUM_SPLITS": default_splits(w, bh, bn),
             "DQ_FP16": nvfp4, "USE_DOT_SCALED": False, "SWAP_AB": swap, "D_CHUNKS": 4 if nvfp4 and bh == 64 else 1,
             "num_warps": 4 if swap else 8, "num_stages": 2, "GLUON": gluon, "GL_AHEAD": 2 if gluon else 4,
-            "GL_WS": 0}
+            "GL_WS": 0, "GL_WS_A": 0}
 
 
 def _gl_wide_default(w: Workload) -> dict[str, Any]:
@@ -1666,7 +1709,7 @@ def _gl_wide_default(w: Workload) -> dict[str, Any]:
         s *= 2
     return {"BLOCK_N": 128, "BLOCK_H": bh, "NUM_SPLITS": s, "DQ_FP16": True, "USE_DOT_SCALED": False,
             "SWAP_AB": True, "D_CHUNKS": 1, "num_warps": 8, "num_stages": 2, "GLUON": True,
-            "GL_AHEAD": 2 if bh == 64 else 4, "GL_WS": 0}
+            "GL_AHEAD": 2 if bh == 64 else 4, "GL_WS": 0, "GL_WS_A": 0}
 
 
 def _gl_ws_default(w: Workload, blocks: int) -> dict[str, Any]:
@@ -1680,7 +1723,7 @@ def _gl_ws_default(w: Workload, blocks: int) -> dict[str, Any]:
         s *= 2
     return {"BLOCK_N": 64, "BLOCK_H": 64, "NUM_SPLITS": s, "DQ_FP16": True, "USE_DOT_SCALED": False,
             "SWAP_AB": True, "D_CHUNKS": 1, "num_warps": gl_ws_launch(64, 1)["NW"], "num_stages": 2, "GLUON": True,
-            "GL_AHEAD": 4, "GL_WS": 1}
+            "GL_AHEAD": 4, "GL_WS": 1, "GL_WS_A": 0}
 
 
 def cost(workload: Workload) -> tuple[float, float]:

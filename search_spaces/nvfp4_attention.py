@@ -24,6 +24,7 @@ SPACE = Space(
     GLUON=Bool(absent=False),   # nvfp4 on sm_90: the Gluon split kernel (register-A wgmma)
     GL_AHEAD=Choice((2, 4), absent=4),  # GLUON: 128-column chunks of raw codes loaded ahead (registers)
     GL_WS=Choice((0, 1, 2), absent=0),  # GLUON, dense, 64-entry tiles: decoder warpgroups (warp-specialised)
+    GL_WS_A=Choice((0, 1), absent=0),  # GL_WS: the decoders' K q^T reads its decoded chunk from shared memory
     num_warps=Pow2(4, 8),
     num_stages=Choice((1, 2, 3)),
 )
@@ -82,11 +83,12 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
         if c.get("GL_WS"):  # the warp-specialised kernel: its default partition's warps; no raw chunks ahead
             c["num_warps"] = gl_ws_launch(c["BLOCK_H"], c["GL_WS"])["NW"]
             c["GL_AHEAD"] = 4
+        elif "GL_WS_A" in c:
+            c["GL_WS_A"] = 0
     else:
-        if "GL_AHEAD" in c:
-            c["GL_AHEAD"] = 4
-        if "GL_WS" in c:
-            c["GL_WS"] = 0
+        for knob, off in (("GL_AHEAD", 4), ("GL_WS", 0), ("GL_WS_A", 0)):
+            if knob in c:
+                c[knob] = off
     return c
 
 

@@ -293,9 +293,10 @@ def test_gluon_ws_lowers_for_sm90():
     """GL_WS: the warp-specialised Gluon kernel (decoder warpgroups beside the MMA warps) compiles
     for sm_90 at 64 heads (one decoder) and 16 (two), and refuses what it cannot take."""
     res = _lower([[90, "nvfp4", {"GLUON": True, "BLOCK_N": 64, "BLOCK_H": 64, "GL_WS": 1}],
-                  [90, "nvfp4", {"GLUON": True, "BLOCK_N": 64, "BLOCK_H": 16, "GL_WS": 2}]])
-    assert [r[2] for r in res] == ["_gl_ws_kernel", "_split_kernel", "_reduce_kernel"] * 2
-    assert res[0][3] and res[3][3], "wgmma in the default partition"
+                  [90, "nvfp4", {"GLUON": True, "BLOCK_N": 64, "BLOCK_H": 16, "GL_WS": 2}],
+                  [90, "nvfp4", {"GLUON": True, "BLOCK_N": 64, "BLOCK_H": 64, "GL_WS": 1, "GL_WS_A": 1}]])
+    assert [r[2] for r in res] == ["_gl_ws_kernel", "_split_kernel", "_reduce_kernel"] * 3
+    assert res[0][3] and res[3][3] and res[6][3], "wgmma in both partitions"
     cfg = dict(A.default_config(A.Workload(4, 32768, 64, "nvfp4", "dense")), GLUON=True, BLOCK_N=64, BLOCK_H=64)
     assert A.gl_ws_error(dict(cfg, GL_WS=2), False) and A.gl_ws_error(dict(cfg, GL_WS=1), True)
     assert A.gl_ws_error(dict(cfg, GL_WS=1), False) is None
@@ -345,6 +346,8 @@ def test_gl_ws_in_the_search_space(monkeypatch):
     assert not S.constraints(dict(ws, BLOCK_N=128), w)
     assert not S.constraints(ws, A.Workload(16, 32768, 64, "nvfp4", "sparse"))
     assert S.canonical(dict(ws, GLUON=False), w)["GL_WS"] == 0
+    assert S.constraints(dict(ws, GL_WS_A=1), w)
+    assert S.canonical(dict(ws, GL_WS=0, GL_WS_A=1, BLOCK_N=128, num_warps=8), w)["GL_WS_A"] == 0
     assert 221484 <= S.smem_estimate(ws) <= S.SMEM_BYTES  # measured: Triton 3.6 sm_90
     assert A.gl_ws_launch(16, 2) == {"NW": 4, "DEC_REGS": A.GL_WS_DEC_REGS, "maxnreg": 168}
 
@@ -465,6 +468,9 @@ GLUON_CASES = [
     ("dense", 64, 5, dict(NUM_SPLITS=1, GL_WS=1)),
     ("dense", 16, 33, dict(NUM_SPLITS=3, BLOCK_H=32, GL_WS=2)),    # a tile spans four pages
     ("dense", 256, 16, dict(NUM_SPLITS=2, GL_WS=2)),
+    # GL_WS_A: the decoders' K q^T from the ring slot (not run on a GPU yet: session 23)
+    ("dense", 64, 64, dict(NUM_SPLITS=2, BLOCK_H=64, GL_WS=1, GL_WS_A=1)),
+    ("dense", 16, 33, dict(NUM_SPLITS=3, BLOCK_H=32, GL_WS=2, GL_WS_A=1)),
 ]
 
 
@@ -493,9 +499,9 @@ def test_gpu_gluon_long_rows(device):
     for ahead in (2, 4):
         cfg = dict(A.default_config(w), GLUON=True, BLOCK_N=128, BLOCK_H=64, NUM_SPLITS=4, GL_AHEAD=ahead)
         A.verify(A.launch(config=cfg, **inp), A.reference(**inp), inp)
-    for bh, ws, splits in ((64, 1, 4), (64, 1, 1), (32, 2, 2)):  # warp-specialised: many trips round the ring
-        cfg = dict(A.default_config(w), GLUON=True, BLOCK_N=64, BLOCK_H=bh, NUM_SPLITS=splits, GL_WS=ws)
-        A.verify(A.launch(config=cfg, **inp), A.reference(**inp), inp)
+    for bh, ws, splits, wsa in ((64, 1, 4, 0), (64, 1, 1, 0), (32, 2, 2, 0), (64, 1, 1, 1), (16, 2, 4, 1)):
+        cfg = dict(A.default_config(w), GLUON=True, BLOCK_N=64, BLOCK_H=bh, NUM_SPLITS=splits, GL_WS=ws, GL_WS_A=wsa)
+        A.verify(A.launch(config=cfg, **inp), A.reference(**inp), inp)  # warp-specialised: many trips round the ring
 
 
 def test_gluon_refused_where_it_cannot_run():
