@@ -1691,32 +1691,31 @@ def default_config(workload: Workload) -> dict[str, Any]:
 
 def _gl_wide_default(w: Workload) -> dict[str, Any]:
     """GLUON on 128-entry tiles (two warpgroups, one program an SM: 169-210 KB shared) for
-    dense nvfp4 with more than 16 heads. From the H200's 64-head grid (runs 117-118, B 1-256 x
-    8K-128K; the tuned Triton template was 1.03-1.51x slower at B 16 / 64 x 32K / 128K, 1.9x
-    at B 256 128K): 32 heads a program and ~128 programs in all below 64 sequences (32 splits
-    at B = 1 8K, 16 at B = 4, 4 at B = 16), but never under 2 tiles a split; 64 heads a program
-    (the KV decoded once) with ``GL_AHEAD`` 2 and ~256 programs from 64 (4 splits at B = 64, 1
-    at B = 256). Fewer splits than ``default_splits``: the fp32 partials of 64 heads are 128 KB
-    a split and sequence (69 MB at B = 16 with 32 splits)."""
+    dense nvfp4 with more than 16 heads: 32 heads a program and ~128 programs in all (32 splits
+    at B = 1 8K, 16 at B = 4), but never under 2 tiles a split (runs 117-118: the tuned Triton
+    template was 1.03-1.51x slower on the H200's 64-head grid). Fewer splits than
+    ``default_splits``: the fp32 partials of 32 heads are 64 KB a split and sequence. From 16
+    sequence x 64-head blocks up, ``GL_WS`` instead (``_gl_ws_default``); it replaced 64 heads a
+    program on 128-entry tiles at B >= 64 (runs 125-126)."""
     blocks = w.batch * cdiv(w.heads, 64)
-    if w.heads > 32 and 16 <= blocks <= 64:
+    if w.heads > 32 and blocks >= 16:
         return _gl_ws_default(w, blocks)
-    bh = 64 if blocks >= 64 and w.heads > 32 else 32
-    progs = w.batch * cdiv(w.heads, bh)
-    cap = min((256 if bh == 64 else 128) // progs, n_attended(w) // 256, 128)
+    progs = w.batch * cdiv(w.heads, 32)
+    cap = min(128 // progs, n_attended(w) // 256, 128)
     s = 1
     while s * 2 <= cap:
         s *= 2
-    return {"BLOCK_N": 128, "BLOCK_H": bh, "NUM_SPLITS": s, "DQ_FP16": True, "USE_DOT_SCALED": False,
+    return {"BLOCK_N": 128, "BLOCK_H": 32, "NUM_SPLITS": s, "DQ_FP16": True, "USE_DOT_SCALED": False,
             "SWAP_AB": True, "D_CHUNKS": 1, "num_warps": 8, "num_stages": 2, "GLUON": True,
-            "GL_AHEAD": 2 if bh == 64 else 4, "GL_WS": 0, "GL_WS_A": 0}
+            "GL_AHEAD": 4, "GL_WS": 0, "GL_WS_A": 0}
 
 
 def _gl_ws_default(w: Workload, blocks: int) -> dict[str, Any]:
-    """``GL_WS`` (one decoder warpgroup, 64 heads a program on 64-entry tiles) with ~128 programs,
-    for 16 to 64 sequence x 64-head blocks: run 125's re-tune at 64 heads took it at B = 16 (32K,
-    128K: 1.19x / 1.30x the 128-entry default; 8K: a tie) and B = 64 (8K-128K: 1.23-1.35x); at B = 1
-    / 4 its tries had too few programs to win and at B = 256 it was not measured."""
+    """``GL_WS`` (one decoder warpgroup, 64 heads a program on 64-entry tiles) with ~128 programs
+    (one split from 128 blocks up), for 16 or more sequence x 64-head blocks: run 125's re-tune at
+    64 heads took it at B = 16 (32K, 128K: 1.19x / 1.30x the 128-entry default; 8K: a tie) and
+    B = 64 (8K-128K: 1.23-1.35x); run 126 measured it at B = 256 (8K / 32K, one split: 1.20x /
+    1.21x the 128-entry kernel). At B = 1 / 4 run 125's tries had too few programs to win."""
     cap = min(max(1, 128 // blocks), max(1, n_attended(w) // 1024))
     s = 1
     while s * 2 <= cap:
