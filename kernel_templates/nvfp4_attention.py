@@ -1694,11 +1694,12 @@ def _gl_wide_default(w: Workload) -> dict[str, Any]:
     dense nvfp4 with more than 16 heads: 32 heads a program and ~128 programs in all (32 splits
     at B = 1 8K, 16 at B = 4), but never under 2 tiles a split (runs 117-118: the tuned Triton
     template was 1.03-1.51x slower on the H200's 64-head grid). Fewer splits than
-    ``default_splits``: the fp32 partials of 32 heads are 64 KB a split and sequence. From 16
-    sequence x 64-head blocks up, ``GL_WS`` instead (``_gl_ws_default``); it replaced 64 heads a
-    program on 128-entry tiles at B >= 64 (runs 125-126)."""
+    ``default_splits``: the fp32 partials of 32 heads are 64 KB a split and sequence. With more
+    than 32 heads and 2^18 or more (64-head block x entry) pairs, ``GL_WS`` instead
+    (``_gl_ws_default``); it replaced 64 heads a program on 128-entry tiles at B >= 64 (runs
+    125-126)."""
     blocks = w.batch * cdiv(w.heads, 64)
-    if w.heads > 32 and blocks >= 16:
+    if w.heads > 32 and blocks * n_attended(w) >= 1 << 18:
         return _gl_ws_default(w, blocks)
     progs = w.batch * cdiv(w.heads, 32)
     cap = min(128 // progs, n_attended(w) // 256, 128)
@@ -1711,18 +1712,21 @@ def _gl_wide_default(w: Workload) -> dict[str, Any]:
 
 
 def _gl_ws_default(w: Workload, blocks: int) -> dict[str, Any]:
-    """``GL_WS`` (one decoder warpgroup, 64 heads a program on 64-entry tiles) with ~128 programs
-    (one split from 128 blocks up), for 16 or more sequence x 64-head blocks: run 125's re-tune at
-    64 heads took it at B = 16 (32K, 128K: 1.19x / 1.30x the 128-entry default; 8K: a tie) and
-    B = 64 (8K-128K: 1.23-1.35x); run 126 measured it at B = 256 (8K / 32K, one split: 1.20x /
-    1.21x the 128-entry kernel). At B = 1 / 4 run 125's tries had too few programs to win."""
+    """``GL_WS`` with ``GL_WS_A`` (one decoder warpgroup, 64 heads a program on 64-entry tiles,
+    the decoder's ``K q^T`` from shared memory) with ~128 programs (one split from 128 blocks up),
+    where ~128 programs get 32 or more tiles each: 2^18 (64-head block x entry) pairs. On the
+    H200 at 64 heads it won B = 16 (32K, 128K: 1.19x / 1.30x the 128-entry default; 8K, 16 tiles
+    a split: a tie) and B = 64 (8K-128K: 1.23-1.35x) in run 125; B = 256 (8K / 32K: 1.20x / 1.21x),
+    B = 8 32K (16 splits: 1.10x the 128-entry default) and B = 4 128K (32 splits: 1.19x) in runs
+    126-127. It lost at B = 4 32K (1.02x slower) and 8K and at B = 1 (up to 128 splits: at most
+    16 tiles each). ``GL_WS_A`` 1 won every re-tuned 64-head GL_WS entry by 1.03-1.04x (run 127)."""
     cap = min(max(1, 128 // blocks), max(1, n_attended(w) // 1024))
     s = 1
     while s * 2 <= cap:
         s *= 2
     return {"BLOCK_N": 64, "BLOCK_H": 64, "NUM_SPLITS": s, "DQ_FP16": True, "USE_DOT_SCALED": False,
             "SWAP_AB": True, "D_CHUNKS": 1, "num_warps": gl_ws_launch(64, 1)["NW"], "num_stages": 2, "GLUON": True,
-            "GL_AHEAD": 4, "GL_WS": 1, "GL_WS_A": 0}
+            "GL_AHEAD": 4, "GL_WS": 1, "GL_WS_A": 1}
 
 
 def cost(workload: Workload) -> tuple[float, float]:

@@ -384,25 +384,26 @@ def test_default_configs_are_the_calibrated_ones(monkeypatch):
 def test_gluon_defaults_on_hopper(monkeypatch):
     """On an sm_90 GPU: 16 heads take the 64-entry GLUON tile with GL_AHEAD 2; dense nvfp4 with
     more heads the 128-entry tiles (``_gl_wide_default``), splits for ~128 programs (32 heads a
-    program), never under two tiles a split, or from 16 sequence x 64-head blocks up the
-    warp-specialised kernel (``GL_WS``); sparse and other dtypes stay on the Triton template.
-    Every default inside the space and its constraints."""
+    program), never under two tiles a split, or from 2^18 (64-head block x entry) pairs up the
+    warp-specialised kernel (``GL_WS`` with ``GL_WS_A``); sparse and other dtypes stay on the
+    Triton template. Every default inside the space and its constraints."""
     monkeypatch.setattr(A, "gluon_on_hopper", lambda: True)
     monkeypatch.setattr(S, "target_cc", lambda: 90)
     monkeypatch.setattr(S, "gluon_available", lambda **_: True)
-    want = {(1, 8192): (32, 32), (1, 32768): (32, 64), (4, 32768): (32, 16),
-            (8, 32768): (32, 8)}  # (B, N) -> (BLOCK_H, NUM_SPLITS): runs 117-119
+    want = {(1, 8192): (32, 32), (1, 32768): (32, 64), (1, 131072): (32, 64), (4, 32768): (32, 16),
+            (16, 2048): (32, 4)}  # (B, N) -> (BLOCK_H, NUM_SPLITS): runs 117-119, 127
     for (b, n), (bh, s) in want.items():
         w = A.Workload(b, n, 64, "nvfp4", "dense")
         c = A.default_config(w)
         assert (c["GLUON"], c["BLOCK_N"], c["num_warps"], c["BLOCK_H"], c["NUM_SPLITS"]) == (True, 128, 8, bh, s), (b, n)
         assert c["GL_AHEAD"] == 4 and c["GL_WS"] == 0
-    # 16 or more sequence x 64-head blocks: the warp-specialised kernel, ~128 programs (runs 125-126)
+    # 2^18 (64-head block x entry) pairs or more: the warp-specialised kernel, ~128 programs (runs 125-127)
     for (b, h, n), s in {(16, 64, 32768): 8, (64, 64, 131072): 2, (16, 128, 8192): 4, (32, 64, 8192): 4,
-                         (16, 64, 2048): 2, (256, 64, 8192): 1, (128, 128, 32768): 1}.items():
+                         (8, 64, 32768): 16, (4, 64, 131072): 32, (256, 64, 8192): 1,
+                         (128, 128, 32768): 1}.items():
         c = A.default_config(A.Workload(b, n, h, "nvfp4", "dense"))
-        assert (c["GLUON"], c["GL_WS"], c["BLOCK_N"], c["BLOCK_H"], c["num_warps"], c["NUM_SPLITS"]) == \
-            (True, 1, 64, 64, 8, s), (b, h, n)
+        assert (c["GLUON"], c["GL_WS"], c["GL_WS_A"], c["BLOCK_N"], c["BLOCK_H"], c["num_warps"],
+                c["NUM_SPLITS"]) == (True, 1, 1, 64, 64, 8, s), (b, h, n)
     c16 = A.default_config(A.Workload(16, 32768, 16, "nvfp4", "dense"))
     assert (c16["GLUON"], c16["BLOCK_N"], c16["GL_AHEAD"]) == (True, 64, 2)
     assert not A.default_config(A.Workload(16, 32768, 64, "nvfp4", "sparse"))["GLUON"]
