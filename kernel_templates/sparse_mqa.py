@@ -69,9 +69,9 @@ Design:
   dependent launches (sm_90+): their programs become resident while the launch before
   them finishes and wait for it (``_pdl_enter``), which shrinks the gaps between launches.
 - ``SCORE_MAXNREG``: a register cap on the scoring launch (96: five 4-warp programs an SM
-  for fp8 keys; H200 run 80). ``SCORE_GLUON`` (sm_90, fp8 keys, one token, radix / bound):
-  the scoring by a Gluon kernel with explicit layouts and TMA key tiles (``_gl_score_kernel``,
-  see its section below).
+  for fp8 keys; H200 run 80). ``SCORE_GLUON`` (sm_90, one token, radix / bound): the
+  scoring by a Gluon kernel with explicit layouts, fp8 key tiles by TMA, mxfp4 codes by
+  cp.async decoded into register MMA operands (``_gl_score_kernel``, see its section below).
 """
 from __future__ import annotations
 
@@ -83,8 +83,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_templates._gluon import (TensorDescriptor, cta_barrier, gl, gluon_available, gluon_jit, gluon_on_hopper,
-                                    hopper, mbarrier, tma_load)
+from kernel_templates._gluon import (TensorDescriptor, async_copy, async_load, cta_barrier, gl, gluon_available,
+                                    gluon_jit, gluon_on_hopper, hopper, mbarrier, tma_load)
 from kernel_templates._host import cdiv, next_power_of_2, sm_count
 from kernel_templates.nvfp4 import dequantize_mxfp4, mxfp4_tile_to_f32, quantize_mxfp4, ue8m0_to_f32
 from tuner import lowering, runtime
@@ -364,6 +364,20 @@ def _mx_tile_dot(k_ptr, row_k, valid, scl, q0, q1, q2, q3, BLOCK_N: tl.constexpr
     return s
 
 
+# Four code bytes (one 32-bit register, $2) -> their low nibbles' E4M3 bytes ($0) and their
+# high nibbles' ($1), each the E2M1 value * 2^-6 (``_e2m1_lo_hi_to_e4m3``, ``_gl_mx_operand``).
+_E2M1_LO_HI_ASM = tl.constexpr("{\n.reg .b32 y, t;\n"
+                               "shl.b32 y, $2, 4;\n"
+                               "shr.u32 t, y, 2;\n"
+                               "and.b32 t, t, 0x1c1c1c1c;\n"
+                               "and.b32 y, y, 0x80808080;\n"
+                               "or.b32 $0, y, t;\n"
+                               "shr.u32 t, $2, 2;\n"
+                               "and.b32 t, t, 0x1c1c1c1c;\n"
+                               "and.b32 y, $2, 0x80808080;\n"
+                               "or.b32 $1, y, t;\n}")
+
+
 @triton.jit
 def _e2m1_lo_hi_to_e4m3(codes, INTERPRET: tl.constexpr):
     """``[R, C]`` uint8 (two E2M1 codes, low nibble first) -> two ``[R, C]`` uint8 of E4M3
@@ -377,18 +391,8 @@ def _e2m1_lo_hi_to_e4m3(codes, INTERPRET: tl.constexpr):
         hi = (((p & 0x70) >> 2) | (p & 0x80)).to(tl.uint8)
         return lo, hi
     else:
-        return tl.inline_asm_elementwise(
-            "{\n.reg .b32 y, t;\n"
-            "shl.b32 y, $2, 4;\n"
-            "shr.u32 t, y, 2;\n"
-            "and.b32 t, t, 0x1c1c1c1c;\n"
-            "and.b32 y, y, 0x80808080;\n"
-            "or.b32 $0, y, t;\n"
-            "shr.u32 t, $2, 2;\n"
-            "and.b32 t, t, 0x1c1c1c1c;\n"
-            "and.b32 y, $2, 0x80808080;\n"
-            "or.b32 $1, y, t;\n}",
-            "=r,=r,r", [codes], dtype=(tl.uint8, tl.uint8), is_pure=True, pack=4)
+        return tl.inline_asm_elementwise(_E2M1_LO_HI_ASM, "=r,=r,r", [codes], dtype=(tl.uint8, tl.uint8),
+                                         is_pure=True, pack=4)
 
 
 @triton.jit
@@ -702,7 +706,7 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
 
 # ----------------------------------------------------------------------------- Gluon scoring kernel (sm_90)
 #
-# ``SCORE_GLUON``: the scoring of fp8 keys for one query token (next_n = 1) on the radix /
+# ``SCORE_GLUON``: the scoring of fp8 or mxfp4 keys for one query token (next_n = 1) on the radix /
 # bound paths (and ``top_k=0`` with the logits), by a Gluon kernel with explicit layouts.
 # Every per-key value lives in the layout the head sum leaves (``SliceLayout(1, MMA)``: a
 # thread holds two keys' scores, replicated over the four lanes of a quad): the key scales
@@ -719,9 +723,12 @@ def _score_kernel(q_ptr, w_ptr, k_ptr, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, c
 # ``num_stages - 1`` ahead, the block-table entry of the one after, the scales two tiles
 # ahead, the wait on the tile's mbarrier, one 64 x HP x 128 FP8 wgmma (keys on M, query
 # heads on N, q in shared memory once a program), the epilogue; the group max is the only
-# cross-warp step. Where it cannot
-# score a call (``score_gluon_error``: not sm_90, mxfp4 keys, next_n > 1, a strided cache,
-# ...) the launcher runs the Triton kernel with the same config.
+# cross-warp step. mxfp4 keys (``MX``): the codes come by cp.async (a ring of four 64 x
+# 16-byte buffers, one a scale block), each block is read by ldmatrix straight into wgmma's
+# register A layout and decoded there to E4M3 (``_gl_mx_operand``), one 64 x HP x 32 FP8
+# wgmma a block, and the four block products are summed with their UE8M0 factors. Where it
+# cannot score a call (``score_gluon_error``: not sm_90, next_n > 1, a strided cache, ...)
+# the launcher runs the Triton kernel with the same config.
 # Not runnable under the interpreter: verified on the GPU (tests marked gpu, and the
 # tuner's check of every config against the reference).
 
@@ -739,8 +746,8 @@ def score_gluon_error(config: dict[str, Any], k_format: str, next_n: int, heads:
         return "SCORE_GLUON needs Triton's Gluon (triton >= 3.5) and does not run under TRITON_INTERPRET"
     if not 90 <= target_cc() < 100:
         return "SCORE_GLUON runs wgmma and TMA as sm_90 has them: not on this target"
-    if k_format != "fp8" or next_n != 1:
-        return f"SCORE_GLUON scores fp8 keys for one query token (got k_format={k_format!r}, next_n={next_n})"
+    if next_n != 1:
+        return f"SCORE_GLUON scores one query token (got next_n={next_n})"
     if config["BLOCK_N"] != GL_SCORE_BLOCK_N or page % GL_SCORE_BLOCK_N:
         return f"SCORE_GLUON needs BLOCK_N={GL_SCORE_BLOCK_N} and a page size divisible by it"
     if int(config["num_warps"]) != 4 or int(config["num_stages"]) < 2:
@@ -773,21 +780,72 @@ def _gl_tma_keys(k_desc, kbuf, bars, page, start, j, n_tiles, STAGES: gl.constex
 
 
 @gluon_jit
-def _gl_scales(ks_ptr, bt_row, start, j, n_tiles, end, rows, stride_sp, stride_ss, PAGE: gl.constexpr):
-    """The fp32 key scales of tile ``j`` in the head sum's layout (0 past ``end``)."""
+def _gl_cp_codes(k_ptr, kb0, kb1, kb2, kb3, coff, page, start, j, n_tiles, stride_kp, stride_ks,
+                 STAGES: gl.constexpr, PAGE: gl.constexpr):
+    """cp.async of the program's mxfp4 code tile ``j`` (if it has one): its four 64 x 16-byte
+    scale blocks into their buffers' ring slot, one commit group. cp.async, not TMA: the codes
+    are read by generic loads (``_gl_mx_operand``), and a TMA refill of a slot read that way
+    made Triton put a proxy fence (a ``MEMBAR.ALL.CTA``, waiting for every load in flight)
+    and a barrier a copy in the loop."""
     n0 = start + j * 64
-    page = _gl_page(bt_row, start, j, n_tiles, PAGE)
-    return gl.load(ks_ptr + page * stride_sp + (n0 % PAGE + rows) * stride_ss, mask=n0 + rows < end, other=0.0)
+    at = k_ptr + page * stride_kp + (n0 % PAGE) * stride_ks + coff
+    ok = j < n_tiles
+    slot = j % STAGES
+    async_load(kb0.index(slot), at, mask=ok)
+    async_load(kb1.index(slot), at + 16, mask=ok)
+    async_load(kb2.index(slot), at + 32, mask=ok)
+    async_load(kb3.index(slot), at + 48, mask=ok)
+    async_copy.commit_group()
 
 
 @gluon_jit
-def _gl_score_kernel(q_ptr, w_ptr, k_desc, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, rs_ptr, gmax_ptr, H, max_len,
-                     stride_qb, stride_qh, stride_wb, stride_sp, stride_ss, stride_btb, stride_lb, stride_gm,
+def _gl_scales(ks_ptr, bt_row, start, j, n_tiles, end, rows, stride_sp, stride_ss, PAGE: gl.constexpr,
+               MX: gl.constexpr):
+    """The key scales of tile ``j`` in the head sum's layout: fp8 keys their fp32 scale (0 past
+    ``end``), mxfp4 keys their four UE8M0 bytes as one int32 word (2^0 each past ``end``)."""
+    n0 = start + j * 64
+    page = _gl_page(bt_row, start, j, n_tiles, PAGE)
+    at = ks_ptr + page * stride_sp + (n0 % PAGE + rows) * stride_ss
+    if MX:
+        return gl.load(at.to(gl.pointer_type(gl.int32)), mask=n0 + rows < end, other=0x7F7F7F7F)
+    else:
+        return gl.load(at, mask=n0 + rows < end, other=0.0)
+
+
+@gluon_jit
+def _gl_ue8m0_x64(c):
+    """int32 UE8M0 codes (0..255) -> fp32 2^(c - 127) * 64, as ``_ue8m0_x64``."""
+    bits = (gl.minimum(c, 249) + 6) << 23
+    return gl.where(c == 255, 0x7FC00000, bits).to(gl.float32, bitcast=True)
+
+
+@gluon_jit
+def _gl_mx_operand(buf, CL: gl.constexpr, AL: gl.constexpr):
+    """One scale block of an mxfp4 key tile, ``buf [64, 16]`` code bytes in shared memory ->
+    wgmma's register A operand ``[64, 32]`` FP8 (the E2M1 values * 2^-6, exactly) in the K
+    order of ``_lo_hi_operand``: the 16 low nibbles, then the 16 high ones (q is stored the
+    same way). ``CL`` gives each thread one 4-byte word of two rows 8 apart, the word wgmma's
+    A layout wants there, so the operand needs no data movement after the decode."""
+    lo, hi = gl.inline_asm_elementwise(_E2M1_LO_HI_ASM, "=r,=r,r", [buf.load(CL)], dtype=(gl.uint8, gl.uint8),
+                                       is_pure=True, pack=4)
+    a = gl.reshape(gl.permute(gl.join(lo, hi), (0, 2, 1)), [64, 32]).to(gl.float8e4nv, bitcast=True)
+    return gl.convert_layout(a, AL)
+
+
+@gluon_jit
+def _gl_score_kernel(q_ptr, w_ptr, k_src, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr, rs_ptr, gmax_ptr, H, max_len,
+                     stride_qb, stride_qh, stride_wb, stride_kp, stride_ks, stride_sp, stride_ss, stride_btb,
+                     stride_lb, stride_gm,
                      HP: gl.constexpr, PAGE: gl.constexpr, NUM_SPLITS: gl.constexpr, STAGES: gl.constexpr,
                      ZERO_RS: gl.constexpr, RS: gl.constexpr, GMAX: gl.constexpr, BOUND_GROUP: gl.constexpr,
-                     PDL: gl.constexpr = False):
-    """Scores of one (sequence, split) chunk of fp8 keys for one query token (see above);
-    ``k_desc``: the key cache as ``[pages * PAGE, 128]`` rows, boxes of one 64-key tile."""
+                     PDL: gl.constexpr = False, MX: gl.constexpr = False):
+    """Scores of one (sequence, split) chunk of keys for one query token (see above). fp8 keys:
+    ``k_src`` is a TMA descriptor of the key cache as ``[pages * PAGE, 128]`` rows, boxes of one
+    64-key tile. mxfp4 keys (``MX``): ``k_src`` is the code cache itself (strides ``stride_kp``,
+    ``stride_ks``); each tile comes by cp.async as four 64 x 16-byte scale blocks, each block is
+    decoded to a register A operand (``_gl_mx_operand``), one FP8 wgmma a block against q's
+    block (stored in the same K order), and the four products are summed with their scale
+    factors before the ReLU."""
     BLOCK_N: gl.constexpr = 64
     D: gl.constexpr = 128
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HP, 32])
@@ -796,16 +854,37 @@ def _gl_score_kernel(q_ptr, w_ptr, k_desc, ks_ptr, bt_ptr, seqlen_ptr, logits_pt
     KS: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2)
     LD: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [4, 1], [1, 0])
     ZL: gl.constexpr = gl.BlockedLayout([4], [32], [4], [0])
+    # mxfp4: the code blocks (unswizzled 16-byte rows), their copies' layout (8 bytes a thread), q's
+    # scale blocks, the decode's layout
+    KC: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=8, rank=2)
+    CP: gl.constexpr = gl.BlockedLayout([1, 8], [16, 2], [4, 1], [1, 0])
+    KQ: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=32, element_bitwidth=8, rank=2)
+    LQ: gl.constexpr = gl.BlockedLayout([1, 8], [8, 4], [4, 1], [1, 0])
+    CL: gl.constexpr = gl.DistributedLinearLayout(reg_bases=[[0, 1], [0, 2], [8, 0]],
+                                                  lane_bases=[[0, 4], [0, 8], [1, 0], [2, 0], [4, 0]],
+                                                  warp_bases=[[16, 0], [32, 0]], block_bases=[], shape=[64, 16])
+    AL: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=4)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()
     b = gl.program_id(0)
     split = gl.program_id(1)
     # the start is a chain of dependent loads (seq_len, the block table, the first key tiles): q and the
     # weights are requested first and stored to shared memory only after the first TMA copies are issued
-    hq = gl.arange(0, HP, layout=gl.SliceLayout(1, LD))
-    dq = gl.arange(0, D, layout=gl.SliceLayout(0, LD))
-    qv = gl.load(q_ptr + b.to(gl.int64) * stride_qb + hq[:, None] * stride_qh + dq[None, :], mask=(hq < H)[:, None],
-                 other=0.0)
+    if MX:
+        hq = gl.arange(0, HP, layout=gl.SliceLayout(1, LQ))
+        kq = gl.arange(0, 32, layout=gl.SliceLayout(0, LQ))
+        kcol = gl.where(kq < 16, 2 * kq, 2 * kq - 31)  # q column at K position kq (as _mx_q_perm)
+        qrow = q_ptr + b.to(gl.int64) * stride_qb + hq[:, None] * stride_qh + kcol[None, :]
+        qm = (hq < H)[:, None]
+        qv0 = gl.load(qrow, mask=qm, other=0.0)
+        qv1 = gl.load(qrow + 32, mask=qm, other=0.0)
+        qv2 = gl.load(qrow + 64, mask=qm, other=0.0)
+        qv3 = gl.load(qrow + 96, mask=qm, other=0.0)
+    else:
+        hq = gl.arange(0, HP, layout=gl.SliceLayout(1, LD))
+        dq = gl.arange(0, D, layout=gl.SliceLayout(0, LD))
+        qv = gl.load(q_ptr + b.to(gl.int64) * stride_qb + hq[:, None] * stride_qh + dq[None, :],
+                     mask=(hq < H)[:, None], other=0.0)
     hw = gl.arange(0, HP, layout=COL)
     w = gl.load(w_ptr + b.to(gl.int64) * stride_wb + hw, mask=hw < H, other=0.0)
     seq_len = gl.minimum(gl.maximum(gl.load(seqlen_ptr + b), 0), max_len)
@@ -822,16 +901,35 @@ def _gl_score_kernel(q_ptr, w_ptr, k_desc, ks_ptr, bt_ptr, seqlen_ptr, logits_pt
     bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for s in gl.static_range(STAGES):
         mbarrier.init(bars.index(s), count=1)
-    kbuf = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, D], KS)
-    hopper.fence_async_shared()  # the barrier inits, before the TMA copies complete on them
-    cta_barrier()
-    for j in gl.static_range(STAGES - 1):
-        _gl_tma_keys(k_desc, kbuf, bars, _gl_page(bt_row, start, j, n_tiles, PAGE), start, j, n_tiles, STAGES, PAGE)
+    if MX:
+        kb0 = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 16], KC)
+        kb1 = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 16], KC)
+        kb2 = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 16], KC)
+        kb3 = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 16], KC)
+        coff = (gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, CP))[:, None] * stride_ks
+                + gl.arange(0, 16, layout=gl.SliceLayout(0, CP))[None, :])
+        for j in gl.static_range(STAGES - 1):
+            _gl_cp_codes(k_src, kb0, kb1, kb2, kb3, coff, _gl_page(bt_row, start, j, n_tiles, PAGE), start, j,
+                         n_tiles, stride_kp, stride_ks, STAGES, PAGE)
+    else:
+        kbuf = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, D], KS)
+        hopper.fence_async_shared()  # the barrier inits, before the TMA copies complete on them
+        cta_barrier()
+        for j in gl.static_range(STAGES - 1):
+            _gl_tma_keys(k_src, kbuf, bars, _gl_page(bt_row, start, j, n_tiles, PAGE), start, j, n_tiles, STAGES,
+                         PAGE)
     page_next = _gl_page(bt_row, start, STAGES - 1, n_tiles, PAGE)
     rows = gl.arange(0, BLOCK_N, layout=ROW)
-    scl = _gl_scales(ks_ptr, bt_row, start, 0, n_tiles, end, rows, stride_sp, stride_ss, PAGE)
-    scl_next = _gl_scales(ks_ptr, bt_row, start, 1, n_tiles, end, rows, stride_sp, stride_ss, PAGE)
-    q_smem = gl.allocate_shared_memory(gl.float8e4nv, [HP, D], KS, qv)
+    scl = _gl_scales(ks_ptr, bt_row, start, 0, n_tiles, end, rows, stride_sp, stride_ss, PAGE, MX)
+    scl_next = _gl_scales(ks_ptr, bt_row, start, 1, n_tiles, end, rows, stride_sp, stride_ss, PAGE, MX)
+    if MX:
+        q_smem = gl.allocate_shared_memory(gl.float8e4nv, [4, HP, 32], KQ)
+        q_smem.index(0).store(qv0)
+        q_smem.index(1).store(qv1)
+        q_smem.index(2).store(qv2)
+        q_smem.index(3).store(qv3)
+    else:
+        q_smem = gl.allocate_shared_memory(gl.float8e4nv, [HP, D], KS, qv)
     hopper.fence_async_shared()  # q's generic stores, before the wgmma reads them
     cta_barrier()
     zero = gl.zeros([BLOCK_N, HP], gl.float32, MMA)
@@ -840,15 +938,36 @@ def _gl_score_kernel(q_ptr, w_ptr, k_desc, ks_ptr, bt_ptr, seqlen_ptr, logits_pt
     NG: gl.constexpr = BLOCK_N // BOUND_GROUP
     gcol = gl.arange(0, NG, layout=COL)
     for i in range(n_tiles):
-        cta_barrier()  # every warp's wgmma of tile i - 1 is done: its slot may be refilled
-        _gl_tma_keys(k_desc, kbuf, bars, page_next, start, i + STAGES - 1, n_tiles, STAGES, PAGE)
+        cta_barrier()  # every warp's wgmma (mxfp4: code loads) of tile i - 1 is done: its slot may be refilled
+        if MX:
+            _gl_cp_codes(k_src, kb0, kb1, kb2, kb3, coff, page_next, start, i + STAGES - 1, n_tiles, stride_kp,
+                         stride_ks, STAGES, PAGE)
+        else:
+            _gl_tma_keys(k_src, kbuf, bars, page_next, start, i + STAGES - 1, n_tiles, STAGES, PAGE)
         page_next = _gl_page(bt_row, start, i + STAGES, n_tiles, PAGE)
-        scl_after = _gl_scales(ks_ptr, bt_row, start, i + 2, n_tiles, end, rows, stride_sp, stride_ss, PAGE)
-        mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
-        acc = hopper.warpgroup_mma(kbuf.index(i % STAGES), q_smem.permute((1, 0)), zero, use_acc=False,
-                                   is_async=True)
-        acc = hopper.warpgroup_mma_wait(0, deps=[acc])
-        sc = gl.sum(gl.maximum(acc, 0.0) * w[None, :], axis=1) * scl
+        scl_after = _gl_scales(ks_ptr, bt_row, start, i + 2, n_tiles, end, rows, stride_sp, stride_ss, PAGE, MX)
+        if MX:
+            async_copy.wait_group(STAGES - 1)  # this thread's copies of tile i
+            cta_barrier()  # everyone's
+            slot = i % STAGES
+            a0 = _gl_mx_operand(kb0.index(slot), CL, AL)
+            d0 = hopper.warpgroup_mma(a0, q_smem.index(0).permute((1, 0)), zero, use_acc=False, is_async=True)
+            a1 = _gl_mx_operand(kb1.index(slot), CL, AL)
+            d1 = hopper.warpgroup_mma(a1, q_smem.index(1).permute((1, 0)), zero, use_acc=False, is_async=True)
+            a2 = _gl_mx_operand(kb2.index(slot), CL, AL)
+            d2 = hopper.warpgroup_mma(a2, q_smem.index(2).permute((1, 0)), zero, use_acc=False, is_async=True)
+            a3 = _gl_mx_operand(kb3.index(slot), CL, AL)
+            d3 = hopper.warpgroup_mma(a3, q_smem.index(3).permute((1, 0)), zero, use_acc=False, is_async=True)
+            d0, d1, d2, d3 = hopper.warpgroup_mma_wait(0, deps=[d0, d1, d2, d3])
+            acc = d0 * _gl_ue8m0_x64(scl & 0xFF)[:, None] + d1 * _gl_ue8m0_x64((scl >> 8) & 0xFF)[:, None]
+            acc += d2 * _gl_ue8m0_x64((scl >> 16) & 0xFF)[:, None] + d3 * _gl_ue8m0_x64((scl >> 24) & 0xFF)[:, None]
+            sc = gl.sum(gl.maximum(acc, 0.0) * w[None, :], axis=1)
+        else:
+            mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
+            acc = hopper.warpgroup_mma(kbuf.index(i % STAGES), q_smem.permute((1, 0)), zero, use_acc=False,
+                                       is_async=True)
+            acc = hopper.warpgroup_mma_wait(0, deps=[acc])
+            sc = gl.sum(gl.maximum(acc, 0.0) * w[None, :], axis=1) * scl
         n0 = start + i * BLOCK_N
         key = n0 + rows
         vis = key < end
@@ -1860,17 +1979,19 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
                 _LOGGED.add(why)
                 log.info("%s; the Triton scoring kernel runs instead", why)
     if gluon:
+        mx = k_format == "mxfp4"  # the code cache itself (cp.async), fp8 keys a TMA descriptor of their rows
         score = (_gl_score_kernel, (B, S), dict(
-            q_ptr=q, w_ptr=weights, k_desc=TensorDescriptor.from_tensor(
+            q_ptr=q, w_ptr=weights, k_src=k_cache if mx else TensorDescriptor.from_tensor(
                 k_cache.view(-1, D), [GL_SCORE_BLOCK_N, D],
                 gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=8, rank=2)),
+            stride_kp=k_cache.stride(0), stride_ks=k_cache.stride(1),
             ks_ptr=k_scales, bt_ptr=block_table, seqlen_ptr=seq_lens, logits_ptr=logits, rs_ptr=bufs["rs"],
             gmax_ptr=bufs["gmax"], H=H, max_len=block_table.shape[1] * page, stride_qb=q.stride(0),
             stride_qh=q.stride(2), stride_wb=weights.stride(0), stride_sp=k_scales.stride(0),
             stride_ss=k_scales.stride(1), stride_btb=block_table.stride(0), stride_lb=logits.stride(0),
             stride_gm=bufs["gmax"].stride(0), HP=hp, PAGE=page, NUM_SPLITS=S, STAGES=int(config["num_stages"]),
             ZERO_RS=radix or bound, RS=int(_RS.value), GMAX=bound, BOUND_GROUP=GB if bound else GL_SCORE_BLOCK_N,
-            num_warps=4, num_stages=1))
+            MX=mx, num_warps=4, num_stages=1))
         if "maxnreg" in score_args:
             score[2]["maxnreg"] = score_args["maxnreg"]
     else:

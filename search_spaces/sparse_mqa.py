@@ -48,9 +48,9 @@ SPACE = Space(
     SCORE_MAXNREG=Choice((0, 96), absent=0),  # scoring kernel register cap (0: none): at 96, five programs an
                                   # SM fit (fp8 keys: 110 registers otherwise, four); H200 run 80, dsv32 512K
                                   # scoring B=1 29.6 -> 26.7 us (640 splits), B=32 615 -> 569 (20 splits)
-    SCORE_GLUON=Bool(absent=False),  # fp8 keys, next_n 1, radix / bound, sm_90: the Gluon scoring kernel
-                                  # (sparse_mqa._gl_score_kernel: explicit layouts, TMA key tiles into an
-                                  # mbarrier ring); num_stages is the ring's depth
+    SCORE_GLUON=Bool(absent=False),  # next_n 1, radix / bound, sm_90: the Gluon scoring kernel
+                                  # (sparse_mqa._gl_score_kernel: explicit layouts, fp8 key tiles by TMA into
+                                  # an mbarrier ring, mxfp4 codes by cp.async); num_stages is the ring's depth
     num_warps=Pow2(4, 8),
     num_stages=Choice((1, 2, 3, 4, 5, 7, 9)),  # scoring pipeline depth: one key tile in flight a program up
                                   # to 4, two at 5, three at 7, four at 9 (the block-table load takes stages;
@@ -80,8 +80,8 @@ def smem_estimate(config: dict[str, Any], workload: Workload) -> int:
     bn, ns = config["BLOCK_N"], config["num_stages"]
     qr = triton.next_power_of_2(w.next_n) * triton.next_power_of_2(prof["heads"])
     key_bytes = D_INDEX // 2 if prof["k_format"] == "mxfp4" and config["MX_FP8_DOT"] else D_INDEX
-    if config.get("SCORE_GLUON", False):
-        return 1024 + qr * D_INDEX + ns * bn * D_INDEX  # q once, the ring of key tiles, the group max's scratch
+    if config.get("SCORE_GLUON", False):  # q once, the ring of key tiles (mxfp4: codes), the group max's scratch
+        return 1024 + qr * D_INDEX + ns * bn * (D_INDEX // 2 if prof["k_format"] == "mxfp4" else D_INDEX)
     return 1024 + qr * D_INDEX * (2 if bn < 64 else 1) + ns * bn * key_bytes
 
 
@@ -151,9 +151,11 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
     if c["TOPK_ALGO"] not in ("radix", "bound"):
         c["LAUNCH_PDL"] = False  # the merge and row paths' launches have no _pdl_enter
     if c.get("SCORE_GLUON", False) and not _gluon_scoring_applies(c, w):
-        c["SCORE_GLUON"] = False  # fp8 keys, one token, BLOCK_N 64, 4 warps, 2+ stages, sm_90 only
+        c["SCORE_GLUON"] = False  # one token, BLOCK_N 64, 4 warps, 2+ stages, sm_90 only
     if c.get("SCORE_GLUON", False):
-        c["SCORE_MAXNREG"] = 0  # the Gluon kernel takes ~72 registers: a cap of 96 changes nothing
+        c["SCORE_MAXNREG"] = 0  # the Gluon kernel takes ~72-117 registers: a cap changes nothing
+        if PROFILES[w.profile]["k_format"] == "mxfp4":
+            c["MX_FP8_DOT"] = c["MX_WORD_DECODE"] = True  # the Gluon kernel's own decode (FP8 MMA, words)
     return c
 
 

@@ -1220,7 +1220,7 @@ def test_gluon_scoring_refused_where_it_cannot_run(device):
         assert err(cfg) is None and err(dict(cfg, TOPK_ALGO="radix")) is None
         assert err(cfg, k=0, logits=True) is None and err(dict(cfg, TOPK_ALGO="merge"), k=0, logits=True) is None
         assert "neither indices nor logits" in err(cfg, k=0)
-        assert "fp8 keys for one query token" in err(cfg, fmt="mxfp4") and "next_n=2" in err(cfg, t=2)
+        assert err(cfg, fmt="mxfp4") is None and "one query token" in err(cfg, t=2) and "next_n=2" in err(cfg, t=2)
         assert "BLOCK_N=64" in err(dict(cfg, BLOCK_N=32)) and "BLOCK_N=64" in err(cfg, page=32)
         assert "num_warps=4" in err(dict(cfg, num_warps=8)) and "num_stages >= 2" in err(dict(cfg, num_stages=1))
         assert "at most 128 heads" in err(cfg, h=129) and err(cfg, h=128) is None
@@ -1246,9 +1246,10 @@ def test_gluon_scoring_strided_cache_falls_back(device, monkeypatch):
 
 
 def test_gluon_scoring_in_the_search_space(monkeypatch):
-    """SCORE_GLUON is drawn only where it runs: fp8 keys, one token, the radix / bound paths,
-    BLOCK_N 64, 4 warps, 2+ stages, an sm_90 target with Gluon (the launcher's own test,
-    ``score_gluon_error``, patched here through the template's names); it pins SCORE_MAXNREG."""
+    """SCORE_GLUON is drawn only where it runs: one token, the radix / bound paths, BLOCK_N 64,
+    4 warps, 2+ stages, an sm_90 target with Gluon (the launcher's own test,
+    ``score_gluon_error``, patched here through the template's names); it pins SCORE_MAXNREG,
+    and for mxfp4 keys the Triton kernel's decode knobs (the Gluon kernel has its own)."""
     w = M.Workload(1, 524288, 1, "dsv32")
     cfg = dict(M.bound_config(w), BLOCK_N=64, num_warps=4, num_stages=4, SCORE_MAXNREG=0, SCORE_GLUON=True)
     monkeypatch.setattr(M, "target_cc", lambda: 0)  # no GPU (or the interpreter), whatever runs the test
@@ -1260,10 +1261,15 @@ def test_gluon_scoring_in_the_search_space(monkeypatch):
     assert not S.constraints(dict(cfg, SCORE_MAXNREG=96), w), "no register cap with the Gluon kernel"
     assert not S.constraints(dict(cfg, num_warps=8), w) and not S.constraints(dict(cfg, num_stages=1), w)
     assert not S.constraints(dict(cfg, BLOCK_N=128), w)
-    for other in (M.Workload(1, 524288, 2, "dsv32"), M.Workload(1, 524288, 1, "dsv41-flash")):
-        assert S.canonical(dict(cfg, **{k: v for k, v in M.bound_config(other).items() if k not in cfg}),
-                           other)["SCORE_GLUON"] is False
+    two = M.Workload(1, 524288, 2, "dsv32")
+    assert S.canonical(dict(cfg, **{k: v for k, v in M.bound_config(two).items() if k not in cfg}),
+                       two)["SCORE_GLUON"] is False
+    mx = M.Workload(1, 524288, 1, "dsv41-flash")
+    cmx = dict(cfg, MX_FP8_DOT=True, MX_WORD_DECODE=True)
+    assert S.canonical(dict(cfg, MX_FP8_DOT=False, MX_WORD_DECODE=False), mx) == cmx and S.constraints(cmx, mx)
+    assert not S.constraints(dict(cmx, MX_WORD_DECODE=False), mx), "the Gluon kernel ignores the decode knobs"
     assert S.smem_estimate(cfg, w) == 1024 + 64 * 128 + 4 * 64 * 128
+    assert S.smem_estimate(cmx, mx) == 1024 + 32 * 128 + 4 * 64 * 64
     monkeypatch.setattr(M, "target_cc", lambda: 100)
     assert not S.constraints(cfg, w), "wgmma is sm_90 only"
     assert S.SPACE.complete({k: v for k, v in M.bound_config(w).items() if k != "SCORE_GLUON"})["SCORE_GLUON"] is False
@@ -1323,19 +1329,71 @@ def test_gluon_scoring_lowers_for_sm90():
     assert [x[6] for x in res] == [True, False, False]
 
 
+_GL_LOWER_MX = r"""
+import json, os, re, subprocess, tempfile, triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from kernel_templates import sparse_mqa as M
+from tuner.runtime.env import assume_target
+BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+res = []
+for b, algo, stages in ((32, "radix", 4), (1, "bound", 3)):
+    w = M.Workload(b, 524288, 1, "dsv41-flash")
+    cfg = dict(M.bound_config(w) if algo == "bound" else M.radix_config(w), BLOCK_N=64, num_warps=4,
+               num_stages=stages, SCORE_MAXNREG=0, SCORE_GLUON=True)
+    with assume_target(90):
+        fn, _grid, args = M._plan_for(w, cfg)[0]
+    sig, cx = M.lowering.signature(fn, args)
+    k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=cx, attrs=sig.attrs),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 1})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(k.asm["cubin"])
+        f.flush()
+        use = subprocess.run([BIN, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    ptx = k.asm["ptx"]
+    loop = ptx[ptx.index("Inner Loop Header"):]
+    res.append([fn.__name__, algo, cx["MX"], *(int(re.search(rf"{x}:(\d+)", use).group(1)) for x in ("REG", "STACK")),
+                len(re.findall(r"wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3", loop)),
+                len(re.findall(r"cp\.async\.ca\.shared\.global", loop)), "cp.async.bulk" in ptx,
+                len(re.findall(r"ldmatrix", loop)), ptx.count("fence.proxy.async"), k.metadata.shared, stages])
+print(json.dumps(res))
+"""
+
+
+def test_gluon_mx_scoring_lowers_for_sm90():
+    """The Gluon scoring kernel's mxfp4 form compiles for sm_90 (a clean process): in its loop
+    four FP8 wgmma m64n32k32 a tile (one a scale block, 32 heads on N) with register A
+    operands, the codes by cp.async (four copies a tile, no TMA) and read by ldmatrix, no
+    proxy fence (one before the loop: q), no local memory, shared memory the q blocks + the
+    code ring + scratch."""
+    res = run_clean(_GL_LOWER_MX)
+    assert [(x[0], x[1], x[2]) for x in res] == [("_gl_score_kernel", "radix", True),
+                                                ("_gl_score_kernel", "bound", True)]
+    for name, algo, mx, reg, stack, n_wgmma, n_copy, bulk, n_ldm, fences, shared, stages in res:
+        assert stack == 0 and reg <= 168, (algo, reg, stack)
+        assert n_wgmma == 4 and n_copy == 4 and not bulk and n_ldm >= 4, (algo, n_wgmma, n_copy, bulk, n_ldm)
+        assert fences == 1, "one proxy fence (q's stores), none in the loop"
+        assert 32 * 128 + stages * 64 * 64 <= shared <= 32 * 128 + stages * 64 * 64 + 4096, (algo, shared)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("path", ["bound", "radix", "scores"])
 def test_gpu_gluon_scoring(path, device):
-    """SCORE_GLUON (the Gluon scoring kernel, fp8 keys, one token) on the GPU: its logits equal
-    the Triton scoring kernel's (the same wgmma products; the head sum may round in another
-    order) and are -inf past each row's keys; the indices are exactly the top-k of its own
-    logits, the same call after call and with PDL, and valid against the reference. Full 512K
-    rows and ragged ones (tiles cut by the row's end, rows shorter than a split, an empty
-    row), 64 / 40 / 16 heads (40: padded query rows), ring depths 2-5, bound groups 16-64."""
+    """SCORE_GLUON (the Gluon scoring kernel, one token) on the GPU, fp8 and mxfp4 keys: its
+    logits equal the Triton scoring kernel's (the same wgmma products; the head sum may round
+    in another order) and are -inf past each row's keys; the indices are exactly the top-k of
+    its own logits, the same call after call and with PDL, and valid against the reference.
+    Full 512K rows and ragged ones (tiles cut by the row's end, rows shorter than a split, an
+    empty row), 64 / 40 / 32 / 20 / 16 heads (40, 20: padded query rows), ring depths 2-5,
+    bound groups 16-64."""
     cases = [(M.Workload(1, 524288, 1, "dsv32"), [524288], 64, {}),
              (M.Workload(4, 131072, 1, "dsv32"), [100001, 300, 64 * 7 + 5, 0], 40, {"num_stages": 2}),
              (M.Workload(3, 32768, 1, "dsv32"), [32768, 2049, 16383], 16, {"num_stages": 3, "BOUND_GROUP": 16}),
-             (M.Workload(2, 65536, 1, "dsv32"), [65536, 40000], 64, {"NUM_SPLITS": 7, "BOUND_GROUP": 32})]
+             (M.Workload(2, 65536, 1, "dsv32"), [65536, 40000], 64, {"NUM_SPLITS": 7, "BOUND_GROUP": 32}),
+             (M.Workload(1, 524288, 1, "dsv41-flash"), [524288], 32, {}),
+             (M.Workload(4, 131072, 1, "dsv41-flash"), [100001, 300, 64 * 7 + 5, 0], 20, {"num_stages": 2}),
+             (M.Workload(2, 65536, 1, "dsv41-flash"), [65536, 40000], 32,
+              {"NUM_SPLITS": 7, "BOUND_GROUP": 32, "num_stages": 3})]
     for w, lens, h, over in cases:
         inp = _heads(M.make_inputs(w, device, 0), h)
         inp["seq_lens"] = torch.tensor(lens, dtype=torch.int32, device=device)
@@ -1379,7 +1437,7 @@ def _group_maxima(inp: dict, config: dict) -> torch.Tensor:
     top_k = inp["top_k"]
     bufs = M._buffers(B, T, max_len, top_k, False, config, q.device)
     for kern, grid, args in M._plan(q, inp["weights"], k_cache, inp["k_scales"], inp["block_table"], inp["seq_lens"],
-                                    top_k, "fp8", False, config, bufs):
+                                    top_k, inp["k_format"], False, config, bufs):
         kern[grid](**args)
     return bufs["gmax"].clone()
 
