@@ -2405,10 +2405,12 @@ def radix_config(workload: Workload) -> dict[str, Any]:
     splits = default_radix_splits(w, tb)
     if fused:
         splits = min(splits, radix_fused_cap(rows))
-    # SCORE_GLUON on Hopper for fp8 keys and one token: the Gluon scoring kernel, H200 run 83
-    # (CUPTI, scoring launch us, Triton pack config -> Gluon): dsv32 B=1 512K 26.8 -> 26.5 (3
-    # stages; 26.3 at 2, 27.6 at 4, 33.0 at 6), B=1 128K 10.7 -> 9.9 (3), B=32 512K 567.7 -> 554.6 (4)
-    gluon = gluon_on_hopper() and not mx and w.next_n == 1
+    # SCORE_GLUON on Hopper for one token: the Gluon scoring kernel, H200 run 83 (CUPTI, scoring
+    # launch us, Triton pack config -> Gluon): dsv32 B=1 512K 26.8 -> 26.5 (3 stages; 26.3 at 2,
+    # 27.6 at 4, 33.0 at 6), B=1 128K 10.7 -> 9.9 (3), B=32 512K 567.7 -> 554.6 (4); mxfp4 keys
+    # (run 128, scoring alone, pack -> Gluon with 3 stages): dsv41-flash B=1 512K 33.9 -> 26.3,
+    # B=32 128K 166.1 -> 158.6, 512K 613.1 -> 599.9; its re-tune took it at 5 of 6 entries (3 stages)
+    gluon = gluon_on_hopper() and w.next_n == 1
     return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024,
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
             "TOPK_BLOCK": tb, "RADIX_FUSED": fused, "BOUND_GROUP": 64, "BOUND_FUSED": False, "RANK_STEP": 2048,
@@ -2416,7 +2418,7 @@ def radix_config(workload: Workload) -> dict[str, Any]:
             "TOPK_SPLITS": splits, "RANK_BLOCK": 64 if chunked else rank_block,
             "PLACE_SORT": False, "PLACE_CHUNK": min(PLACE_CHUNK_DEFAULT, next_power_of_2(k) // 4) if chunked else 0,
             "RADIX_FIRST": "sampled" if rows >= RADIX_SAMPLED_ROWS and w.context >= RADIX_SAMPLED_CONTEXT else "byte",
-            "num_warps": 4, "num_stages": (3 if rows == 1 else 4) if gluon else RADIX_SCORE_STAGES}
+            "num_warps": 4, "num_stages": (3 if rows == 1 or mx else 4) if gluon else RADIX_SCORE_STAGES}
 
 
 def bound_config(workload: Workload) -> dict[str, Any]:

@@ -440,8 +440,13 @@ def test_f16_words_decode_every_code_and_scale(device):
 @pytest.mark.gpu
 @pytest.mark.parametrize("kv_dtype", ["nvfp4", "fp8", "bf16"])
 def test_gpu_default_configs(kv_dtype, device):
-    for mode in ("dense", "sparse"):
-        w = A.Workload(4, 8192, 64, kv_dtype, mode)
+    """The defaults on the GPU, dense and sparse; for nvfp4 also B = 8 32K at 64 heads, the
+    warp-specialised kernel with GL_WS_A on Hopper (``_gl_ws_default``)."""
+    shapes = [(4, 8192, mode) for mode in ("dense", "sparse")]
+    if kv_dtype == "nvfp4":
+        shapes.append((8, 32768, "dense"))
+    for b, n, mode in shapes:
+        w = A.Workload(b, n, 64, kv_dtype, mode)
         inp = A.make_inputs(w, device, 0)
         A.verify(A.launch(config=A.default_config(w), **inp), A.reference(**inp), inp)
 

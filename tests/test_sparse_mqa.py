@@ -770,16 +770,15 @@ def _run_ptx(asm: str, x: int) -> tuple[int, int]:
 
 
 def test_word_decode_asm_matches_the_bytewise_decode():
-    """MX_WORD_DECODE's inline PTX (GPU only; the interpreter runs the bytewise fallback),
-    read from the kernel source and run on 32-bit words: each byte's low / high nibble
-    becomes the E4M3 bits of ``_e2m1x2_to_e4m3_scaled`` (value * 2^-6), whatever its
-    neighbours (every byte value in every position); the q column order matches the operand."""
+    """MX_WORD_DECODE's inline PTX (GPU only; the interpreter runs the bytewise fallback; the
+    Gluon scoring kernel's mxfp4 decode runs it too), run on 32-bit words: each byte's low /
+    high nibble becomes the E4M3 bits of ``_e2m1x2_to_e4m3_scaled`` (value * 2^-6), whatever
+    its neighbours (every byte value in every position); the q column order matches the operand."""
     import inspect
-    import re
 
-    src = inspect.getsource(M._e2m1_lo_hi_to_e4m3.fn)
-    asm = "".join(re.findall(r'"([^"]*)"', src.split("inline_asm_elementwise(")[1].split('"=r,=r,r"')[0]))
-    asm = asm.replace("\\n", "\n")
+    assert "_E2M1_LO_HI_ASM" in inspect.getsource(M._e2m1_lo_hi_to_e4m3.fn)
+    assert "_E2M1_LO_HI_ASM" in inspect.getsource(M._gl_mx_operand.fn)
+    asm = M._E2M1_LO_HI_ASM.value
 
     def lo_ref(p):
         return ((p & 0x7) << 2) | ((p & 0x8) << 4)
@@ -1065,6 +1064,22 @@ for wl, cfg in ((wl, cfg) for wl in WORKLOADS for cfg in configs(wl)):
                                                                    "TOPK_ALGO", "RADIX_FIRST", "MODE", "GRID_SYNC")})
 print(json.dumps(list(seen.values())))
 """
+
+
+def test_gluon_defaults_on_hopper(monkeypatch):
+    """On an sm_90 GPU with Gluon the radix / bound defaults of one query token score with
+    ``SCORE_GLUON`` for both key formats (run 128 for mxfp4: 3 stages), next_n 2 and the row
+    path with the Triton kernel; every default inside the space and its constraints."""
+    monkeypatch.setattr(M, "gluon_on_hopper", lambda: True)
+    monkeypatch.setattr(M, "target_cc", lambda: 90)
+    monkeypatch.setattr(M, "gluon_available", lambda **_: True)
+    for w in S.WORKLOADS:
+        c = M.default_config(w)
+        assert S.SPACE.contains(c) and S.constraints(c, w), (w, c)
+        assert c["SCORE_GLUON"] == (w.next_n == 1 and c["TOPK_ALGO"] in ("radix", "bound")), (w, c)
+    for prof, stages in (("dsv32", 4), ("dsv41-flash", 3)):
+        c = M.default_config(M.Workload(32, 524288, 1, prof))
+        assert (c["SCORE_GLUON"], c["BLOCK_N"], c["num_warps"], c["num_stages"]) == (True, 64, 4, stages), prof
 
 
 def test_default_configs_fit_sm90():
