@@ -1263,8 +1263,8 @@ def test_gluon_scoring_strided_cache_falls_back(device, monkeypatch):
 def test_gluon_scoring_in_the_search_space(monkeypatch):
     """SCORE_GLUON is drawn only where it runs: one token, the radix / bound paths, BLOCK_N 64,
     4 warps, 2+ stages, an sm_90 target with Gluon (the launcher's own test,
-    ``score_gluon_error``, patched here through the template's names); it pins SCORE_MAXNREG,
-    and for mxfp4 keys the Triton kernel's decode knobs (the Gluon kernel has its own)."""
+    ``score_gluon_error``, patched here through the template's names); for fp8 keys it pins
+    SCORE_MAXNREG, for mxfp4 keys the Triton kernel's decode knobs (the Gluon kernel has its own)."""
     w = M.Workload(1, 524288, 1, "dsv32")
     cfg = dict(M.bound_config(w), BLOCK_N=64, num_warps=4, num_stages=4, SCORE_MAXNREG=0, SCORE_GLUON=True)
     monkeypatch.setattr(M, "target_cc", lambda: 0)  # no GPU (or the interpreter), whatever runs the test
@@ -1283,6 +1283,7 @@ def test_gluon_scoring_in_the_search_space(monkeypatch):
     cmx = dict(cfg, MX_FP8_DOT=True, MX_WORD_DECODE=True)
     assert S.canonical(dict(cfg, MX_FP8_DOT=False, MX_WORD_DECODE=False), mx) == cmx and S.constraints(cmx, mx)
     assert not S.constraints(dict(cmx, MX_WORD_DECODE=False), mx), "the Gluon kernel ignores the decode knobs"
+    assert S.constraints(dict(cmx, SCORE_MAXNREG=96), mx), "mxfp4: a register cap for five programs an SM"
     assert S.smem_estimate(cfg, w) == 1024 + 64 * 128 + 4 * 64 * 128
     assert S.smem_estimate(cmx, mx) == 1024 + 32 * 128 + 4 * 64 * 64
     monkeypatch.setattr(M, "target_cc", lambda: 100)
