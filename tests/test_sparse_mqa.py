@@ -1291,13 +1291,32 @@ def test_gluon_scoring_in_the_search_space(monkeypatch):
     assert S.SPACE.complete({k: v for k, v in M.bound_config(w).items() if k != "SCORE_GLUON"})["SCORE_GLUON"] is False
 
 
-_GL_LOWER = r"""
+# the sm_90 compile of a config's scoring launch, shared by the lowering scripts below: the
+# compiled kernel, its name, constexprs and registers / stack (cuobjdump)
+_GL_COMPILE = r"""
 import json, os, re, subprocess, tempfile, triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
 from kernel_templates import sparse_mqa as M
 from tuner.runtime.env import assume_target
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+
+
+def compile_scoring(w, cfg):
+    with assume_target(90):  # as `tune lower --target sm_90` plans (no GPU here)
+        fn, _grid, args = M._plan_for(w, cfg)[0]
+    sig, cx = M.lowering.signature(fn, args)
+    k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=cx, attrs=sig.attrs),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 1})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(k.asm["cubin"])
+        f.flush()
+        use = subprocess.run([BIN, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    reg, stack = (int(re.search(rf"{x}:(\d+)", use).group(1)) for x in ("REG", "STACK"))
+    return k, fn.__name__, cx, reg, stack
+"""
+
+_GL_LOWER = _GL_COMPILE + r"""
 res = []
 for b, ctx, algo, over in ((1, 524288, "bound", {"LAUNCH_PDL": True}), (32, 524288, "radix", {"LAUNCH_PDL": False}),
                            (1, 131072, "bound", {"BOUND_GROUP": 16, "num_stages": 2, "LAUNCH_PDL": False})):
@@ -1305,19 +1324,9 @@ for b, ctx, algo, over in ((1, 524288, "bound", {"LAUNCH_PDL": True}), (32, 5242
     cfg = dict(M.bound_config(w) if algo == "bound" else M.radix_config(w), BLOCK_N=64, num_warps=4, num_stages=5,
                SCORE_MAXNREG=0, SCORE_GLUON=True)
     cfg.update(over)
-    with assume_target(90):  # as `tune lower --target sm_90` plans (no GPU here)
-        fn, _grid, args = M._plan_for(w, cfg)[0]
-    sig, cx = M.lowering.signature(fn, args)
-    attrs = sig.attrs
-    k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=cx, attrs=attrs),
-                       target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 1})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(k.asm["cubin"])
-        f.flush()
-        use = subprocess.run([BIN, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    k, name, cx, reg, stack = compile_scoring(w, cfg)
     ptx = k.asm["ptx"]
-    reg, stack = (int(re.search(rf"{k}:(\d+)", use).group(1)) for k in ("REG", "STACK"))
-    res.append([fn.__name__, algo, reg, stack,
+    res.append([name, algo, reg, stack,
                 len(re.findall(r"wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3", ptx)),
                 len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared", ptx)),
                 "griddepcontrol.launch_dependents" in ptx, k.metadata.shared, cx["STAGES"],
@@ -1345,30 +1354,16 @@ def test_gluon_scoring_lowers_for_sm90():
     assert [x[6] for x in res] == [True, False, False]
 
 
-_GL_LOWER_MX = r"""
-import json, os, re, subprocess, tempfile, triton
-from triton.backends.compiler import GPUTarget
-from triton.experimental.gluon._runtime import GluonASTSource
-from kernel_templates import sparse_mqa as M
-from tuner.runtime.env import assume_target
-BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+_GL_LOWER_MX = _GL_COMPILE + r"""
 res = []
 for b, algo, stages in ((32, "radix", 4), (1, "bound", 3)):
     w = M.Workload(b, 524288, 1, "dsv41-flash")
     cfg = dict(M.bound_config(w) if algo == "bound" else M.radix_config(w), BLOCK_N=64, num_warps=4,
                num_stages=stages, SCORE_MAXNREG=0, SCORE_GLUON=True)
-    with assume_target(90):
-        fn, _grid, args = M._plan_for(w, cfg)[0]
-    sig, cx = M.lowering.signature(fn, args)
-    k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=cx, attrs=sig.attrs),
-                       target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 1})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(k.asm["cubin"])
-        f.flush()
-        use = subprocess.run([BIN, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    k, name, cx, reg, stack = compile_scoring(w, cfg)
     ptx = k.asm["ptx"]
     loop = ptx[ptx.index("Inner Loop Header"):]
-    res.append([fn.__name__, algo, cx["MX"], *(int(re.search(rf"{x}:(\d+)", use).group(1)) for x in ("REG", "STACK")),
+    res.append([name, algo, cx["MX"], reg, stack,
                 len(re.findall(r"wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3", loop)),
                 len(re.findall(r"cp\.async\.ca\.shared\.global", loop)), "cp.async.bulk" in ptx,
                 len(re.findall(r"ldmatrix", loop)), ptx.count("fence.proxy.async"), k.metadata.shared, stages])
