@@ -340,18 +340,33 @@ def _epilogue(m3, gram, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t, mask_t,
 
 
 @triton.jit
+def _u_tile(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d0, D, stride_st, stride_ss, stride_ut,
+            BLOCK_D: tl.constexpr):
+    """u[t, d] = (sum_i pre_i X_i[d]) * urms * norm_w[d] over ``[d0, d0 + BLOCK_D)``."""
+    offs_d = d0 + tl.arange(0, BLOCK_D)
+    h = p0[:, None] * _load2(src_ptr, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
+    h += p1[:, None] * _load2(src_ptr + stride_ss, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
+    h += p2[:, None] * _load2(src_ptr + 2 * stride_ss, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
+    h += p3[:, None] * _load2(src_ptr + 3 * stride_ss, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
+    w = tl.load(w_ptr + offs_d, mask=offs_d < D, other=0.0).to(tl.float32)
+    tl.store(u_ptr + offs_t[:, None] * stride_ut + offs_d[None, :], _to_bf16(h * urms[:, None] * w[None, :]),
+             mask=mask_t[:, None] & (offs_d < D)[None, :])
+
+
+@triton.jit
 def _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, d_hi, D,
-            stride_st, stride_ss, stride_ut, BLOCK_D: tl.constexpr):
-    """u[t, d] = (sum_i pre_i X_i[d]) * urms * norm_w[d] over [d_lo, d_hi)."""
-    for d0 in range(d_lo, d_hi, BLOCK_D):
-        offs_d = d0 + tl.arange(0, BLOCK_D)
-        h = p0[:, None] * _load2(src_ptr, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
-        h += p1[:, None] * _load2(src_ptr + stride_ss, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
-        h += p2[:, None] * _load2(src_ptr + 2 * stride_ss, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
-        h += p3[:, None] * _load2(src_ptr + 3 * stride_ss, offs_t, mask_t, offs_d, D, stride_st, "evict_first")
-        w = tl.load(w_ptr + offs_d, mask=offs_d < D, other=0.0).to(tl.float32)
-        tl.store(u_ptr + offs_t[:, None] * stride_ut + offs_d[None, :], _to_bf16(h * urms[:, None] * w[None, :]),
-                 mask=mask_t[:, None] & (offs_d < D)[None, :])
+            stride_st, stride_ss, stride_ut, BLOCK_D: tl.constexpr, REVERSE: tl.constexpr = False):
+    """u over [d_lo, d_hi) in ``BLOCK_D`` tiles (``_u_tile``) from ``d_lo`` up, or with
+    ``REVERSE`` from the last tile down."""
+    if REVERSE:
+        n_tiles = tl.cdiv(d_hi - d_lo, BLOCK_D)
+        for i in range(n_tiles):
+            _u_tile(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo + (n_tiles - 1 - i) * BLOCK_D,
+                    D, stride_st, stride_ss, stride_ut, BLOCK_D)
+    else:
+        for d0 in range(d_lo, d_hi, BLOCK_D):
+            _u_tile(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d0, D, stride_st, stride_ss,
+                    stride_ut, BLOCK_D)
 
 
 @triton.jit
@@ -563,8 +578,11 @@ def _mhc_finish_kernel(pmix_ptr, pgram_ptr, src_ptr, scale_ptr, base_ptr, w_ptr,
     p0, p1, p2, p3, urms = _combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, offs_t, mask_t,
                                     T, D, eps, n_iters, pid_k == 0, BLOCK_T, SPLIT_K)
     d_lo = pid_k * chunk
+    # each chunk's columns from the top down: the mix launch's programs (the same column
+    # ranges at SPLIT_K 2-4, T 4096-8192) wrote theirs from the bottom up, with evict_last, so
+    # the last-written ones, the likeliest still in L2, are read first
     _u_pass(src_ptr, w_ptr, u_ptr, p0, p1, p2, p3, urms, offs_t, mask_t, d_lo, tl.minimum(d_lo + chunk, D), D,
-            stride_st, stride_ss, stride_ut, U_BLOCK_D)
+            stride_st, stride_ss, stride_ut, U_BLOCK_D, REVERSE=True)
 
 
 @triton.jit
