@@ -898,9 +898,6 @@ def _gl_score_kernel(q_ptr, w_ptr, k_src, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr
     n_tiles = gl.cdiv(gl.maximum(end - start, 0), BLOCK_N)
     bt_row = bt_ptr + b.to(gl.int64) * stride_btb
 
-    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for s in gl.static_range(STAGES):
-        mbarrier.init(bars.index(s), count=1)
     if MX:
         kb0 = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 16], KC)
         kb1 = gl.allocate_shared_memory(gl.uint8, [STAGES, BLOCK_N, 16], KC)
@@ -912,6 +909,9 @@ def _gl_score_kernel(q_ptr, w_ptr, k_src, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr
             _gl_cp_codes(k_src, kb0, kb1, kb2, kb3, coff, _gl_page(bt_row, start, j, n_tiles, PAGE), start, j,
                          n_tiles, stride_kp, stride_ks, STAGES, PAGE)
     else:
+        bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+        for s in gl.static_range(STAGES):
+            mbarrier.init(bars.index(s), count=1)
         kbuf = gl.allocate_shared_memory(gl.float8e4nv, [STAGES, BLOCK_N, D], KS)
         hopper.fence_async_shared()  # the barrier inits, before the TMA copies complete on them
         cta_barrier()
@@ -979,8 +979,9 @@ def _gl_score_kernel(q_ptr, w_ptr, k_src, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr
             gl.store(grow + gi, gl.max(xm, axis=0), mask=gi * BOUND_GROUP < end)
         scl = scl_next
         scl_next = scl_after
-    for s in gl.static_range(STAGES):
-        mbarrier.invalidate(bars.index(s))
+    if not MX:
+        for s in gl.static_range(STAGES):
+            mbarrier.invalidate(bars.index(s))
 
 
 @triton.jit
