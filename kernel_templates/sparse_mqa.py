@@ -813,13 +813,6 @@ def _gl_scales(ks_ptr, bt_row, start, j, n_tiles, end, rows, stride_sp, stride_s
 
 
 @gluon_jit
-def _gl_ue8m0_x64(c):
-    """int32 UE8M0 codes (0..255) -> fp32 2^(c - 127) * 64, as ``_ue8m0_x64``."""
-    bits = (gl.minimum(c, 249) + 6) << 23
-    return gl.where(c == 255, 0x7FC00000, bits).to(gl.float32, bitcast=True)
-
-
-@gluon_jit
 def _gl_mx_operand(buf, CL: gl.constexpr, AL: gl.constexpr):
     """One scale block of an mxfp4 key tile, ``buf [64, 16]`` code bytes in shared memory ->
     wgmma's register A operand ``[64, 32]`` FP8 (the E2M1 values * 2^-6, exactly) in the K
@@ -873,7 +866,7 @@ def _gl_score_kernel(q_ptr, w_ptr, k_src, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr
     if MX:
         hq = gl.arange(0, HP, layout=gl.SliceLayout(1, LQ))
         kq = gl.arange(0, 32, layout=gl.SliceLayout(0, LQ))
-        kcol = gl.where(kq < 16, 2 * kq, 2 * kq - 31)  # q column at K position kq (as _mx_q_perm)
+        kcol = _mx_q_perm(kq)  # q column at K position kq
         qrow = q_ptr + b.to(gl.int64) * stride_qb + hq[:, None] * stride_qh + kcol[None, :]
         qm = (hq < H)[:, None]
         qv0 = gl.load(qrow, mask=qm, other=0.0)
@@ -959,8 +952,8 @@ def _gl_score_kernel(q_ptr, w_ptr, k_src, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr
             a3 = _gl_mx_operand(kb3.index(slot), CL, AL)
             d3 = hopper.warpgroup_mma(a3, q_smem.index(3).permute((1, 0)), zero, use_acc=False, is_async=True)
             d0, d1, d2, d3 = hopper.warpgroup_mma_wait(0, deps=[d0, d1, d2, d3])
-            acc = d0 * _gl_ue8m0_x64(scl & 0xFF)[:, None] + d1 * _gl_ue8m0_x64((scl >> 8) & 0xFF)[:, None]
-            acc += d2 * _gl_ue8m0_x64((scl >> 16) & 0xFF)[:, None] + d3 * _gl_ue8m0_x64((scl >> 24) & 0xFF)[:, None]
+            acc = d0 * _ue8m0_x64(scl & 0xFF)[:, None] + d1 * _ue8m0_x64((scl >> 8) & 0xFF)[:, None]
+            acc += d2 * _ue8m0_x64((scl >> 16) & 0xFF)[:, None] + d3 * _ue8m0_x64((scl >> 24) & 0xFF)[:, None]
             sc = gl.sum(gl.maximum(acc, 0.0) * w[None, :], axis=1)
         else:
             mbarrier.wait(bars.index(i % STAGES), (i // STAGES) & 1)
