@@ -45,7 +45,7 @@ SPACE = Space(
                                   # launches (sm_90+), overlapping each launch with the end of the one before
     RADIX_FUSED=Bool(absent=False),  # radix: every pass in one launch, row barriers between them (only up
                                   # to RADIX_FUSED_MAX_ROWS rows; TOPK_SPLITS capped to one program an SM)
-    RADIX_TAIL=Choice((0, 4096, 8192), absent=0),  # radix: the steps after the digit-0 pick in one program a
+    RADIX_TAIL=Choice((0, 8192, 16384), absent=0),  # radix: the steps after the digit-0 pick in one program a
                                   # row, this many candidates held in registers (0: a launch a digit)
     SCORE_MAXNREG=Choice((0, 96), absent=0),  # scoring kernel register cap (0: none): at 96, five programs an
                                   # SM fit (fp8 keys: 110 registers otherwise, four); H200 run 80, dsv32 512K

@@ -186,13 +186,13 @@ TAIL_CASES = [
     # profile, next_n, seq_lens, top_k, config overrides: each first digit, rows shorter than
     # top_k (37, 5), next_n = 2, each placing; 256 keys held: longer candidate lists (byte's
     # bin, sampled's keys at or above the threshold) are counted in 256-key steps from memory
-    ("dsv32", 1, [300, 37, 130], 40, dict(BLOCK_N=32, NUM_SPLITS=4, RADIX_TAIL=256)),
+    ("dsv32", 1, [300, 37, 130], 40, dict(BLOCK_N=32, NUM_SPLITS=4, RADIX_TAIL=1024)),
     ("dsv32", 2, [900, 450], 33, dict(NUM_SPLITS=8, RADIX_FIRST="quarter", PLACE_CHUNK=16, RADIX_TAIL=1024)),
-    ("dsv32", 1, [1900, 37, 700], 40, dict(NUM_SPLITS=4, RADIX_FIRST="sampled", RADIX_TAIL=256)),
+    ("dsv32", 1, [1900, 37, 700], 40, dict(NUM_SPLITS=4, RADIX_FIRST="sampled", RADIX_TAIL=1024)),
     ("dsv41-flash", 2, [800, 200, 5], 60, dict(BLOCK_N=32, NUM_SPLITS=3, PLACE_CHUNK=32, RADIX_FIRST="sampled",
-                                               RADIX_TAIL=512)),
+                                               RADIX_TAIL=2048)),
     ("dsv41-flash", 2, [520, 33], 50, dict(BLOCK_N=32, NUM_SPLITS=3, PLACE_SORT=True, RADIX_FIRST="quarter",
-                                           RADIX_TAIL=256)),
+                                           RADIX_TAIL=1024)),
 ]
 
 
@@ -412,7 +412,7 @@ def test_radix_fine_first_digit_end_bins(scale, first, device):
     M.verify(idx, M.reference(**inp), inp)
 
 
-@pytest.mark.parametrize("fused, tail", [(False, 0), (True, 0), (False, 256)])
+@pytest.mark.parametrize("fused, tail", [(False, 0), (True, 0), (False, 1024)])
 def test_radix_sampled_threshold_fallback(fused, tail, device):
     """``RADIX_FIRST="sampled"`` with a sample that misleads: keys 0, 16, 32, ... (exactly
     the sampled ones) score ~100x the rest, so the threshold from the sample keeps ~22
@@ -469,8 +469,8 @@ def test_radix_fused_ties_at_the_kth_score(first, place, tie_max, device, monkey
     _check_radix_ties(dict(RADIX_FIRST=first, RADIX_FUSED=True, **PLACES[place]), device)
 
 
-@pytest.mark.parametrize("first, place, tie_max, tail", [("byte", "chunk", 4096, 256), ("quarter", "rank", 3, 1024),
-                                                         ("sampled", "rank", 4096, 256), ("sampled", "sort", 3, 512)])
+@pytest.mark.parametrize("first, place, tie_max, tail", [("byte", "chunk", 4096, 1024), ("quarter", "rank", 3, 1024),
+                                                         ("sampled", "rank", 4096, 1024), ("sampled", "sort", 3, 2048)])
 def test_radix_tail_ties_at_the_kth_score(first, place, tie_max, tail, device, monkeypatch):
     """``test_radix_ties_at_the_kth_score`` with ``RADIX_TAIL``: the tie list is every
     candidate at the k-th score's bits; all keys equal: every candidate ties (none selected)."""
