@@ -112,7 +112,6 @@ SMS = 132  # H200: the defaults' SM count (launches read the device's: _host.sm_
 # file), and the launch-a-pass B=1 512K ran ~6 us faster with 256 programs a row than with
 # 128 (H200 run 44); fused with 2 an SM is unmeasured.
 RADIX_FUSED_PER_SM = 1
-RADIX_TAIL_WARPS = 8  # RADIX_TAIL's one program a row: 16384 candidates held are 64 int32 order bits a thread
 MAX_TOPK = 4096  # the last merge level sorts next_pow2(top_k) 64-bit keys in registers
 # default_config: the row top-k up to this context for a top-k up to this size, radix otherwise
 # (search_spaces.sparse_mqa.ROW_MAX_CONTEXT: how far the tuner may take it)
@@ -1292,140 +1291,6 @@ def _radix_fused_digit(logits_ptr, seqlen_ptr, sel_ptr, ca_ptr, cb_ptr, rs_ptr, 
 
 
 @triton.jit
-def _tail_bits(src, o, n, BLOCK: tl.constexpr):
-    """The score order bits of the candidates ``[o, o + BLOCK)`` at ``src`` (``_order_key``s)
-    as int32 in signed order (bit 31 flipped); past ``n`` the least value, -2^31."""
-    offs = o + tl.arange(0, BLOCK)
-    k = tl.load(src + offs, mask=offs < n, other=0, cache_modifier=".cg")
-    return tl.where(offs < n, (k >> 31).to(tl.int32) ^ -2147483648, -2147483648)
-
-
-@triton.jit
-def _tail_lo_hi(b, o, n, lo, hi):
-    """``lo`` / ``hi`` widened to the least / largest bits of the block at ``o`` (``b``)."""
-    live = o + tl.arange(0, b.shape[0]) < n
-    return (tl.minimum(lo, tl.min(tl.where(live, b, 2147483647), 0)),
-            tl.maximum(hi, tl.max(tl.where(live, b, -2147483648), 0)))
-
-
-@triton.jit
-def _tail_range(src, n, b0, b1, b2, b3, BLOCK: tl.constexpr):
-    """Least and largest bits of the ``n`` candidates: four held blocks, the rest from memory."""
-    Q: tl.constexpr = b0.shape[0]
-    lo, hi = _tail_lo_hi(b0, 0, n, 2147483647, -2147483648)
-    lo, hi = _tail_lo_hi(b1, Q, n, lo, hi)
-    lo, hi = _tail_lo_hi(b2, 2 * Q, n, lo, hi)
-    lo, hi = _tail_lo_hi(b3, 3 * Q, n, lo, hi)
-    for o in range(4 * Q, n, BLOCK):
-        lo, hi = _tail_lo_hi(_tail_bits(src, o, n, BLOCK), o, n, lo, hi)
-    return lo, hi
-
-
-@triton.jit
-def _tail_count(src, n, b0, b1, b2, b3, t, BLOCK: tl.constexpr):
-    """How many of the ``n`` candidates have bits >= ``t`` (> -2^31: padding never counts).
-    A held block past ``n`` is skipped (the count's work follows the list's length)."""
-    Q: tl.constexpr = b0.shape[0]
-    acc = (b0 >= t).to(tl.int32)
-    if n > Q:
-        acc += (b1 >= t).to(tl.int32)
-    if n > 2 * Q:
-        acc += (b2 >= t).to(tl.int32)
-    if n > 3 * Q:
-        acc += (b3 >= t).to(tl.int32)
-    c = tl.sum(acc, 0)
-    for o in range(4 * Q, n, BLOCK):
-        c += tl.sum((_tail_bits(src, o, n, BLOCK) >= t).to(tl.int32), 0)
-    return c
-
-
-@triton.jit
-def _tail_split(src, o, n, b, kth, take_all, sel, n_sel, tie, n_tie):
-    """Append the block's candidates (bits ``b``) above the k-th score's bits ``kth`` (all of
-    them with ``take_all``) to the selected list and those at it to the tie list, their keys
-    read back from the candidate list; one program a row, so the slots come from a scan, no
-    atomics. Returns the lists' new lengths."""
-    offs = o + tl.arange(0, b.shape[0])
-    every = (tl.zeros_like(b) + take_all) != 0
-    up = (offs < n) & ((b > kth) | every)
-    at = (offs < n) & (b == kth) & (tl.zeros_like(b) + take_all == 0)
-    keys = tl.load(src + offs, mask=up | at, other=0, cache_modifier=".cg")
-    tl.store(sel + n_sel + tl.cumsum(up.to(tl.int32), 0) - 1, keys, mask=up)
-    tl.store(tie + n_tie + tl.cumsum(at.to(tl.int32), 0) - 1, keys, mask=at)
-    return n_sel + tl.sum(up.to(tl.int32), 0), n_tie + tl.sum(at.to(tl.int32), 0)
-
-
-@triton.jit
-def _radix_tail_kernel(logits_ptr, seqlen_ptr, sel_ptr, ca_ptr, tie_ptr, rs_ptr, top_k, max_len,
-                       stride_sel, stride_cand, stride_tie,
-                       NEXT_N: tl.constexpr, TOPK_BLOCK: tl.constexpr, RADIX_FIRST: tl.constexpr,
-                       TAIL: tl.constexpr, PDL: tl.constexpr = False):
-    """``RADIX_TAIL``: one program a row does every radix step after the digit-0 pick, in
-    one launch where the passes take one launch a digit (and, for "sampled", the fallback
-    and the exact quarter digit: seven launches in all). The candidate list (keys in or,
-    "sampled", at or above the digit-0 bin) is short by then (~2-5K keys at 128K-512K), so
-    the order bits of its first ``TAIL`` keys stay in registers (int32, four blocks, each
-    skipped past the list's end) and the k-th score's bits are found by bisection (counts
-    of candidates at or above a probe; candidates past ``TAIL`` are counted from memory,
-    exact at any length but slow). Then one pass writes the keys above the k-th score to
-    the selected list and those at it to the tie list, and the row state as the last
-    digit pass leaves it (selected count, tie count, keys still wanted), so the placing
-    launches are the same. "sampled": the fallback step first (``_radix_step`` MODE 3 with
-    this one program: a row whose sample kept fewer than k keys appends the rest). Keys past
-    the first ``TAIL`` are read ``TOPK_BLOCK`` at a time."""
-    _pdl_enter(PDL)
-    row = tl.program_id(0)
-    rs = rs_ptr + row * _RS
-    LEAD: tl.constexpr = 2 if RADIX_FIRST == "sampled" else (1 if RADIX_FIRST == "quarter" else 0)
-    LAST: tl.constexpr = 3 + LEAD
-    if LEAD == 2:
-        _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
-                    stride_sel, stride_cand, row, 0, NEXT_N, True, 0, 0, _CNT_C1, -1, TOPK_BLOCK, 1,
-                    RADIX_FIRST, 3, 0, True)
-        tl.debug_barrier()  # the fallback's appends (global) before any thread reads the list
-    n = tl.load(rs + _CNT_C1, cache_modifier=".cg")
-    if LEAD == 2:
-        n += tl.load(rs + _CNT_C1X, cache_modifier=".cg")
-    rem = tl.load(rs + _REM + 1, cache_modifier=".cg")
-    n_sel = tl.load(rs + _CNT_SEL, cache_modifier=".cg")
-    src = ca_ptr + row.to(tl.int64) * stride_cand
-    Q: tl.constexpr = TAIL // 4
-    b0 = _tail_bits(src, 0, n, Q)
-    b1 = _tail_bits(src, Q, n, Q)
-    b2 = _tail_bits(src, 2 * Q, n, Q)
-    b3 = _tail_bits(src, 3 * Q, n, Q)
-    lo, hi = _tail_range(src, n, b0, b1, b2, b3, TOPK_BLOCK)
-    # the k-th score's bits: the largest t with at least rem candidates at or above it, as
-    # count(>= lo) >= rem > count(>= hi + 1) narrows; fewer candidates than rem: all taken
-    take_all = (n < rem).to(tl.int32)
-    lo64 = lo.to(tl.int64)
-    hi64 = tl.where(take_all != 0, lo64, hi.to(tl.int64) + 1)
-    while hi64 - lo64 > 1:
-        mid = lo64 + (hi64 - lo64) // 2
-        if _tail_count(src, n, b0, b1, b2, b3, mid.to(tl.int32), TOPK_BLOCK) >= rem:
-            lo64 = mid
-        else:
-            hi64 = mid
-    kth = lo64.to(tl.int32)
-    sel = sel_ptr + row.to(tl.int64) * stride_sel
-    tie = tie_ptr + row.to(tl.int64) * stride_tie
-    n_sel0 = n_sel
-    n_sel, n_tie = _tail_split(src, 0, n, b0, kth, take_all, sel, n_sel, tie, 0)
-    if n > Q:
-        n_sel, n_tie = _tail_split(src, Q, n, b1, kth, take_all, sel, n_sel, tie, n_tie)
-    if n > 2 * Q:
-        n_sel, n_tie = _tail_split(src, 2 * Q, n, b2, kth, take_all, sel, n_sel, tie, n_tie)
-    if n > 3 * Q:
-        n_sel, n_tie = _tail_split(src, 3 * Q, n, b3, kth, take_all, sel, n_sel, tie, n_tie)
-    for o in range(4 * Q, n, TOPK_BLOCK):
-        n_sel, n_tie = _tail_split(src, o, n, _tail_bits(src, o, n, TOPK_BLOCK), kth, take_all, sel, n_sel, tie,
-                                   n_tie)
-    tl.store(rs + _CNT_SEL, n_sel)
-    tl.store(rs + _CNT_TIE, n_tie)
-    tl.store(rs + _REM + LAST + 1, rem - (n_sel - n_sel0))
-
-
-@triton.jit
 def _rank_in(base, n, keys, CMP_BLOCK: tl.constexpr):
     """For each key, how many of the ``n`` keys at ``base`` are larger (keys are distinct)."""
     acc = tl.zeros([keys.shape[0], CMP_BLOCK], tl.int32)  # reduced once, after the loop
@@ -2014,8 +1879,8 @@ def radix_fused_cap(rows: int, sms: int = SMS) -> int:
 
 # kernels that, with LAUNCH_PDL, start as programmatic dependent launches (each calls _pdl_enter before it
 # reads what an earlier launch wrote)
-_PDL_KERNELS = ("_radix_pass_kernel", "_radix_tail_kernel", "_radix_place_kernel", "_radix_merge_rank_kernel",
-                "_bound_threshold_kernel", "_bound_topk_kernel", "_bound_place_kernel")
+_PDL_KERNELS = ("_radix_pass_kernel", "_radix_place_kernel", "_radix_merge_rank_kernel", "_bound_threshold_kernel",
+                "_bound_topk_kernel", "_bound_place_kernel")
 
 
 def _plan(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format, return_logits, config, bufs):
@@ -2189,9 +2054,6 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
 
         first = config.get("RADIX_FIRST", "byte")
         lead = RADIX_FIRST.index(first)
-        tail = int(config.get("RADIX_TAIL", 0))
-        if tail and (tail < 1024 or tail & (tail - 1) or config.get("RADIX_FUSED", False)):
-            raise ValueError(f"RADIX_TAIL must be 0 or a power of two >= 1024, without RADIX_FUSED, got {tail}")
         C1, C2, C3, C4, C5, CT = (int(c.value) for c in (_CNT_C1, _CNT_C2, _CNT_C3, _CNT_C4, _CNT_C5, _CNT_TIE))
 
         def step(src, src_cnt, pick, dst, dst_cnt, hist, mode=0):
@@ -2211,12 +2073,6 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
                      step(ca, C1, -1, None, 0, 1)]    # histogram of digit 1 over the candidates
         bufs_, cnts = (ca, cb), (C1, C2, C3, C4, C5)
         last = 3 + lead  # digits 0 .. last
-        if tail:  # the steps after the digit-0 pick (sampled: after the pick at its threshold) in one launch
-            return plan + steps[:2] + [(_radix_tail_kernel, (B * T,), dict(
-                logits_ptr=logits, seqlen_ptr=seq_lens, sel_ptr=sel, ca_ptr=ca, tie_ptr=cb, rs_ptr=rs, top_k=top_k,
-                max_len=max_len, stride_sel=sel.stride(0), stride_cand=ca.stride(0), stride_tie=cb.stride(0),
-                NEXT_N=T, TOPK_BLOCK=TB, RADIX_FIRST=first, TAIL=tail, num_warps=RADIX_TAIL_WARPS,
-                num_stages=1))] + place(sel, cb, rs, 4 + lead)
         for j in range(1, last):  # digit j (+ histogram of digit j + 1), candidates ping-pong
             steps.append(step(bufs_[(j - 1) % 2], cnts[j - 1], j, bufs_[j % 2], cnts[j], j + 1))
         steps.append(step(bufs_[(last - 1) % 2], cnts[last - 1], last, bufs_[last % 2], CT, -1))  # ties at the k-th
@@ -2551,7 +2407,7 @@ def radix_config(workload: Workload) -> dict[str, Any]:
     gluon = gluon_on_hopper() and w.next_n == 1
     return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024,
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
-            "TOPK_BLOCK": tb, "RADIX_FUSED": fused, "RADIX_TAIL": 0, "BOUND_GROUP": 64, "BOUND_FUSED": False, "RANK_STEP": 2048,
+            "TOPK_BLOCK": tb, "RADIX_FUSED": fused, "BOUND_GROUP": 64, "BOUND_FUSED": False, "RANK_STEP": 2048,
             "LAUNCH_PDL": False, "SCORE_MAXNREG": 0, "SCORE_GLUON": gluon,
             "TOPK_SPLITS": splits, "RANK_BLOCK": 64 if chunked else rank_block,
             "PLACE_SORT": False, "PLACE_CHUNK": min(PLACE_CHUNK_DEFAULT, next_power_of_2(k) // 4) if chunked else 0,

@@ -45,8 +45,6 @@ SPACE = Space(
                                   # launches (sm_90+), overlapping each launch with the end of the one before
     RADIX_FUSED=Bool(absent=False),  # radix: every pass in one launch, row barriers between them (only up
                                   # to RADIX_FUSED_MAX_ROWS rows; TOPK_SPLITS capped to one program an SM)
-    RADIX_TAIL=Choice((0, 8192, 16384), absent=0),  # radix: the steps after the digit-0 pick in one program a
-                                  # row, this many candidates held in registers (0: a launch a digit)
     SCORE_MAXNREG=Choice((0, 96), absent=0),  # scoring kernel register cap (0: none): at 96, five programs an
                                   # SM fit (fp8 keys: 110 registers otherwise, four); H200 run 80, dsv32 512K
                                   # scoring B=1 29.6 -> 26.7 us (640 splits), B=32 615 -> 569 (20 splits)
@@ -99,10 +97,10 @@ def _gluon_scoring_applies(config: dict[str, Any], workload: Workload) -> bool:
 # pinned values of the parameters a top-k path ignores (other values would only duplicate trials)
 _MERGE_ONLY = {"CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024, "SHARE_THRESHOLD": False}
 _RADIX_ONLY = {"TOPK_BLOCK": 1024, "TOPK_SPLITS": 1, "RANK_BLOCK": 64, "PLACE_SORT": False, "RADIX_FIRST": "byte",
-               "PLACE_CHUNK": 0, "RADIX_FUSED": False, "RADIX_TAIL": 0}
+               "PLACE_CHUNK": 0, "RADIX_FUSED": False}
 _BOUND_ONLY = {"BOUND_GROUP": 64, "BOUND_FUSED": False, "RANK_STEP": 2048}
 # the bound path streams and splits as the radix passes do; it places by ranking (RANK_BLOCK) only
-_BOUND_IGNORES = {"RADIX_FIRST": "byte", "RADIX_FUSED": False, "PLACE_SORT": False, "PLACE_CHUNK": 0, "RADIX_TAIL": 0}
+_BOUND_IGNORES = {"RADIX_FIRST": "byte", "RADIX_FUSED": False, "PLACE_SORT": False, "PLACE_CHUNK": 0}
 # the row path streams TOPK_BLOCK keys, and sorts its selection in one program or in PLACE_CHUNK chunks
 _ROW_IGNORES = {k: v for k, v in _RADIX_ONLY.items() if k not in ("TOPK_BLOCK", "PLACE_CHUNK")}
 ROW_MAX_CONTEXT = 131072  # one program streams a whole row: past this the radix passes' parallelism wins
@@ -144,7 +142,6 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
             c["RADIX_FUSED"] = False  # not admitted there: the draw's launch-a-step form
         if c.get("RADIX_FUSED", False):  # the launcher's cap: one program an SM over all rows
             c["TOPK_SPLITS"] = min(c["TOPK_SPLITS"], radix_fused_cap(w.batch * w.next_n, SMS))
-            c["RADIX_TAIL"] = 0  # every step is in the fused launch already
     elif c["TOPK_ALGO"] == "row":
         c.update(_MERGE_ONLY, **_ROW_IGNORES)
     else:

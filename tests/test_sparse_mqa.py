@@ -182,35 +182,6 @@ def test_radix_fused_equals_the_launch_a_pass_path(profile, next_n, seqs, top_k,
                  M.launch(config=rcfg(profile, next_n, **over), **inp))
 
 
-TAIL_CASES = [
-    # profile, next_n, seq_lens, top_k, config overrides: each first digit, rows shorter than
-    # top_k (37, 5), next_n = 2, each placing; 256 keys held: longer candidate lists (byte's
-    # bin, sampled's keys at or above the threshold) are counted in 256-key steps from memory
-    ("dsv32", 1, [300, 37, 130], 40, dict(BLOCK_N=32, NUM_SPLITS=4, RADIX_TAIL=1024)),
-    ("dsv32", 2, [900, 450], 33, dict(NUM_SPLITS=8, RADIX_FIRST="quarter", PLACE_CHUNK=16, RADIX_TAIL=1024)),
-    ("dsv32", 1, [1900, 37, 700], 40, dict(NUM_SPLITS=4, RADIX_FIRST="sampled", RADIX_TAIL=1024)),
-    ("dsv41-flash", 2, [800, 200, 5], 60, dict(BLOCK_N=32, NUM_SPLITS=3, PLACE_CHUNK=32, RADIX_FIRST="sampled",
-                                               RADIX_TAIL=2048)),
-    ("dsv41-flash", 2, [520, 33], 50, dict(BLOCK_N=32, NUM_SPLITS=3, PLACE_SORT=True, RADIX_FIRST="quarter",
-                                           RADIX_TAIL=1024)),
-]
-
-
-@pytest.mark.parametrize("profile, next_n, seqs, top_k, over", TAIL_CASES)
-def test_radix_tail_equals_the_launch_a_pass_path(profile, next_n, seqs, top_k, over, device):
-    """``RADIX_TAIL``: the steps after the digit-0 pick in one program a row (bisection over
-    the candidates' order bits) give exactly the indices of the digit passes and of the
-    reference."""
-    inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, device=device, logits=next_n == 2)
-    tail = rcfg(profile, next_n, **over)
-    names = [f.__name__ for f, _, _ in M._plan_for(M.Workload(2, 4096, next_n, profile), tail)]
-    assert names.count("_radix_tail_kernel") == 1 and names.count("_radix_pass_kernel") == 2
-    check_exact(inp, tail)
-    inp = dict(inp, return_logits=False)
-    assert_equal("tail vs a launch a pass", M.launch(config=tail, **inp),
-                 M.launch(config=rcfg(profile, next_n, **dict(over, RADIX_TAIL=0)), **inp))
-
-
 @pytest.mark.parametrize("profile, next_n, seqs, top_k, over", ROW_CASES)
 def test_row_indices_equal_reference(profile, next_n, seqs, top_k, over, device):
     inp = ragged_inputs(profile, next_n, seqs, top_k=top_k, device=device, logits=next_n == 2)
@@ -412,8 +383,8 @@ def test_radix_fine_first_digit_end_bins(scale, first, device):
     M.verify(idx, M.reference(**inp), inp)
 
 
-@pytest.mark.parametrize("fused, tail", [(False, 0), (True, 0), (False, 1024)])
-def test_radix_sampled_threshold_fallback(fused, tail, device):
+@pytest.mark.parametrize("fused", [False, True])
+def test_radix_sampled_threshold_fallback(fused, device):
     """``RADIX_FIRST="sampled"`` with a sample that misleads: keys 0, 16, 32, ... (exactly
     the sampled ones) score ~100x the rest, so the threshold from the sample keeps ~22
     keys, fewer than k = 40; the fallback pass must append the rest of the row (also as a
@@ -421,7 +392,7 @@ def test_radix_sampled_threshold_fallback(fused, tail, device):
     inp = ragged_inputs("dsv32", 1, [1900, 700], top_k=40, device=device, seed=5)
     inp["weights"] = inp["weights"].abs()
     inp["k_scales"][:, ::16] *= 100.0
-    c = rcfg("dsv32", 1, NUM_SPLITS=4, TOPK_SPLITS=4, RADIX_FIRST="sampled", RADIX_FUSED=fused, RADIX_TAIL=tail)
+    c = rcfg("dsv32", 1, NUM_SPLITS=4, TOPK_SPLITS=4, RADIX_FIRST="sampled", RADIX_FUSED=fused)
     idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
     assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, 40))
     M.verify(idx, M.reference(**inp), inp)
@@ -467,15 +438,6 @@ def test_radix_fused_ties_at_the_kth_score(first, place, tie_max, device, monkey
     k-th score (the tie list of the last digit) and a row that is one bin of every digit."""
     monkeypatch.setattr(M, "_TIE_MAX", tie_max)
     _check_radix_ties(dict(RADIX_FIRST=first, RADIX_FUSED=True, **PLACES[place]), device)
-
-
-@pytest.mark.parametrize("first, place, tie_max, tail", [("byte", "chunk", 4096, 1024), ("quarter", "rank", 3, 1024),
-                                                         ("sampled", "rank", 4096, 1024), ("sampled", "sort", 3, 2048)])
-def test_radix_tail_ties_at_the_kth_score(first, place, tie_max, tail, device, monkeypatch):
-    """``test_radix_ties_at_the_kth_score`` with ``RADIX_TAIL``: the tie list is every
-    candidate at the k-th score's bits; all keys equal: every candidate ties (none selected)."""
-    monkeypatch.setattr(M, "_TIE_MAX", tie_max)
-    _check_radix_ties(dict(RADIX_FIRST=first, RADIX_TAIL=tail, **PLACES[place]), device)
 
 
 @pytest.mark.parametrize("rank_block", [16, 64])
