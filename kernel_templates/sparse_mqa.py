@@ -831,14 +831,19 @@ def _gl_score_kernel(q_ptr, w_ptr, k_src, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr
                      stride_lb, stride_gm,
                      HP: gl.constexpr, PAGE: gl.constexpr, NUM_SPLITS: gl.constexpr, STAGES: gl.constexpr,
                      ZERO_RS: gl.constexpr, RS: gl.constexpr, GMAX: gl.constexpr, BOUND_GROUP: gl.constexpr,
-                     PDL: gl.constexpr = False, MX: gl.constexpr = False):
+                     PDL: gl.constexpr = False, MX: gl.constexpr = False, SAMPLE: gl.constexpr = False):
     """Scores of one (sequence, split) chunk of keys for one query token (see above). fp8 keys:
     ``k_src`` is a TMA descriptor of the key cache as ``[pages * PAGE, 128]`` rows, boxes of one
     64-key tile. mxfp4 keys (``MX``): ``k_src`` is the code cache itself (strides ``stride_kp``,
     ``stride_ks``); each tile comes by cp.async as four 64 x 16-byte scale blocks, each block is
     decoded to a register A operand (``_gl_mx_operand``), one FP8 wgmma a block against q's
     block (stored in the same K order), and the four products are summed with their scale
-    factors before the ReLU."""
+    factors before the ReLU.
+
+    ``SAMPLE`` (``SCORE_SAMPLE``): also the radix passes' sampled digit-0 histogram (MODE 1:
+    ``_row_digit`` of every ``RADIX_SAMPLE``-th key of the row), added atomically into the
+    row state, which the launcher zero-fills before this launch (no ``ZERO_RS``: the row's
+    other programs would add before its split 0 zeroed it)."""
     BLOCK_N: gl.constexpr = 64
     D: gl.constexpr = 128
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, HP, 32])
@@ -965,6 +970,9 @@ def _gl_score_kernel(q_ptr, w_ptr, k_src, ks_ptr, bt_ptr, seqlen_ptr, logits_ptr
         key = n0 + rows
         vis = key < end
         gl.store(lrow + key, sc, mask=vis)
+        if SAMPLE:
+            gl.atomic_add(rs_ptr + b * RS + _row_digit(_order_bits(sc)), gl.full([BLOCK_N], 1, gl.int32, ROW),
+                          mask=vis & (key % RADIX_SAMPLE == 0), sem="relaxed", scope="gpu")
         if GMAX:
             xm = gl.where((((rows // BOUND_GROUP)[:, None] == gcol[None, :]) & vis[:, None]), sc[:, None],
                           float("-inf"))
@@ -1972,6 +1980,10 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
             if why not in _LOGGED:
                 _LOGGED.add(why)
                 log.info("%s; the Triton scoring kernel runs instead", why)
+    # SCORE_SAMPLE: the Gluon scoring kernel histograms the sampled first digit itself (the rows'
+    # state zero-filled by _buffers), so the radix passes start at the pick (one launch fewer)
+    sample = (gluon and radix and config.get("RADIX_FIRST", "byte") == "sampled" and bool(config.get("SCORE_SAMPLE"))
+              and not config.get("RADIX_FUSED", False))
     if gluon:
         mx = k_format == "mxfp4"  # the code cache itself (cp.async), fp8 keys a TMA descriptor of their rows
         score = (_gl_score_kernel, (B, S), dict(
@@ -1984,8 +1996,8 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
             stride_qh=q.stride(2), stride_wb=weights.stride(0), stride_sp=k_scales.stride(0),
             stride_ss=k_scales.stride(1), stride_btb=block_table.stride(0), stride_lb=logits.stride(0),
             stride_gm=bufs["gmax"].stride(0), HP=hp, PAGE=page, NUM_SPLITS=S, STAGES=int(config["num_stages"]),
-            ZERO_RS=radix or bound, RS=int(_RS.value), GMAX=bound, BOUND_GROUP=GB if bound else GL_SCORE_BLOCK_N,
-            MX=mx, num_warps=4, num_stages=1))
+            ZERO_RS=(radix or bound) and not sample, RS=int(_RS.value), GMAX=bound,
+            BOUND_GROUP=GB if bound else GL_SCORE_BLOCK_N, MX=mx, SAMPLE=sample, num_warps=4, num_stages=1))
         if "maxnreg" in score_args:
             score[2]["maxnreg"] = score_args["maxnreg"]
     else:
@@ -2063,10 +2075,10 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
                 dst_ptr=ca if dst is None else dst, DST_CNT=dst_cnt, HIST=hist, stride_src=ca.stride(0),
                 stride_dst=ca.stride(0), RADIX_FIRST=first, MODE=mode, SRC_CNT2=c1x))
         if lead == 2:
-            steps = [step(None, 0, -1, None, 0, 0, mode=1),  # histogram of digit 0 over a sample of the logits
-                     step(None, 0, 0, ca, C1, -1, mode=2),   # every key at or above a safe digit-0 bin
-                     step(None, 0, 0, ca, C1, -1, mode=3),   # too few (a bad sample): the rest of the row
-                     step(ca, C1, -1, None, 0, 1)]           # histogram of digit 1 (digit 0 again, exact)
+            steps = [step(None, 0, -1, None, 0, 0, mode=1)] * (not sample)  # digit 0 over a sample of the logits
+            steps += [step(None, 0, 0, ca, C1, -1, mode=2),  # every key at or above a safe digit-0 bin
+                      step(None, 0, 0, ca, C1, -1, mode=3),  # too few (a bad sample): the rest of the row
+                      step(ca, C1, -1, None, 0, 1)]          # histogram of digit 1 (digit 0 again, exact)
         else:
             steps = [step(None, 0, -1, None, 0, 0),   # histogram of digit 0 over the logits
                      step(None, 0, 0, ca, C1, -1),    # digit 0: select above, candidates in its bin
@@ -2134,7 +2146,10 @@ def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, conf
                     gmax=alloc((B * T, cdiv(max_len, int(config.get("BOUND_GROUP", 64)))), torch.float32))
         return bufs
     if radix:
-        bufs.update(rs=alloc((B * T, int(_RS.value)), torch.int32), sel=alloc((B * T, top_k), torch.int64),
+        # SCORE_SAMPLE: the scoring kernel adds to the rows' state from its first tile, so it starts zeroed
+        # (a fill launch; without the knob the scoring kernel's split 0 zeroes its row)
+        zero = 0 if config.get("SCORE_SAMPLE", False) else None
+        bufs.update(rs=alloc((B * T, int(_RS.value)), torch.int32, zero), sel=alloc((B * T, top_k), torch.int64),
                     cand_a=alloc((B * T, max_len), torch.int64), cand_b=alloc((B * T, max_len), torch.int64))
         return bufs
     if row:
@@ -2408,7 +2423,7 @@ def radix_config(workload: Workload) -> dict[str, Any]:
     return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024,
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
             "TOPK_BLOCK": tb, "RADIX_FUSED": fused, "BOUND_GROUP": 64, "BOUND_FUSED": False, "RANK_STEP": 2048,
-            "LAUNCH_PDL": False, "SCORE_MAXNREG": 0, "SCORE_GLUON": gluon,
+            "LAUNCH_PDL": False, "SCORE_MAXNREG": 0, "SCORE_GLUON": gluon, "SCORE_SAMPLE": False,
             "TOPK_SPLITS": splits, "RANK_BLOCK": 64 if chunked else rank_block,
             "PLACE_SORT": False, "PLACE_CHUNK": min(PLACE_CHUNK_DEFAULT, next_power_of_2(k) // 4) if chunked else 0,
             "RADIX_FIRST": "sampled" if rows >= RADIX_SAMPLED_ROWS and w.context >= RADIX_SAMPLED_CONTEXT else "byte",

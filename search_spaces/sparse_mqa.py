@@ -51,6 +51,8 @@ SPACE = Space(
     SCORE_GLUON=Bool(absent=False),  # next_n 1, radix / bound, sm_90: the Gluon scoring kernel
                                   # (sparse_mqa._gl_score_kernel: explicit layouts, fp8 key tiles by TMA into
                                   # an mbarrier ring, mxfp4 codes by cp.async); num_stages is the ring's depth
+    SCORE_SAMPLE=Bool(absent=False),  # SCORE_GLUON with the sampled first digit: the scoring kernel builds the
+                                  # sampled digit-0 histogram (the radix passes' first launch) itself
     num_warps=Pow2(4, 8),
     num_stages=Choice((1, 2, 3, 4, 5, 7, 9)),  # scoring pipeline depth: one key tile in flight a program up
                                   # to 4, two at 5, three at 7, four at 9 (the block-table load takes stages;
@@ -159,6 +161,9 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
             c["MX_FP8_DOT"] = c["MX_WORD_DECODE"] = True
         else:
             c["SCORE_MAXNREG"] = 0  # fp8 keys: the Gluon kernel takes ~72 registers, a cap changes nothing
+    if not (c.get("SCORE_GLUON", False) and c["TOPK_ALGO"] == "radix" and c["RADIX_FIRST"] == "sampled"
+            and not c.get("RADIX_FUSED", False)):
+        c["SCORE_SAMPLE"] = False  # only the Gluon scoring kernel samples, and only the sampled first digit uses it
     return c
 
 

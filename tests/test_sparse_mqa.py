@@ -1387,6 +1387,84 @@ def test_gluon_mx_scoring_lowers_for_sm90():
         assert 32 * 128 + stages * 64 * 64 <= shared <= 32 * 128 + stages * 64 * 64 + 4096, (algo, shared)
 
 
+_GL_LOWER_SAMPLE = _GL_COMPILE + r"""
+res = []
+for prof, nreg in (("dsv32", 0), ("dsv41-flash", 96)):
+    w = M.Workload(32, 131072, 1, prof)
+    row = []
+    for sample in (False, True):
+        cfg = dict(M.radix_config(w), SCORE_GLUON=True, SCORE_SAMPLE=sample, SCORE_MAXNREG=nreg, num_stages=3)
+        with assume_target(90):
+            names = [f.__name__ for f, _, _ in M._plan_for(w, cfg)]
+        k, name, cx, reg, stack = compile_scoring(w, cfg)
+        loop = k.asm["ptx"][k.asm["ptx"].index("Inner Loop Header"):]
+        row.append([names.count("_radix_pass_kernel"), cx["SAMPLE"], cx["ZERO_RS"], stack,
+                    len(re.findall(r"\b(?:atom|red)\.", loop)) > 0])
+    res.append(row)
+print(json.dumps(res))
+"""
+
+
+def test_gluon_score_sample_plans_and_lowers_for_sm90():
+    """SCORE_SAMPLE (sm_90 plan, a clean process): the Gluon scoring kernel histograms the
+    sampled first digit (global atomics in its loop), leaves the row state alone (zero-filled
+    by ``_buffers``: no ZERO_RS), and the radix passes drop their first launch; no local
+    memory, under the mxfp4 form's 96-register cap too."""
+    res = run_clean(_GL_LOWER_SAMPLE)
+    for off, on in res:
+        assert off == [9, False, True, 0, False] and on == [8, True, False, 0, True], (off, on)
+
+
+def test_score_sample_zero_fills_the_row_state_and_pins():
+    """``_buffers`` zero-fills the radix state for SCORE_SAMPLE (a fill, not the scoring
+    kernel's split 0, which other programs' atomics would race); the search space admits the
+    knob only with the Gluon scoring and the sampled first digit (pinned off elsewhere)."""
+    fills = {}
+
+    def alloc(shape, dtype, fill=None):
+        fills[tuple(shape)] = fill
+        return torch.empty(shape, dtype=dtype, device="meta")
+    w = M.Workload(32, 131072, 1, "dsv32")
+    for sample in (False, True):
+        fills.clear()
+        M._buffers(32, 1, 131072, 2048, False, dict(M.radix_config(w), SCORE_SAMPLE=sample), "meta", alloc=alloc)
+        assert fills[(32, int(M._RS.value))] == (0 if sample else None)
+    c = dict(M.radix_config(w), SCORE_GLUON=True, BLOCK_N=64, num_warps=4, num_stages=3, SCORE_SAMPLE=True)
+    assert c["RADIX_FIRST"] == "sampled"
+    assert S.canonical(dict(c, RADIX_FIRST="byte"), w)["SCORE_SAMPLE"] is False
+    assert S.canonical(dict(c, SCORE_GLUON=False), w)["SCORE_SAMPLE"] is False
+    assert S.canonical(dict(c, **S._BOUND_ONLY, TOPK_ALGO="bound"), w)["SCORE_SAMPLE"] is False
+    assert S.SPACE.complete({k: v for k, v in M.radix_config(w).items() if k != "SCORE_SAMPLE"})["SCORE_SAMPLE"] is False
+
+
+@pytest.mark.gpu
+def test_gpu_gluon_score_sample(device):
+    """SCORE_SAMPLE on the GPU: the same indices as the sampled digit's own launch (the
+    histogram is the same), call after call (the state is zero-filled each call), with PDL,
+    and valid against the reference; ragged rows (an empty one, one shorter than k) and a
+    sample that misleads (the sampled keys score ~100x the rest: the fallback appends)."""
+    for w, lens in ((M.Workload(4, 131072, 1, "dsv32"), [131072, 100001, 300, 0]),
+                    (M.Workload(3, 131072, 1, "dsv41-flash"), [131072, 64 * 7 + 5, 70000])):
+        inp = M.make_inputs(w, device, 0)
+        inp["seq_lens"] = torch.tensor(lens, dtype=torch.int32, device=device)
+        c = dict(M.radix_config(w), RADIX_FIRST="sampled", SCORE_GLUON=True, BLOCK_N=64, num_warps=4, num_stages=3,
+                 SCORE_MAXNREG=0, TOPK_SPLITS=8)
+        s = dict(c, SCORE_SAMPLE=True)
+        want = M.launch(config=c, **inp)
+        for _ in range(2):
+            assert_equal("SCORE_SAMPLE vs the sampling launch", M.launch(config=s, **inp), want)
+        assert_equal("SCORE_SAMPLE with PDL", M.launch(config=dict(s, LAUNCH_PDL=True), **inp), want)
+        M.verify(want, M.reference(**inp), inp)
+        # every 16th key of a row (the sampled ones: 16 divides the page) scores ~100x the rest: the
+        # threshold from the sample keeps a few hundred keys, fewer than k, and the fallback appends the rest
+        bad = dict(inp, k_scales=inp["k_scales"].clone(), weights=inp["weights"].abs())
+        if w.profile == "dsv32":
+            bad["k_scales"][:, ::16] *= 100.0
+        else:  # UE8M0 exponents: x128
+            bad["k_scales"][:, ::16] = (bad["k_scales"][:, ::16].int() + 7).clamp(max=254).to(torch.uint8)
+        assert_equal("SCORE_SAMPLE, misleading sample", M.launch(config=s, **bad), M.launch(config=c, **bad))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("path", ["bound", "radix", "scores"])
 def test_gpu_gluon_scoring(path, device):
