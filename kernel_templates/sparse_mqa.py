@@ -2361,7 +2361,7 @@ def row_config(workload: Workload) -> dict[str, Any]:
     c = radix_config(workload)
     return dict(c, NUM_SPLITS=min(c["NUM_SPLITS"], ROW_DEFAULT_MAX_SPLITS), TOPK_ALGO="row", TOPK_BLOCK=2048,
                 TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, PLACE_CHUNK=0, RADIX_FIRST="byte", RADIX_FUSED=False,
-                SCORE_GLUON=False, num_stages=RADIX_SCORE_STAGES)
+                SCORE_SAMPLE=False, SCORE_GLUON=False, num_stages=RADIX_SCORE_STAGES)
 
 
 # Scoring stages of the radix / row paths. The key tile's address hangs on a block-table
@@ -2420,13 +2420,18 @@ def radix_config(workload: Workload) -> dict[str, Any]:
     # (run 128, scoring alone, pack -> Gluon with 3 stages): dsv41-flash B=1 512K 33.9 -> 26.3,
     # B=32 128K 166.1 -> 158.6, 512K 613.1 -> 599.9; its re-tune took it at 5 of 6 entries (3 stages)
     gluon = gluon_on_hopper() and w.next_n == 1
+    first = "sampled" if rows >= RADIX_SAMPLED_ROWS and w.context >= RADIX_SAMPLED_CONTEXT else "byte"
+    # SCORE_SAMPLE (the Gluon scoring builds the sampled digit-0 histogram, one launch fewer) for fp8 keys;
+    # H200 run 138, B32 whole calls: dsv32 128K 211.4 -> 207.1 us (205.8 with PDL), 512K 677.3 -> 666.5; the
+    # mxfp4 kernel, instruction-bound, loses (+24 SASS instructions: dsv41-flash 201.9 -> 209.0, 647.4 -> 682.8)
+    sample = gluon and not mx and first == "sampled"
     return {"BLOCK_N": bn, "NUM_SPLITS": S, "CAND_MULT": 2, "MERGE_GROUP": 2, "SELECT_BLOCK": 1024,
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
             "TOPK_BLOCK": tb, "RADIX_FUSED": fused, "BOUND_GROUP": 64, "BOUND_FUSED": False, "RANK_STEP": 2048,
-            "LAUNCH_PDL": False, "SCORE_MAXNREG": 0, "SCORE_GLUON": gluon, "SCORE_SAMPLE": False,
+            "LAUNCH_PDL": False, "SCORE_MAXNREG": 0, "SCORE_GLUON": gluon, "SCORE_SAMPLE": sample,
             "TOPK_SPLITS": splits, "RANK_BLOCK": 64 if chunked else rank_block,
             "PLACE_SORT": False, "PLACE_CHUNK": min(PLACE_CHUNK_DEFAULT, next_power_of_2(k) // 4) if chunked else 0,
-            "RADIX_FIRST": "sampled" if rows >= RADIX_SAMPLED_ROWS and w.context >= RADIX_SAMPLED_CONTEXT else "byte",
+            "RADIX_FIRST": first,
             "num_warps": 4, "num_stages": (3 if rows == 1 or mx else 4) if gluon else RADIX_SCORE_STAGES}
 
 
@@ -2443,7 +2448,8 @@ def bound_config(workload: Workload) -> dict[str, Any]:
     # 1-2.5 us less at B=1 128K-512K; ignored before sm_90 and by the interpreter)
     tb = max(c["TOPK_BLOCK"], min(2048, next_power_of_2(cdiv(workload.context, c["TOPK_SPLITS"]))))
     return dict(c, TOPK_ALGO="bound", BOUND_GROUP=bound_default_group(workload) or c["BLOCK_N"], RADIX_FIRST="byte",
-                RADIX_FUSED=False, PLACE_SORT=False, PLACE_CHUNK=0, TOPK_BLOCK=tb, RANK_STEP=8192, LAUNCH_PDL=True)
+                SCORE_SAMPLE=False, RADIX_FUSED=False, PLACE_SORT=False, PLACE_CHUNK=0, TOPK_BLOCK=tb, RANK_STEP=8192,
+                LAUNCH_PDL=True)
 
 
 def merge_config(workload: Workload) -> dict[str, Any]:
@@ -2454,7 +2460,7 @@ def merge_config(workload: Workload) -> dict[str, Any]:
     S = default_splits(w, c["BLOCK_N"], per_sm=2, min_tiles=8, cap=128, round_up=True)  # every split one more list
     return dict(c, NUM_SPLITS=S, TOPK_ALGO="merge", MERGE_GROUP=min(8, max(2, S)), TOPK_BLOCK=1024,
                 TOPK_SPLITS=1, RANK_BLOCK=64, PLACE_SORT=False, PLACE_CHUNK=0, RADIX_FIRST="byte", RADIX_FUSED=False,
-                SCORE_GLUON=False, num_stages=2)
+                SCORE_SAMPLE=False, SCORE_GLUON=False, num_stages=2)
 
 
 def cost(workload: Workload) -> tuple[float, float]:

@@ -1542,9 +1542,11 @@ def test_space_names_are_kernel_constexprs():
              for n, prm in inspect.signature(k.fn).parameters.items() if prm.annotation in (tl.constexpr, "tl.constexpr")}
     # RADIX_FUSED picks the kernel (_radix_fused_kernel or _radix_pass_kernel a pass): the host's;
     # LAUNCH_PDL is a launch option (and the kernels' PDL constexpr), SCORE_MAXNREG the scoring launch's maxnreg,
-    # SCORE_GLUON picks the scoring kernel (_gl_score_kernel or _score_kernel)
+    # SCORE_GLUON picks the scoring kernel (_gl_score_kernel or _score_kernel), SCORE_SAMPLE is that kernel's
+    # SAMPLE (and drops a radix pass)
     assert set(S.SPACE) - {"num_warps", "num_stages", "RADIX_FUSED", "LAUNCH_PDL", "SCORE_MAXNREG",
-                           "SCORE_GLUON"} <= names
+                           "SCORE_GLUON", "SCORE_SAMPLE"} <= names
+    assert "SAMPLE" in M.lowering.constexpr_names(M._gl_score_kernel)
     assert "PDL" in names
 
 
