@@ -894,8 +894,9 @@ def test_search_space_defaults_and_feasibility():
     # (RADIX_FUSED pinned off in the radix grid, which it would double from ~50 s;
     # test_search_space_radix_fused covers it; the bound path's knobs and LAUNCH_PDL pinned too:
     # canonical pins them off the bound path, test_canonical_* in test_space.py covers that;
-    # SCORE_SAMPLE, another doubling, test_score_sample_zero_fills_the_row_state_and_pins)
-    pins = dict(S._BOUND_ONLY, LAUNCH_PDL=False, SCORE_MAXNREG=0, SCORE_SAMPLE=False)
+    # SCORE_SAMPLE and SCORE_GLUON, a doubling each: test_score_sample_zero_fills_the_row_state_and_pins and
+    # test_gluon_scoring_in_the_search_space cover them; off Hopper canonical pins SCORE_GLUON off anyway)
+    pins = dict(S._BOUND_ONLY, LAUNCH_PDL=False, SCORE_MAXNREG=0, SCORE_SAMPLE=False, SCORE_GLUON=False)
     for algo, fixed in (("merge", dict(S._RADIX_ONLY, **pins)), ("radix", dict(S._MERGE_ONLY, RADIX_FUSED=False, **pins))):
         sub = S.Space({n: p for n, p in S.SPACE.items() if n not in fixed and n != "TOPK_ALGO"})
         ok = [c for c in sub.grid() if S.constraints(dict(c, TOPK_ALGO=algo, **fixed), w)]
