@@ -177,6 +177,38 @@ def test_try_measures_the_given_config_right_after_the_default(tmp_path):
     assert tried[:3] == [default, *others]
 
 
+def test_retune_tries_run_past_trials_over_the_best_so_far(tmp_path):
+    """On a re-tune whose trials already reach ``--trials``, each ``--try`` is still measured,
+    laid over the workload's fastest config so far, not its default (session 25: a re-tune's
+    tries were not run at all, and they varied the default instead of the entry)."""
+    from kernel_templates import moe_routing as mr
+    from search_spaces import moe_routing as ms
+    from tuner.study import config_key
+
+    db = str(tmp_path / "r.db")
+    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--db", db) == 0
+    wl = mr.Workload(3, "dsv3")
+    default = mr.default_config(wl)
+    other = next(c for c in ms.SPACE.grid() if c != default and ms.constraints(c, wl))
+    over = next({k: v} for k in ms.SPACE for v in ms.SPACE[k].values()
+                if v != other[k] and ms.constraints(dict(other, **{k: v}), wl) and dict(other, **{k: v}) != default)
+    con = sqlite3.connect(db)
+    run_id, wd = con.execute("SELECT run_id, workload FROM tuner_trials").fetchone()
+    con.execute("INSERT INTO tuner_trials (run_id, kernel, workload_key, workload, config, config_key, phase, status, "
+                "median_us, meaningful, created) VALUES (?, 'moe_routing', 'tokens=3,profile=dsv3', ?, ?, ?, 'search', "
+                "'ok', 0.001, 0, CURRENT_TIMESTAMP)", (run_id, wd, json.dumps(other), config_key(other)))
+    con.commit()
+    last = con.execute("SELECT MAX(id) FROM tuner_trials").fetchone()[0]
+    con.close()
+    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--retune", "--trials", "2", "--patience", "1",
+                "--try", json.dumps(over), "--db", db) == 0
+    con = sqlite3.connect(db)
+    new = [json.loads(c) for (c,) in con.execute(
+        "SELECT config FROM tuner_trials WHERE phase = 'search' AND id > ? ORDER BY id", (last,))]
+    con.close()
+    assert new == [dict(other, **over)]  # two trials held already: only the try ran
+
+
 def test_default_and_tries_complete_a_knob_the_heuristic_predates(tmp_path, monkeypatch):
     """A parameter with an ``absent`` value that the default heuristic does not name (one added
     after it) runs as that value: the default and each try are still measured first. Without the

@@ -49,8 +49,9 @@ class Settings:
     seed: int = 0
     retune: bool = False
     tries: tuple[tuple[tuple[str, Any], ...], ...] = ()
-    """Partial configs, each laid over a workload's default and measured right after it
-    (``tune --try``): a config seen elsewhere (a benchmark variant) gets a fresh trial."""
+    """Partial configs, each laid over a workload's best config so far (its default where it
+    has none) and measured right after the default (``tune --try``), even past ``n_trials``:
+    a config seen elsewhere (a benchmark variant) gets a fresh trial."""
 
     @classmethod
     def quick(cls, **kw: Any) -> "Settings":
@@ -219,6 +220,16 @@ class Tuner:
             scored.append((d, r.config))
         return [c for _, c in sorted(scored, key=lambda x: x[0])[:limit]]
 
+    @staticmethod
+    def _try_base(seen: dict[str, Any], earlier: list[dict[str, Any]], default: dict[str, Any]) -> dict[str, Any]:
+        """What a ``--try`` is laid over: the workload's fastest config under this source, else
+        under an earlier one (what the pack holds after a source change), else its default (a
+        re-tune's tries were laid over the default, not the entry they meant to vary: run 140)."""
+        ok = [t for t in seen.values() if t.status == TrialStatus.ok and t.median_us is not None]
+        if ok:
+            return dict(min(ok, key=lambda t: t.median_us).config)
+        return dict(earlier[0]) if earlier else default
+
     def _earlier_bests(self, wkey: str, limit: int = 2) -> list[dict[str, Any]]:
         """The fastest distinct configs this workload measured here under earlier sources of the
         template: a re-tune after a change re-times them first, so a short search cannot lose
@@ -264,13 +275,18 @@ class Tuner:
         # each completed like a stored config: a knob newer than a stored winner runs as its absent value
         # (without this such winners of a kernel with a newer knob were silently never measured: session 22)
         default = k.default_config(workload)
-        tried = [dict(default, **dict(t)) for t in s.tries]
+        earlier = self._earlier_bests(wkey)
+        base = self._try_base(seen, earlier, default)
+        tried = [dict(base, **dict(t)) for t in s.tries]
         if not (k.space.contains(default) and k.constraints(default, workload)):
             log.warning("%s %s: the default config is outside the search space or refused by its constraints, so "
                         "it is not measured and a winner is not compared with it: %s", k.name, wkey, default)
-        for cfg in map(k.space.complete, [default, *tried, *self._earlier_bests(wkey), *self._neighbours(workload)]):
+        asked = set()  # the default and the tries: measured even where the trials already reach n_trials
+        for i, cfg in enumerate(map(k.space.complete, [default, *tried, *earlier, *self._neighbours(workload)])):
             if k.space.contains(cfg) and config_key(cfg) not in seen:
                 study.enqueue_trial(cfg, skip_if_exists=True)
+                if i <= len(tried) and k.canonical(cfg, workload) == cfg and k.constraints(cfg, workload):
+                    asked.add(config_key(cfg))
         ok_times = [t.median_us for t in seen.values() if t.status == TrialStatus.ok]
         best = min(ok_times) if ok_times else math.inf
         since_best, streak = 0, 0
@@ -279,7 +295,9 @@ class Tuner:
         # The budget bounds the search, not coverage: the first trial (the default, enqueued
         # above) runs even past the deadline, so every workload of the grid gets a measured
         # entry in the pack (a short H200 run left 9 of 20 workloads without one).
-        while evaluated < s.n_trials and since_best < s.patience and (time.monotonic() < deadline or evaluated == 0):
+        n_trials = max(s.n_trials, evaluated + len(asked))  # (a re-tune's tries ran not at all: run 141)
+        while (evaluated < n_trials and (since_best < s.patience or asked - seen.keys())
+               and (time.monotonic() < deadline or evaluated == 0)):
             trial = study.ask()
             cfg = k.canonical(k.space.suggest(trial), workload)
             ck = config_key(cfg)

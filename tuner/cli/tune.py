@@ -39,8 +39,9 @@ def _common_params() -> list[inspect.Parameter]:
             "re-timed and the search goes on up to --trials in all (raise --trials to search more).")]),
         P("seed", kw, default=0, annotation=Annotated[int, typer.Option("--seed", help="Sampler and input seed.")]),
         P("try_", kw, default=None, annotation=Annotated[Optional[list[str]], typer.Option(
-            "--try", help="A JSON object of config keys laid over each workload's default and measured right "
-            "after it (repeatable), e.g. '{\"num_stages\": 3}'; skipped where the search space refuses it.")]),
+            "--try", help="A JSON object of config keys laid over each workload's best config so far (its "
+            "default where it has none) and measured right after the default, even past --trials (repeatable), "
+            "e.g. '{\"num_stages\": 3}'; skipped where the search space refuses it.")]),
         P("timeout", kw, default=None, annotation=Annotated[Optional[str], typer.Option(
             "--timeout", help="Per-trial timeout (default 120s; 600s without a GPU).")]),
         P("db", kw, default=None, annotation=DbOption),
