@@ -43,7 +43,9 @@ Design:
   B=1 too (8K 40.5 -> 43.5 us). ``RADIX_FIRST`` picks the first digit (``_radix_digit``):
   the top order byte, quarter binades, or quarter binades placed from a 1-in-16 sample
   with a fallback pass keeping it exact ("sampled", the default from 32 rows at >= 128K:
-  H200 run 34, B=32 512K top-k +41% -> +27% dsv32, +29% -> +18% dsv41-flash).
+  H200 run 34, B=32 512K top-k +41% -> +27% dsv32, +29% -> +18% dsv41-flash; "sampled_byte":
+  the same threshold, then the bytes without the exact quarter digit, a pass fewer, not yet
+  measured). ``RADIX_FOLD``: the fallback run by the safe pick's last program (not yet measured).
 - ``RADIX_FUSED`` (search space only: slower where measured, H200 run 54, B=1 512K 86 vs
   65-71 us): the same radix steps in ONE launch
   (``_radix_fused_kernel``), the programs of a row meeting at a barrier (an arrive counter
@@ -130,9 +132,12 @@ _CNT_SEL = tl.constexpr(1536)
 _CNT_C1, _CNT_C2, _CNT_C3, _CNT_TIE, _CNT_C4, _CNT_C5, _CNT_C1X = (tl.constexpr(1537 + i) for i in range(7))
 _REM = tl.constexpr(1544)  # _REM + j: keys still wanted after digit j - 1 (j = 1..6)
 _SYNC = tl.constexpr(1551)  # RADIX_FUSED: arrivals at the row's barriers (_row_sync)
-# the radix passes' first digit (RADIX_FIRST config); a value's index is the number of
-# quarter-binade digits before the four order bytes (_radix_digit)
-RADIX_FIRST = ("byte", "quarter", "sampled")
+_FOLD_DONE = tl.constexpr(1544)  # RADIX_FOLD: MODE 2 programs of the row done (_REM + 0: unused by the picks)
+# the radix passes' first digit (RADIX_FIRST config); RADIX_LEAD: the number of quarter-binade
+# digits before the four order bytes (_radix_digit); RADIX_SAMPLED: the first placed from a sample
+RADIX_FIRST = ("byte", "quarter", "sampled", "sampled_byte")
+RADIX_LEAD = {"byte": 0, "quarter": 1, "sampled": 2, "sampled_byte": 1}
+RADIX_SAMPLED = ("sampled", "sampled_byte")
 RADIX_SAMPLE = tl.constexpr(16)  # "sampled": every 16th key of a row in the first histogram
 # bound path: group maxima a step of the bound's histograms holds ([512, 16] compares: 64 a
 # thread at 4 warps), maxima a part of the bound launch takes at most (the parts' count a
@@ -256,7 +261,13 @@ def _order_bits(s):
 def _order_key(s, idx):
     """fp32 score + key index -> non-negative int64, larger = better; equal scores rank the
     lower index higher: the score's ``_order_bits`` above the inverted index."""
-    return (_order_bits(s).to(tl.int64) << 31) | (2147483647 - idx.to(tl.int64))
+    return _bits_key(_order_bits(s), idx)
+
+
+@triton.jit
+def _bits_key(ob, idx):
+    """``_order_key`` from a score's ``_order_bits`` (the radix filter and the row kernel have them already)."""
+    return (ob.to(tl.int64) << 31) | (2147483647 - idx.to(tl.int64))
 
 
 @triton.jit
@@ -300,13 +311,28 @@ def _radix_digit(key, J: tl.constexpr, RADIX_FIRST: tl.constexpr):
     fewer candidates for the later passes. "sampled" (two): digit 0 is the same quarter
     binades histogrammed over a sample of the row (a safe threshold, see
     ``_radix_pass_kernel``), digit 1 the same again, exactly, over the keys above it.
+    "sampled_byte" (one): the sampled threshold, then the bytes at once (the keys above the
+    threshold span a few binades, so the top byte's pick leaves ~4x the exact quarter
+    digit's candidates, and the select takes one pass fewer).
     Every digit is non-decreasing in the key and the bytes cover all 32 order bits, so the
     selection is exact even when the k-th score falls in a catch-all end bin."""
-    LEAD: tl.constexpr = 2 if RADIX_FIRST == "sampled" else (1 if RADIX_FIRST == "quarter" else 0)
+    LEAD: tl.constexpr = _lead(RADIX_FIRST)
     if J < LEAD:
         return _row_digit((key >> 31).to(tl.uint32))
     else:
         return ((key >> (55 - 8 * (J - LEAD))) & 255).to(tl.int32)
+
+
+@triton.constexpr_function
+def _lead(first):
+    """``RADIX_LEAD`` in a kernel (a constexpr of the ``RADIX_FIRST`` string)."""
+    return RADIX_LEAD[first]
+
+
+@triton.constexpr_function
+def _sampled(first):
+    """Whether ``RADIX_FIRST`` places its first digit from a sample (``RADIX_SAMPLED``)."""
+    return first in RADIX_SAMPLED
 
 
 @triton.jit
@@ -1040,6 +1066,7 @@ _FILTER_VEC = tl.constexpr(4)  # scores a row of a filter block: one 16-byte loa
 def _filter_offs(BLOCK: tl.constexpr):
     """``[BLOCK // 4, 4]`` offsets of a filter block: a thread's four contiguous scores are a row,
     so a row's count and scan stay in the thread (``_filter_logits``)."""
+    tl.static_assert(BLOCK // _FILTER_VEC * _FILTER_VEC == BLOCK, "a filter block is whole rows of _FILTER_VEC scores")
     return tl.arange(0, BLOCK // _FILTER_VEC)[:, None] * _FILTER_VEC + tl.arange(0, _FILTER_VEC)[None, :]
 
 
@@ -1076,7 +1103,7 @@ def _filter_logits(src, max_len, start, end, theta, dst, cnt_ptr, x, BLOCK: tl.c
         if c > 0:
             at = tl.atomic_add(cnt_ptr, c, sem="relaxed")
             pos = at + (tl.cumsum(per, 0) - per)[:, None] + tl.cumsum(kk, 1) - 1
-            tl.store(dst + pos, (ob << 31) | (2147483647 - i).to(tl.int64), mask=keep)
+            tl.store(dst + pos, _bits_key(ob, i), mask=keep)
         x = x_next
 
 
@@ -1086,7 +1113,7 @@ def _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k
                 NEXT_N: tl.constexpr, FROM_LOGITS: tl.constexpr, SRC_CNT: tl.constexpr, PICK: tl.constexpr,
                 DST_CNT: tl.constexpr, HIST: tl.constexpr, TOPK_BLOCK: tl.constexpr,
                 TOPK_SPLITS: tl.constexpr, RADIX_FIRST: tl.constexpr, MODE: tl.constexpr,
-                SRC_CNT2: tl.constexpr, FUSED: tl.constexpr):
+                SRC_CNT2: tl.constexpr, FUSED: tl.constexpr, FOLD: tl.constexpr = False):
     """One step of the row-parallel radix select, for program ``pid`` of the TOPK_SPLITS
     programs of row ``row`` (``_radix_pass_kernel``: one launch a step; ``_radix_fused_kernel``:
     every step in one launch).
@@ -1109,6 +1136,9 @@ def _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k
     The fallback's programs decide on the list's count from the step before and append
     behind it under a counter of their own (``_CNT_C1X``; ``SRC_CNT2``: the next passes read
     the list's length as the sum), so no program's decision sees another's appends.
+    ``FOLD`` (``RADIX_FOLD``, MODE 2 a launch of its own): no fallback launch; the row's last
+    MODE 2 program to finish (a counter, ``_FOLD_DONE``) reads the list's count and, when it
+    is short, runs the fallback over the whole row alone (slow, rare: a misleading sample).
 
     ``FUSED`` (a step of ``_radix_fused_kernel``): every load of what other programs wrote in
     an earlier step (the row state, candidate lists) takes ".cg" (L2, never a stale L1
@@ -1158,6 +1188,13 @@ def _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k
         _filter_logits(src, max_len, start, end, _row_digit_floor(d), dst_ptr + row.to(tl.int64) * stride_dst,
                        rs + DST_CNT, _filter_first(src, max_len, start, TOPK_BLOCK), TOPK_BLOCK)
         end = start  # done: the general loop below runs no step
+        if FOLD:
+            tl.debug_barrier()  # this program's appends precede its arrival (release)
+            if tl.atomic_add(rs + _FOLD_DONE, 1, sem="acq_rel") == TOPK_SPLITS - 1:
+                n_kept = tl.atomic_add(rs + DST_CNT, 0, sem="acquire")  # every program's appends
+                if n_kept < top_k:  # a misleading sample: the rest of the row, by this program alone
+                    start = 0
+                    end = n_it
     for o in range(start, end, TOPK_BLOCK):
         i = (o + offs) * step
         live = o + offs < end
@@ -1165,7 +1202,7 @@ def _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k
             key = _order_key(tl.load(src + i, mask=live, other=0.0), i)
         else:
             key = tl.load(src + i, mask=live, other=0, cache_modifier=SHARED_CACHE)
-        if MODE == 3:
+        if MODE >= 2:  # the fallback (MODE 3, or FOLD's last MODE 2 program)
             _append(dst_ptr + row.to(tl.int64) * stride_dst + n_kept, rs + _CNT_C1X, key,
                     live & (_radix_digit(key, 0, RADIX_FIRST) < d))
         elif PICK >= 0:
@@ -1185,14 +1222,14 @@ def _radix_pass_kernel(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr
                        NEXT_N: tl.constexpr, FROM_LOGITS: tl.constexpr, SRC_CNT: tl.constexpr, PICK: tl.constexpr,
                        DST_CNT: tl.constexpr, HIST: tl.constexpr, TOPK_BLOCK: tl.constexpr,
                        TOPK_SPLITS: tl.constexpr, RADIX_FIRST: tl.constexpr = "byte", MODE: tl.constexpr = 0,
-                       SRC_CNT2: tl.constexpr = 0, PDL: tl.constexpr = False):
+                       SRC_CNT2: tl.constexpr = 0, PDL: tl.constexpr = False, FOLD: tl.constexpr = False):
     """One step of the row-parallel radix select (``_radix_step``) a launch; programs over
     (row, TOPK_SPLITS chunks)."""
     _pdl_enter(PDL)
     _radix_step(logits_ptr, seqlen_ptr, src_ptr, sel_ptr, dst_ptr, rs_ptr, top_k, max_len,
                 stride_src, stride_sel, stride_dst, tl.program_id(0), tl.program_id(1),
                 NEXT_N, FROM_LOGITS, SRC_CNT, PICK, DST_CNT, HIST, TOPK_BLOCK, TOPK_SPLITS, RADIX_FIRST, MODE,
-                SRC_CNT2, False)
+                SRC_CNT2, False, FOLD)
 
 
 @triton.jit
@@ -1226,10 +1263,11 @@ def _radix_fused_kernel(logits_ptr, seqlen_ptr, sel_ptr, ca_ptr, cb_ptr, rs_ptr,
     row = tl.program_id(0)
     pid = tl.program_id(1)
     sync = rs_ptr + row * _RS + _SYNC
-    LEAD: tl.constexpr = 2 if RADIX_FIRST == "sampled" else (1 if RADIX_FIRST == "quarter" else 0)
+    LEAD: tl.constexpr = _lead(RADIX_FIRST)
+    SAMPLED: tl.constexpr = _sampled(RADIX_FIRST)
     LAST: tl.constexpr = 3 + LEAD  # digits 0 .. LAST
     P: tl.constexpr = TOPK_SPLITS
-    if LEAD == 2:
+    if SAMPLED:
         # histogram of digit 0 over a sample of the logits
         _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
                     stride_sel, stride_cand, row, pid, NEXT_N, True, 0, -1, 0, 0, TOPK_BLOCK, TOPK_SPLITS,
@@ -1245,7 +1283,7 @@ def _radix_fused_kernel(logits_ptr, seqlen_ptr, sel_ptr, ca_ptr, cb_ptr, rs_ptr,
                     stride_sel, stride_cand, row, pid, NEXT_N, True, 0, 0, _CNT_C1, -1, TOPK_BLOCK, TOPK_SPLITS,
                     RADIX_FIRST, 3, 0, True)
         _row_sync(sync, 3 * P, GRID_SYNC)
-        # histogram of digit 1 (digit 0 again, exact)
+        # histogram of digit 1 (digit 0 again, exact; "sampled_byte": the top order byte)
         _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, ca_ptr, rs_ptr, top_k, max_len, stride_cand,
                     stride_sel, stride_cand, row, pid, NEXT_N, False, _CNT_C1, -1, 0, 1, TOPK_BLOCK, TOPK_SPLITS,
                     RADIX_FIRST, 0, _CNT_C1X, True)
@@ -1266,28 +1304,27 @@ def _radix_fused_kernel(logits_ptr, seqlen_ptr, sel_ptr, ca_ptr, cb_ptr, rs_ptr,
                     stride_sel, stride_cand, row, pid, NEXT_N, False, _CNT_C1, -1, 0, 1, TOPK_BLOCK, TOPK_SPLITS,
                     RADIX_FIRST, 0, 0, True)
         _row_sync(sync, 3 * P, GRID_SYNC)
-    N0: tl.constexpr = 4 if LEAD == 2 else 3  # barriers so far
+    N0: tl.constexpr = 4 if SAMPLED else 3  # barriers so far
     # digit j (+ histogram of digit j + 1), candidates ping-pong (list j - 1 -> list j), then
     # the last digit, whose bin's keys are the ties at the k-th score
     for j in tl.static_range(1, LAST + 1):
         _radix_fused_digit(logits_ptr, seqlen_ptr, sel_ptr, ca_ptr, cb_ptr, rs_ptr, top_k, max_len, stride_sel,
-                           stride_cand, row, pid, j, LAST, LEAD, NEXT_N, TOPK_BLOCK, TOPK_SPLITS, RADIX_FIRST)
+                           stride_cand, row, pid, j, LAST, NEXT_N, TOPK_BLOCK, TOPK_SPLITS, RADIX_FIRST)
         if j < LAST:
             _row_sync(sync, (N0 + j) * P, GRID_SYNC)
 
 
 @triton.jit
 def _radix_fused_digit(logits_ptr, seqlen_ptr, sel_ptr, ca_ptr, cb_ptr, rs_ptr, top_k, max_len, stride_sel,
-                       stride_cand, row, pid, J: tl.constexpr, LAST: tl.constexpr, LEAD: tl.constexpr,
-                       NEXT_N: tl.constexpr, TOPK_BLOCK: tl.constexpr, TOPK_SPLITS: tl.constexpr,
-                       RADIX_FIRST: tl.constexpr):
+                       stride_cand, row, pid, J: tl.constexpr, LAST: tl.constexpr, NEXT_N: tl.constexpr,
+                       TOPK_BLOCK: tl.constexpr, TOPK_SPLITS: tl.constexpr, RADIX_FIRST: tl.constexpr):
     """Digit ``J`` >= 1 of ``_radix_fused_kernel``: candidate list J - 1 (``_CNT_C1`` ..
     ``_CNT_C5``; buffer a for odd J, b for even) -> list J and the histogram of digit J + 1,
     or at ``J = LAST`` the ties at the k-th score (``_CNT_TIE``), as ``_plan``'s steps."""
     SRC_CNT: tl.constexpr = _CNT_C1 + (J - 1) + (1 if J - 1 >= 3 else 0)  # C1, C2, C3, then C4, C5 (past the tie count)
     DST_CNT: tl.constexpr = (_CNT_C1 + J + (1 if J >= 3 else 0)) if J < LAST else _CNT_TIE
     HIST: tl.constexpr = J + 1 if J < LAST else -1
-    CNT2: tl.constexpr = _CNT_C1X if (LEAD == 2 and J == 1) else 0  # the sampled pick's list + its fallback
+    CNT2: tl.constexpr = _CNT_C1X if (_sampled(RADIX_FIRST) and J == 1) else 0  # the sampled pick's list + fallback
     if J % 2 == 1:
         _radix_step(logits_ptr, seqlen_ptr, ca_ptr, sel_ptr, cb_ptr, rs_ptr, top_k, max_len, stride_cand,
                     stride_sel, stride_cand, row, pid, NEXT_N, False, SRC_CNT, J, DST_CNT, HIST, TOPK_BLOCK,
@@ -1481,7 +1518,7 @@ def _row_topk_kernel(logits_ptr, seqlen_ptr, hist_ptr, sel_ptr, cand_ptr, idx_pt
         up = live & (dig > d0)
         mid = live & (dig == d0)
         c = tl.cumsum(up.to(tl.int32) + (mid.to(tl.int32) << 16), 0)  # TOPK_BLOCK < 2^16
-        key = (ob.to(tl.int64) << 31) | (2147483647 - i).to(tl.int64)
+        key = _bits_key(ob, i)
         tl.store(sel + ns + (c & 65535) - 1, key, mask=up)
         tl.store(cand + nc + (c >> 16) - 1, key, mask=mid)
         last = tl.max(c, 0)
@@ -1855,6 +1892,15 @@ def _algo(config: dict[str, Any]) -> str:
     return a
 
 
+def radix_sampled_launches(config: dict[str, Any]) -> bool:
+    """The radix passes with the sampled first digit, a launch a step (``RADIX_FIRST``
+    "sampled" without ``RADIX_FUSED``): where ``SCORE_SAMPLE`` (with the Gluon scoring
+    kernel) and ``RADIX_FOLD`` apply; the launcher and the search space's ``canonical``
+    both ask here."""
+    return (_algo(config) == "radix" and config.get("RADIX_FIRST", "byte") in RADIX_SAMPLED
+            and not config.get("RADIX_FUSED", False))
+
+
 def radix_splits(config: dict[str, Any], max_len: int) -> int:
     """Programs per row of the radix passes: TOPK_SPLITS, at most one per TOPK_BLOCK keys."""
     return max(1, min(int(config.get("TOPK_SPLITS", 1)), cdiv(max_len, int(config.get("TOPK_BLOCK", 1024)))))
@@ -1982,8 +2028,7 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
                 log.info("%s; the Triton scoring kernel runs instead", why)
     # SCORE_SAMPLE: the Gluon scoring kernel histograms the sampled first digit itself (the rows'
     # state zero-filled by _buffers), so the radix passes start at the pick (one launch fewer)
-    sample = (gluon and radix and config.get("RADIX_FIRST", "byte") == "sampled" and bool(config.get("SCORE_SAMPLE"))
-              and not config.get("RADIX_FUSED", False))
+    sample = gluon and radix and radix_sampled_launches(config) and bool(config.get("SCORE_SAMPLE"))
     if gluon:
         mx = k_format == "mxfp4"  # the code cache itself (cp.async), fp8 keys a TMA descriptor of their rows
         score = (_gl_score_kernel, (B, S), dict(
@@ -2065,20 +2110,25 @@ def _plan_launches(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, 
                     stride_sel=sel.stride(0), NEXT_N=T, TOPK_BLOCK=TB, TOPK_SPLITS=P, num_warps=4, num_stages=1)
 
         first = config.get("RADIX_FIRST", "byte")
-        lead = RADIX_FIRST.index(first)
+        if first not in RADIX_LEAD:
+            raise ValueError(f"RADIX_FIRST must be one of {RADIX_FIRST}, got {first!r}")
+        lead, sampled = RADIX_LEAD[first], first in RADIX_SAMPLED
         C1, C2, C3, C4, C5, CT = (int(c.value) for c in (_CNT_C1, _CNT_C2, _CNT_C3, _CNT_C4, _CNT_C5, _CNT_TIE))
 
+        # RADIX_FOLD: MODE 2's last program runs the fallback (one launch fewer)
+        fold = radix_sampled_launches(config) and bool(config.get("RADIX_FOLD", False))
+
         def step(src, src_cnt, pick, dst, dst_cnt, hist, mode=0):
-            c1x = int(_CNT_C1X.value) if lead == 2 and src_cnt == C1 else 0  # C1: the sampled pick + its fallback
+            c1x = int(_CNT_C1X.value) if sampled and src_cnt == C1 else 0  # C1: the sampled pick + its fallback
             return (_radix_pass_kernel, (B * T, P), dict(
                 base, src_ptr=ca if src is None else src, FROM_LOGITS=src is None, SRC_CNT=src_cnt, PICK=pick,
                 dst_ptr=ca if dst is None else dst, DST_CNT=dst_cnt, HIST=hist, stride_src=ca.stride(0),
-                stride_dst=ca.stride(0), RADIX_FIRST=first, MODE=mode, SRC_CNT2=c1x))
-        if lead == 2:
+                stride_dst=ca.stride(0), RADIX_FIRST=first, MODE=mode, SRC_CNT2=c1x, FOLD=fold and mode == 2))
+        if sampled:
             steps = [step(None, 0, -1, None, 0, 0, mode=1)] * (not sample)  # digit 0 over a sample of the logits
-            steps += [step(None, 0, 0, ca, C1, -1, mode=2),  # every key at or above a safe digit-0 bin
-                      step(None, 0, 0, ca, C1, -1, mode=3),  # too few (a bad sample): the rest of the row
-                      step(ca, C1, -1, None, 0, 1)]          # histogram of digit 1 (digit 0 again, exact)
+            steps += [step(None, 0, 0, ca, C1, -1, mode=2)]  # every key at or above a safe digit-0 bin
+            steps += [step(None, 0, 0, ca, C1, -1, mode=3)] * (not fold)  # too few (a bad sample): the rest
+            steps += [step(ca, C1, -1, None, 0, 1)]  # histogram of digit 1 (quarter again, exact; or the top byte)
         else:
             steps = [step(None, 0, -1, None, 0, 0),   # histogram of digit 0 over the logits
                      step(None, 0, 0, ca, C1, -1),    # digit 0: select above, candidates in its bin
@@ -2429,6 +2479,7 @@ def radix_config(workload: Workload) -> dict[str, Any]:
             "SHARE_THRESHOLD": False, "MX_FP8_DOT": mx, "MX_WORD_DECODE": mx, "TOPK_ALGO": "radix",
             "TOPK_BLOCK": tb, "RADIX_FUSED": fused, "BOUND_GROUP": 64, "BOUND_FUSED": False, "RANK_STEP": 2048,
             "LAUNCH_PDL": False, "SCORE_MAXNREG": 0, "SCORE_GLUON": gluon, "SCORE_SAMPLE": sample,
+            "RADIX_FOLD": False,  # compile- and interpreter-checked; not measured on a GPU yet (session 26)
             "TOPK_SPLITS": splits, "RANK_BLOCK": 64 if chunked else rank_block,
             "PLACE_SORT": False, "PLACE_CHUNK": min(PLACE_CHUNK_DEFAULT, next_power_of_2(k) // 4) if chunked else 0,
             "RADIX_FIRST": first,

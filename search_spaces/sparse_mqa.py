@@ -6,7 +6,7 @@ from typing import Any
 import triton
 
 from kernel_templates.sparse_mqa import (D_INDEX, PAGE, PROFILES, RADIX_FIRST, Workload, feasible, radix_fused_cap,
-                                         score_gluon_error)
+                                         radix_sampled_launches, score_gluon_error)
 from tuner.runtime.env import assumed_target_cc
 from tuner.space import Bool, Choice, Pow2, Space
 
@@ -34,7 +34,8 @@ SPACE = Space(
                                   # keys, then rank across the sorted chunks (a second launch); 0: PLACE_SORT
                                   # decides (radix), one sort a row (row)
     RADIX_FIRST=Choice(RADIX_FIRST, absent="byte"),  # radix: the first digit
-                                  # (sparse_mqa._radix_digit); configs from before it ran "byte"
+                                  # (sparse_mqa._radix_digit); configs from before it ran "byte";
+                                  # "sampled_byte": the sampled threshold, then the bytes (a pass fewer)
     BOUND_GROUP=Choice((16, 32, 64, 128), absent=64),  # bound: keys per group max (<= BLOCK_N): smaller
                                   # groups give a tighter bound (fewer candidates) for more maxima to read
     BOUND_FUSED=Bool(absent=False),  # bound: every filter program derives the row's bound from all its
@@ -53,6 +54,8 @@ SPACE = Space(
                                   # an mbarrier ring, mxfp4 codes by cp.async); num_stages is the ring's depth
     SCORE_SAMPLE=Bool(absent=False),  # SCORE_GLUON with the sampled first digit: the scoring kernel builds the
                                   # sampled digit-0 histogram (the radix passes' first launch) itself
+    RADIX_FOLD=Bool(absent=False),  # radix, sampled first digit, a launch a step: the safe pick's last program
+                                  # to finish runs the fallback (a launch fewer; the row alone when the sample misled)
     num_warps=Pow2(4, 8),
     num_stages=Choice((1, 2, 3, 4, 5, 7, 9)),  # scoring pipeline depth: one key tile in flight a program up
                                   # to 4, two at 5, three at 7, four at 9 (the block-table load takes stages;
@@ -161,9 +164,10 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
             c["MX_FP8_DOT"] = c["MX_WORD_DECODE"] = True
         else:
             c["SCORE_MAXNREG"] = 0  # fp8 keys: the Gluon kernel takes ~72 registers, a cap changes nothing
-    if not (c.get("SCORE_GLUON", False) and c["TOPK_ALGO"] == "radix" and c["RADIX_FIRST"] == "sampled"
-            and not c.get("RADIX_FUSED", False)):
+    if not (c.get("SCORE_GLUON", False) and radix_sampled_launches(c)):
         c["SCORE_SAMPLE"] = False  # only the Gluon scoring kernel samples, and only the sampled first digit uses it
+    if not radix_sampled_launches(c):
+        c["RADIX_FOLD"] = False  # only the sampled first digit has a fallback launch to fold
     return c
 
 

@@ -369,10 +369,10 @@ def test_row_first_digit_end_bins(scale, device):
     M.verify(idx, M.reference(**inp), inp)
 
 
-@pytest.mark.parametrize("first", ["quarter", "sampled"])
+@pytest.mark.parametrize("first", ["quarter", "sampled", "sampled_byte"])
 @pytest.mark.parametrize("scale", [-1.0, 1e9, 1e-14])
 def test_radix_fine_first_digit_end_bins(scale, first, device):
-    """``RADIX_FIRST`` "quarter" / "sampled": scores all <= 0, all above 2^23, all below
+    """``RADIX_FIRST`` "quarter" / "sampled" / "sampled_byte": scores all <= 0, all above 2^23, all below
     2^-40 put the k-th key in an end bin of the quarter-binade digit (keys of many
     binades); the four byte digits after it still select exactly."""
     inp = ragged_inputs("dsv32", 2, [600, 300], top_k=40, device=device, seed=3)
@@ -383,27 +383,90 @@ def test_radix_fine_first_digit_end_bins(scale, first, device):
     M.verify(idx, M.reference(**inp), inp)
 
 
-@pytest.mark.parametrize("fused", [False, True])
-def test_radix_sampled_threshold_fallback(fused, device):
+@pytest.mark.parametrize("first", M.RADIX_SAMPLED)
+@pytest.mark.parametrize("form", ["launches", "fused", "fold"])
+def test_radix_sampled_threshold_fallback(form, first, device):
     """``RADIX_FIRST="sampled"`` with a sample that misleads: keys 0, 16, 32, ... (exactly
     the sampled ones) score ~100x the rest, so the threshold from the sample keeps ~22
     keys, fewer than k = 40; the fallback pass must append the rest of the row (also as a
-    step of the fused launch, ``RADIX_FUSED``)."""
+    step of the fused launch, ``RADIX_FUSED``, and by the safe pick's last program,
+    ``RADIX_FOLD``)."""
     inp = ragged_inputs("dsv32", 1, [1900, 700], top_k=40, device=device, seed=5)
     inp["weights"] = inp["weights"].abs()
     inp["k_scales"][:, ::16] *= 100.0
-    c = rcfg("dsv32", 1, NUM_SPLITS=4, TOPK_SPLITS=4, RADIX_FIRST="sampled", RADIX_FUSED=fused)
+    c = rcfg("dsv32", 1, NUM_SPLITS=4, TOPK_SPLITS=4, RADIX_FIRST=first, RADIX_FUSED=form == "fused",
+             RADIX_FOLD=form == "fold")
     idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
     assert_equal("topk_idx vs own logits", idx, M.topk_of_logits(logits, 40))
     M.verify(idx, M.reference(**inp), inp)
 
 
+def test_radix_fold(device):
+    """``RADIX_FOLD``: the sampled first digit's fallback launch is gone (the safe pick's last
+    program runs it); the same candidate counts and indices as the launch when the sample
+    keeps enough keys (a no-op fallback) and when it does not (row 0: the sampled keys score
+    ~100x, so the fallback appends; row 1 untouched), ragged rows and one shorter than k."""
+    inp = ragged_inputs("dsv32", 1, [1900, 1300, 30], top_k=64, device=device, seed=7)
+    inp["weights"] = inp["weights"].abs()
+    bt0 = inp["block_table"][0].long()
+    inp["k_scales"][bt0, ::16] *= 100.0  # sequence 0's sampled keys only
+    out = {}
+    for fold in (False, True):
+        c = rcfg("dsv32", 1, NUM_SPLITS=4, TOPK_SPLITS=4, RADIX_FIRST="sampled", RADIX_FOLD=fold)
+        bufs = M._buffers(3, 1, inp["block_table"].shape[1] * inp["k_cache"].shape[1], 64, False, c, device)
+        plan = M._plan(inp["q"], inp["weights"], inp["k_cache"], inp["k_scales"], inp["block_table"],
+                       inp["seq_lens"], 64, "fp8", False, c, bufs)
+        for kern, grid, args in plan:
+            kern[grid](**args)
+        rs = bufs["rs"].cpu()
+        modes = [a.get("MODE") for k, _, a in plan if k is M._radix_pass_kernel]
+        out[fold] = (bufs["idx"].view(3, 1, 64).clone(), rs[:, [int(M._CNT_C1.value), int(M._CNT_C1X.value)]],
+                     modes, rs[:, int(M._FOLD_DONE.value)].tolist())
+    (i0, c0, m0, d0), (i1, c1, m1, d1) = out[False], out[True]
+    assert m0.count(3) == 1 and 3 not in m1 and len(m1) == len(m0) - 1, (m0, m1)
+    assert torch.equal(i0, i1) and torch.equal(c0, c1), (c0, c1)
+    assert c1[0, 1] > 0 and c1[1, 1] == 0, c1  # the fallback appended for row 0 only
+    assert d0 == [0, 0, 0] and d1 == [4, 4, 4]  # every MODE 2 program of each row arrived
+    assert_equal("topk_idx", i1, M.reference(**inp))
+
+
+def test_radix_sampled_byte_takes_a_pass_fewer():
+    """``RADIX_FIRST="sampled_byte"``: the sampled threshold, then the four order bytes: one
+    radix pass and one digit fewer than "sampled" (no exact quarter digit), the same fallback;
+    an unknown value is refused with one line."""
+    w = M.Workload(32, 131072, 1, "dsv32")
+    plans = {f: M._plan_for(w, dict(M.radix_config(w), RADIX_FIRST=f, SCORE_SAMPLE=False)) for f in M.RADIX_SAMPLED}
+    modes = {f: [a["MODE"] for k, _, a in p if k is M._radix_pass_kernel] for f, p in plans.items()}
+    assert modes == {"sampled": [1, 2, 3, 0, 0, 0, 0, 0, 0], "sampled_byte": [1, 2, 3, 0, 0, 0, 0, 0]}, modes
+    digits = {f: next(a["N_DIGITS"] for k, _, a in p if k is M._radix_place_kernel) for f, p in plans.items()}
+    assert digits == {"sampled": 6, "sampled_byte": 5}
+    with pytest.raises(ValueError, match="RADIX_FIRST must be one of"):
+        M._plan_for(w, dict(M.radix_config(w), RADIX_FIRST="sampled_quarter"))
+
+
+def test_radix_fold_pins():
+    """The search space admits RADIX_FOLD only with the sampled first digit a launch a step
+    (``radix_sampled_launches``, which the launcher asks too); pinned off elsewhere."""
+    w = M.Workload(32, 131072, 1, "dsv32")
+    c = dict(M.radix_config(w), RADIX_FOLD=True)
+    assert c["RADIX_FIRST"] == "sampled" and M.radix_sampled_launches(c) and S.canonical(c, w)["RADIX_FOLD"] is True
+    assert S.canonical(dict(c, RADIX_FIRST="byte"), w)["RADIX_FOLD"] is False
+    w4 = M.Workload(4, 131072, 1, "dsv32")  # few rows: RADIX_FUSED admitted
+    c4 = dict(M.radix_config(w4), RADIX_FIRST="sampled", RADIX_FOLD=True)
+    assert S.canonical(c4, w4)["RADIX_FOLD"] is True
+    assert S.canonical(dict(c4, RADIX_FUSED=True), w4)["RADIX_FOLD"] is False
+    assert S.canonical(dict(c, **S._BOUND_ONLY, TOPK_ALGO="bound"), w)["RADIX_FOLD"] is False
+    assert S.SPACE.complete({k: v for k, v in M.radix_config(w).items() if k != "RADIX_FOLD"})["RADIX_FOLD"] is False
+
+
 PLACES = {"rank": dict(PLACE_SORT=False), "sort": dict(PLACE_SORT=True), "chunk": dict(PLACE_CHUNK=16)}
 
 
-@pytest.mark.parametrize("first", M.RADIX_FIRST)
-@pytest.mark.parametrize("place", sorted(PLACES))
-@pytest.mark.parametrize("tie_max", [4096, 3])
+# every first digit with every placing once, each with both tie limits across the placings (the full
+# product, 18 cases of ~10 s, was the largest share of CI); sampled_byte's chunked placing: the fused test
+@pytest.mark.parametrize("first, place, tie_max", [
+    (first, place, (4096, 3)[(i + j) % 2]) for i, first in enumerate(("byte", "quarter", "sampled"))
+    for j, place in enumerate(sorted(PLACES))] + [("sampled_byte", "rank", 4096), ("sampled_byte", "sort", 3)])
 def test_radix_ties_at_the_kth_score(place, tie_max, first, device, monkeypatch):
     """Pages 1..3 copy page 0: every score of those keys appears 4 times, so the k-th score is
     tied for most k; the lowest indices must win, in index order. ``tie_max=3`` sends every
@@ -432,7 +495,8 @@ def _check_radix_ties(over: dict, device: str) -> None:
 
 
 @pytest.mark.parametrize("first, place, tie_max", [("byte", "rank", 4096), ("quarter", "chunk", 3),
-                                                   ("sampled", "sort", 4096), ("sampled", "chunk", 4096)])
+                                                   ("sampled", "sort", 4096), ("sampled", "chunk", 4096),
+                                                   ("sampled_byte", "chunk", 3)])
 def test_radix_fused_ties_at_the_kth_score(first, place, tie_max, device, monkeypatch):
     """``test_radix_ties_at_the_kth_score`` with every radix pass in one launch: ties at the
     k-th score (the tie list of the last digit) and a row that is one bin of every digit."""
@@ -573,7 +637,7 @@ def test_radix_fused_launches_and_grid(monkeypatch):
             fused = M._plan_for(w, c)
             unfused = M._plan_for(w, dict(c, RADIX_FUSED=False))
             assert [f.__name__ for f, _, _ in fused] == ["_score_kernel", "_radix_fused_kernel"] + place
-            assert len(unfused) - len(fused) == {"byte": 5, "quarter": 6, "sampled": 8}[first]
+            assert len(unfused) - len(fused) == {"byte": 5, "quarter": 6, "sampled": 8, "sampled_byte": 7}[first]
             assert fused[1][1] == (1, 1) and not fused[1][2]["GRID_SYNC"]  # the interpreter: one program a row
             assert [g for _, g, _ in fused[2:]] == [g for _, g, _ in unfused[-len(place):]]
     # as on an H200 (132 SMs) and on a GPU with fewer SMs than rows, one program an SM
@@ -895,9 +959,14 @@ def test_search_space_defaults_and_feasibility():
     # test_search_space_radix_fused covers it; the bound path's knobs and LAUNCH_PDL pinned too:
     # canonical pins them off the bound path, test_canonical_* in test_space.py covers that;
     # SCORE_SAMPLE and SCORE_GLUON, a doubling each: test_score_sample_zero_fills_the_row_state_and_pins and
-    # test_gluon_scoring_in_the_search_space cover them; off Hopper canonical pins SCORE_GLUON off anyway)
-    pins = dict(S._BOUND_ONLY, LAUNCH_PDL=False, SCORE_MAXNREG=0, SCORE_SAMPLE=False, SCORE_GLUON=False)
-    for algo, fixed in (("merge", dict(S._RADIX_ONLY, **pins)), ("radix", dict(S._MERGE_ONLY, RADIX_FUSED=False, **pins))):
+    # test_gluon_scoring_in_the_search_space cover them; off Hopper canonical pins SCORE_GLUON off anyway;
+    # RADIX_FOLD, another doubling: test_radix_sampled_threshold_fallback and test_radix_fold_pins cover it)
+    pins = dict(S._BOUND_ONLY, LAUNCH_PDL=False, SCORE_MAXNREG=0, SCORE_SAMPLE=False, SCORE_GLUON=False,
+                RADIX_FOLD=False)
+    # RADIX_FIRST pinned in the radix grid too: no constraint reads it (only canonical's SCORE_SAMPLE /
+    # RADIX_FOLD pins, pinned here), so its four values walked the same configs four times (~3/4 of the test)
+    for algo, fixed in (("merge", dict(S._RADIX_ONLY, **pins)),
+                        ("radix", dict(S._MERGE_ONLY, RADIX_FUSED=False, RADIX_FIRST="sampled", **pins))):
         sub = S.Space({n: p for n, p in S.SPACE.items() if n not in fixed and n != "TOPK_ALGO"})
         ok = [c for c in sub.grid() if S.constraints(dict(c, TOPK_ALGO=algo, **fixed), w)]
         assert len(ok) > 100, algo
@@ -1304,17 +1373,23 @@ from tuner.runtime.env import assume_target
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 
 
-def compile_scoring(w, cfg):
-    with assume_target(90):  # as `tune lower --target sm_90` plans (no GPU here)
-        fn, _grid, args = M._plan_for(w, cfg)[0]
+def compile_sm90(fn, args, source=GluonASTSource):
+    # one launch compiled for sm_90 as the JIT specialises it: (kernel, constexprs, registers, stack)
     sig, cx = M.lowering.signature(fn, args)
-    k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=cx, attrs=sig.attrs),
+    k = triton.compile(source(fn=fn, signature=sig, constexprs=cx, attrs=sig.attrs),
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 1})
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(k.asm["cubin"])
         f.flush()
         use = subprocess.run([BIN, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
     reg, stack = (int(re.search(rf"{x}:(\d+)", use).group(1)) for x in ("REG", "STACK"))
+    return k, cx, reg, stack
+
+
+def compile_scoring(w, cfg):
+    with assume_target(90):  # as `tune lower --target sm_90` plans (no GPU here)
+        fn, _grid, args = M._plan_for(w, cfg)[0]
+    k, cx, reg, stack = compile_sm90(fn, args)
     return k, fn.__name__, cx, reg, stack
 """
 
@@ -1417,6 +1492,60 @@ def test_gluon_score_sample_plans_and_lowers_for_sm90():
         assert off == [9, False, True, 0, False] and on == [8, True, False, 0, True], (off, on)
 
 
+_LOWER_FOLD = _GL_COMPILE + r"""
+from triton.compiler import ASTSource
+res = []
+for prof in ("dsv32", "dsv41-flash"):
+    w = M.Workload(32, 131072, 1, prof)
+    for fold in (False, True):
+        with assume_target(90):
+            plan = M._plan_for(w, dict(M.radix_config(w), RADIX_FOLD=fold))
+        modes = [a["MODE"] for f, _, a in plan if f is M._radix_pass_kernel]
+        fn, _g, args = next(p for p in plan if p[0] is M._radix_pass_kernel and p[2]["MODE"] == 2)
+        k, cx, _reg, stack = compile_sm90(fn, args, ASTSource)
+        ptx = k.asm["ptx"]
+        res.append([prof, fold, modes, cx["FOLD"], stack,
+                    len(re.findall(r"atom\.\S*\.acq_rel\.", ptx)), len(re.findall(r"\.acquire\.", ptx))])
+print(json.dumps(res))
+"""
+
+
+def test_radix_fold_plans_and_lowers_for_sm90():
+    """RADIX_FOLD (sm_90 plans of the sampled first digit, a clean process): the fallback
+    launch (MODE 3) is gone and the safe pick (MODE 2) takes FOLD: an acq_rel arrival and an
+    acquire read of the list's count, no local memory."""
+    for prof, fold, modes, cx_fold, stack, acq_rel, acquire in run_clean(_LOWER_FOLD):
+        assert modes == ([1, 2, 0, 0, 0, 0, 0, 0] if fold else [1, 2, 3, 0, 0, 0, 0, 0, 0]) or \
+            modes == ([2, 0, 0, 0, 0, 0, 0] if fold else [2, 3, 0, 0, 0, 0, 0, 0]), (prof, fold, modes)
+        assert cx_fold is fold and stack == 0, (prof, fold, stack)
+        assert (acq_rel >= 1 and acquire >= 1) if fold else (acq_rel == acquire == 0), (prof, fold, acq_rel, acquire)
+
+
+_LOWER_SAMPLED_BYTE = _GL_COMPILE + r"""
+from triton.compiler import ASTSource
+res = []
+for rows, fused in ((32, False), (4, True)):
+    w = M.Workload(rows, 131072, 1, "dsv32")
+    cfg = dict(M.radix_config(w), RADIX_FIRST="sampled_byte", RADIX_FUSED=fused, RADIX_FOLD=not fused,
+               SCORE_SAMPLE=False, SCORE_GLUON=False)
+    for fn, _g, args in M._plan_for(w, cfg)[1:]:
+        if fn not in (M._radix_pass_kernel, M._radix_fused_kernel):
+            continue
+        _k, cx, _reg, stack = compile_sm90(fn, args, ASTSource)
+        res.append([fn.__name__, cx.get("MODE"), cx.get("PICK"), cx.get("HIST"), stack])
+print(json.dumps(res))
+"""
+
+
+def test_radix_sampled_byte_lowers_for_sm90():
+    """``RADIX_FIRST="sampled_byte"`` compiles for sm_90 (a clean process): its passes (with
+    RADIX_FOLD) and the fused launch, no local memory; picks 1-4 are the four order bytes."""
+    res = run_clean(_LOWER_SAMPLED_BYTE, timeout=900)
+    passes = [r[1:4] for r in res if r[0] == "_radix_pass_kernel"]
+    assert passes == [[1, -1, 0], [2, 0, -1], [0, -1, 1], [0, 1, 2], [0, 2, 3], [0, 3, 4], [0, 4, -1]], passes
+    assert sum(r[0] == "_radix_fused_kernel" for r in res) == 1 and all(r[4] == 0 for r in res), res
+
+
 def test_score_sample_zero_fills_the_row_state_and_pins():
     """``_buffers`` zero-fills the radix state for SCORE_SAMPLE (a fill, not the scoring
     kernel's split 0, which other programs' atomics would race); the search space admits the
@@ -1465,6 +1594,41 @@ def test_gpu_gluon_score_sample(device):
         else:  # UE8M0 exponents: x128
             bad["k_scales"][:, ::16] = (bad["k_scales"][:, ::16].int() + 7).clamp(max=254).to(torch.uint8)
         assert_equal("SCORE_SAMPLE, misleading sample", M.launch(config=s, **bad), M.launch(config=c, **bad))
+
+
+@pytest.mark.gpu
+def test_gpu_radix_fold(device):
+    """RADIX_FOLD on the GPU: the same indices as the fallback's own launch, call after call
+    (the arrival counter starts zeroed each call), with PDL and SCORE_SAMPLE, ragged rows (an
+    empty one, one shorter than k), and a sample that misleads (the row's last safe-pick
+    program appends the rest of the row alone); ``RADIX_FIRST="sampled_byte"`` (no exact
+    quarter digit) the same indices too."""
+    for w, lens in ((M.Workload(4, 131072, 1, "dsv32"), [131072, 100001, 300, 0]),
+                    (M.Workload(3, 131072, 1, "dsv41-flash"), [131072, 64 * 7 + 5, 70000])):
+        inp = M.make_inputs(w, device, 1)
+        inp["seq_lens"] = torch.tensor(lens, dtype=torch.int32, device=device)
+        c = dict(M.radix_config(w), RADIX_FIRST="sampled", TOPK_SPLITS=8)
+        f = dict(c, RADIX_FOLD=True)
+        want = M.launch(config=c, **inp)
+        for _ in range(2):
+            assert_equal("RADIX_FOLD vs the fallback launch", M.launch(config=f, **inp), want)
+        assert_equal("RADIX_FOLD with PDL", M.launch(config=dict(f, LAUNCH_PDL=True), **inp), want)
+        if c["SCORE_GLUON"]:
+            assert_equal("RADIX_FOLD with SCORE_SAMPLE", M.launch(config=dict(f, SCORE_SAMPLE=True), **inp), want)
+        sb = dict(c, RADIX_FIRST="sampled_byte")  # the sampled threshold, then the bytes (a pass fewer)
+        assert_equal("sampled_byte", M.launch(config=sb, **inp), want)
+        assert_equal("sampled_byte, RADIX_FOLD", M.launch(config=dict(sb, RADIX_FOLD=True, LAUNCH_PDL=True), **inp),
+                     want)
+        M.verify(want, M.reference(**inp), inp)
+        bad = dict(inp, k_scales=inp["k_scales"].clone(), weights=inp["weights"].abs())
+        if w.profile == "dsv32":
+            bad["k_scales"][:, ::16] *= 100.0
+        else:  # UE8M0 exponents: x128
+            bad["k_scales"][:, ::16] = (bad["k_scales"][:, ::16].int() + 7).clamp(max=254).to(torch.uint8)
+        want_bad = M.launch(config=c, **bad)
+        assert_equal("RADIX_FOLD, misleading sample", M.launch(config=f, **bad), want_bad)
+        assert_equal("sampled_byte, RADIX_FOLD, misleading sample",
+                     M.launch(config=dict(sb, RADIX_FOLD=True), **bad), want_bad)
 
 
 @pytest.mark.gpu
@@ -1545,9 +1709,10 @@ def test_space_names_are_kernel_constexprs():
     # RADIX_FUSED picks the kernel (_radix_fused_kernel or _radix_pass_kernel a pass): the host's;
     # LAUNCH_PDL is a launch option (and the kernels' PDL constexpr), SCORE_MAXNREG the scoring launch's maxnreg,
     # SCORE_GLUON picks the scoring kernel (_gl_score_kernel or _score_kernel), SCORE_SAMPLE is that kernel's
-    # SAMPLE (and drops a radix pass)
+    # SAMPLE (and drops a radix pass), RADIX_FOLD the safe pick's FOLD (and drops the fallback pass)
     assert set(S.SPACE) - {"num_warps", "num_stages", "RADIX_FUSED", "LAUNCH_PDL", "SCORE_MAXNREG",
-                           "SCORE_GLUON", "SCORE_SAMPLE"} <= names
+                           "SCORE_GLUON", "SCORE_SAMPLE", "RADIX_FOLD"} <= names
+    assert "FOLD" in names
     assert "SAMPLE" in M.lowering.constexpr_names(M._gl_score_kernel)
     assert "PDL" in names
 
