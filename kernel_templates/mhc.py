@@ -27,6 +27,12 @@ Design:
   memory and registers are as for ``SYNC`` 0 (sm_90, Triton 3.6: 64 x 16 tf32 59392 B,
   163-168 registers). Measured slower than ``SYNC`` 0 on the H200, so the search space
   does not admit it (search_spaces/mhc.py); kept and tested for later experiments.
+- ``SYNC`` 3 (GLUON only, ``_gl_defer_kernel``): the one pass without waiting on work still to
+  come. ``PERSIST`` programs an SM take tickets; ticket i runs mix item i (block, D-chunk)
+  and the u pass of item i - lag, whose block finished about a grid's worth of tickets
+  earlier (lag: ``DEFER_LAG`` % of the grid + SPLIT_K, ``defer_grid``), so the new residual is
+  re-read from L2 while lag items' chunks fit there. In the search space; compile-checked, its
+  GPU tests and timing are run 143's (benchmarks/NOTES.md, session 26).
 - ``SPLIT_K == 1`` is a single fused launch: each program owns whole token rows, does
   the epilogue in registers and re-reads its own rows for ``u``. Those are L2-hot only
   while all resident programs' rows (BLOCK_T x 4D x 2 B each: 2.6 MB at 64 x 5120)
@@ -561,14 +567,18 @@ def _mhc_seam_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, 
 @triton.jit
 def _mhc_finish_kernel(pmix_ptr, pgram_ptr, src_ptr, scale_ptr, base_ptr, w_ptr, u_ptr, post_ptr, comb_ptr,
                        T, D, chunk, stride_st, stride_ss, stride_ut, eps, n_iters,
-                       BLOCK_T: tl.constexpr, U_BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr):
+                       BLOCK_T: tl.constexpr, U_BLOCK_D: tl.constexpr, SPLIT_K: tl.constexpr,
+                       PDL: tl.constexpr = False):
     """Split-K epilogue as a second launch (``SYNC`` 0), grid (token tiles of ``BLOCK_T`` rows,
     D-chunks of ``chunk`` columns; ``finish_tiles``). Every program reduces the SPLIT_K partials
     (rather than waiting on one that did); chunk 0 also runs the Sinkhorn and stores post
     / comb; each writes u for its own chunk in ``[BLOCK_T, U_BLOCK_D]`` tiles. Its tiling
     is its own, not the first launch's: that one's ``BLOCK_D`` is set by the GEMM's
     registers (16 at 64 tokens), and with it this streaming pass kept ~8 KB a program in
-    flight (H200, T=4096: 124 us for ~210 MB, ~40% of HBM bandwidth)."""
+    flight (H200, T=4096: 124 us for ~210 MB, ~40% of HBM bandwidth). ``PDL``: a
+    programmatic dependent launch of the GLUON mix launch (waits for it first)."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
     pid_t = tl.program_id(0)
     pid_k = tl.program_id(1)
     offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
@@ -634,19 +644,34 @@ def _mhc_post_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, T, D,
 #   rounding, run to run); SYNC 0 is deterministic.
 
 @triton.jit
-def _fn_k_order_kernel(fn_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+def _fn_k_order_kernel(fn_ptr, out_ptr, n_cols, zero_ptr, n_zero, BLOCK: tl.constexpr, ZERO: tl.constexpr,
+                       PDL: tl.constexpr = False):
     """fn in the GLUON kernel's K order: within each 32-column block, position p holds
-    column 8 (p % 4) + p // 4 (row by row; ``n_cols`` = 4D, a multiple of 32)."""
+    column 8 (p % 4) + p // 4 (row by row; ``n_cols`` = 4D, a multiple of 32). With ``ZERO``
+    the programs also zero-fill ``n_zero`` fp32 values at ``zero_ptr`` (the one pass's
+    partial rows: a memset launch fewer). ``PDL``: the mix launch after it may start now (it
+    waits for this one before it reads fn or the partial rows)."""
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     p = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     src = p - p % 32 + 8 * (p % 4) + (p % 32) // 4
     m = p < n_cols
     tl.store(out_ptr + row * n_cols + p, tl.load(fn_ptr + row * n_cols + src, mask=m), mask=m)
+    if ZERO:
+        n_prog = tl.num_programs(0) * tl.num_programs(1)
+        off = (row * tl.num_programs(1) + tl.program_id(1)) * BLOCK + tl.arange(0, BLOCK)
+        for z in range(0, tl.cdiv(n_zero, n_prog * BLOCK)):
+            o = off + z * n_prog * BLOCK
+            tl.store(zero_ptr + o, tl.zeros([BLOCK], tl.float32), mask=o < n_zero)
 
 
-def _fn_k_order_launch(fn: torch.Tensor, out: torch.Tensor) -> tuple[Any, tuple[int, int], dict[str, Any]]:
-    return _fn_k_order_kernel, (fn.shape[0], cdiv(fn.shape[1], 1024)), dict(fn_ptr=fn, out_ptr=out,
-                                                                             n_cols=fn.shape[1], BLOCK=1024)
+def _fn_k_order_launch(fn: torch.Tensor, out: torch.Tensor,
+                       zero: torch.Tensor | None = None) -> tuple[Any, tuple[int, int], dict[str, Any]]:
+    """fn's reorder launch, zero-filling ``zero`` (fp32) on the way when given."""
+    return _fn_k_order_kernel, (fn.shape[0], cdiv(fn.shape[1], 1024)), dict(
+        fn_ptr=fn, out_ptr=out, n_cols=fn.shape[1], zero_ptr=out if zero is None else zero,
+        n_zero=0 if zero is None else zero.numel(), BLOCK=1024, ZERO=zero is not None)
 
 
 def fn_k_order(fn: torch.Tensor) -> torch.Tensor:
@@ -661,6 +686,10 @@ GL_BLOCK_T = 64  # wgmma's M: one warpgroup, 4 warps
 GL_BLOCK_D = 32  # columns a step
 GL_FIXED = {"BLOCK_T": GL_BLOCK_T, "BLOCK_D": GL_BLOCK_D, "DOT_PRECISION": "tf32", "num_warps": 4}
 """The GLUON kernel's fixed tile, as config keys (what its launcher checks, its search space sets)."""
+DEFER_OFF = {"PERSIST": 2, "DEFER_LAG": 100}
+"""SYNC 3's own keys at their absent values (``defer_grid``'s defaults; every other config carries these)."""
+GL_KNOBS_OFF = {"XY_GROUP": 1, "LAUNCH_PDL": False, **DEFER_OFF}
+"""The GLUON launches' knobs at their absent values (what a default config carries)."""
 
 if gl is not None:
     _GL_XP = gl.constexpr(gl.DistributedLinearLayout(  # [64 tokens, 4 (q), 8 (m)]: column 8 q + m of a step
@@ -873,53 +902,58 @@ def _gl_u_rows(sp, stride_ss, m):
 
 
 @gluon_jit
-def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr,
-                   u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr, sync_ptr,
-                   T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, stride_ut, eps, n_iters,
-                   SEAM: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, SYNC: gl.constexpr,
-                   XY_GROUP: gl.constexpr = 1):
-    """pre (``SEAM`` False) or seam for one (64-token block, D-chunk); see the notes above.
+def _gl_ld_offsets(t0, T, D):
+    """An item's copy offsets: its rows / columns in ``_GL_LD`` (one step's stream tiles) and
+    fn's [32, 32] tile offsets in ``_GL_FL`` (rows 24..31 masked: zero-filled, wgmma's N is 32)."""
+    t_ld = t0 + gl.arange(0, 64, layout=gl.SliceLayout(1, _GL_LD))
+    c_ld = gl.arange(0, 32, layout=gl.SliceLayout(0, _GL_LD))
+    fn_n = gl.arange(0, 32, layout=gl.SliceLayout(1, _GL_FL))
+    fn_p = gl.arange(0, 32, layout=gl.SliceLayout(0, _GL_FL))
+    # fn_ptr is fn in the MMA's K order (_fn_k_order_kernel)
+    return t_ld, t_ld < T, c_ld, fn_n[:, None] * (4 * D) + fn_p[None, :], (fn_n < 24)[:, None]
 
-    ``XY_GROUP`` 2: the streams (X, y) of two steps are requested together, 128 contiguous
-    bytes of a row a warp instruction (one step's 64 reads ran at 2.6 TB/s, 128-byte pieces
-    at 3.4: run 113), into two slots (one group in use, the next in flight); fn keeps a
-    two-slot ring a step. Each step commits fn(s + 1), a group's first step then the next
-    group's streams, and waits with two groups pending: exactly those two (the copies share
-    one FIFO of groups: waiting on fn alone would wait on streams committed before it)."""
+
+@gluon_jit
+def _gl_ld2_offsets(t0, T, stride_xt, stride_yt):
+    """XY_GROUP 2's [128, 32] copy offsets (row 64 g + token holding step g's columns) into X
+    and y, and the rows' mask."""
+    r2 = gl.arange(0, 128, layout=gl.SliceLayout(1, _GL_LD2))
+    c2 = gl.arange(0, 32, layout=gl.SliceLayout(0, _GL_LD2))
+    t2 = t0 + r2 % 64
+    g2 = (32 * (r2 // 64))[:, None] + c2[None, :]  # step g's columns
+    return t2[:, None] * stride_xt + g2, t2[:, None] * stride_yt + g2, (t2 < T)[:, None]
+
+
+@gluon_jit
+def _gl_prologue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, t0, d_lo, n_steps, T, D,
+                 stride_xt, stride_xs, stride_yt, SEAM: gl.constexpr, STAGES: gl.constexpr, XY_GROUP: gl.constexpr):
+    """The copies of an item's first steps (token block ``t0``, columns from ``d_lo``) into the ring."""
+    t_ld, tm_ld, c_ld, fn_off, fn_mask = _gl_ld_offsets(t0, T, D)
+    if XY_GROUP == 1:
+        for s in gl.static_range(STAGES - 1):
+            if s < n_steps:  # a split shorter than the ring (e.g. 1 step at 4 stages) reads nothing past its chunk
+                _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, s, t_ld, tm_ld, c_ld,
+                          fn_off, fn_mask, d_lo + s * 32, D, stride_xt, stride_xs, stride_yt, SEAM)
+            else:
+                async_copy.commit_group()  # an empty group keeps the wait count uniform
+    else:  # the launcher checks n_steps % 2 == 0 and 2 stages
+        xoff2, yoff2, m2 = _gl_ld2_offsets(t0, T, stride_xt, stride_yt)
+        _gl_copy_streams(x_ptr + d_lo + xoff2, y_ptr + d_lo + yoff2, xb0, xb1, xb2, xb3, yb, 0, m2, stride_xs, SEAM)
+        async_copy.commit_group()
+        _gl_copy_fn(fn_ptr, fb0, fb1, fb2, fb3, 0, fn_off, fn_mask, d_lo, D)
+        async_copy.commit_group()
+
+
+@gluon_jit
+def _gl_mix_loop(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3,
+                 t0, d_lo, n_steps, T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns,
+                 SEAM: gl.constexpr, STAGES: gl.constexpr, XY_GROUP: gl.constexpr):
+    """An item's steps after ``_gl_prologue``: the seam's new residual (stored), the fn GEMM
+    and the Gram sums. Returns the mix accumulator and the 10 per-thread Gram sums; every copy
+    has landed when it returns (the ring is free once all threads are past it)."""
     BLOCK_T: gl.constexpr = 64
     BLOCK_D: gl.constexpr = 32
-    if SYNC == 2:
-        # ids from an atomic ticket, in the order programs started: a program waits only on
-        # siblings with lower tickets, which are resident or done (see _mix_body, SYNC 2)
-        ticket = gl.atomic_add(sync_ptr, 1, sem="relaxed", scope="gpu")
-        pid_t = ticket // SPLIT_K
-        pid_k = ticket % SPLIT_K
-    else:
-        pid_t = gl.program_id(0)
-        pid_k = gl.program_id(1)
-    t0 = pid_t * BLOCK_T
-    n_steps = D // (SPLIT_K * BLOCK_D)  # the launcher checks D % (SPLIT_K * 32) == 0
-    d_lo = pid_k * n_steps * BLOCK_D  # step s: columns [d_lo + 32 s, + 32)
-
-    XB: gl.constexpr = XY_GROUP * BLOCK_T  # rows of a stream slot: step g of a group at rows 64 g
-    xb0 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, XB, BLOCK_D], _GL_XS)
-    xb1 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, XB, BLOCK_D], _GL_XS)
-    xb2 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, XB, BLOCK_D], _GL_XS)
-    xb3 = gl.allocate_shared_memory(gl.bfloat16, [STAGES, XB, BLOCK_D], _GL_XS)
-    yb = gl.allocate_shared_memory(gl.bfloat16, [STAGES, XB, BLOCK_D], _GL_XS)
-    fb0 = gl.allocate_shared_memory(gl.float32, [STAGES, 32, BLOCK_D], _GL_FS)
-    fb1 = gl.allocate_shared_memory(gl.float32, [STAGES, 32, BLOCK_D], _GL_FS)
-    fb2 = gl.allocate_shared_memory(gl.float32, [STAGES, 32, BLOCK_D], _GL_FS)
-    fb3 = gl.allocate_shared_memory(gl.float32, [STAGES, 32, BLOCK_D], _GL_FS)
-
-    t_ld = t0 + gl.arange(0, BLOCK_T, layout=gl.SliceLayout(1, _GL_LD))
-    tm_ld = t_ld < T
-    c_ld = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, _GL_LD))
-    fn_n = gl.arange(0, 32, layout=gl.SliceLayout(1, _GL_FL))
-    fn_p = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, _GL_FL))
-    fn_off = fn_n[:, None] * (4 * D) + fn_p[None, :]  # fn_ptr is fn in the MMA's K order (_fn_k_order_kernel)
-    fn_mask = (fn_n < 24)[:, None]  # rows 24..31 zero-filled: wgmma's N is 32
-
+    t_ld, tm_ld, c_ld, fn_off, fn_mask = _gl_ld_offsets(t0, T, D)
     G2: gl.constexpr = gl.SliceLayout(2, _GL_XP)
     t_r = t0 + gl.arange(0, BLOCK_T, layout=gl.SliceLayout(1, G2))
     tm_r = t_r < T
@@ -927,26 +961,8 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
         gl.arange(0, 8, layout=gl.SliceLayout(0, gl.SliceLayout(1, _GL_XP)))[None, None, :]
     off3 = t_r[:, None, None] * stride_nt + col3  # int32 offsets: a hoisted pointer tensor took 32 registers
     msk3 = tm_r[:, None, None] & (col3 < BLOCK_D)
-
-    if XY_GROUP == 1:
-        for s in gl.static_range(STAGES - 1):
-            if s < n_steps:  # a split shorter than the ring (e.g. 1 step at 4 stages) reads nothing past its chunk
-                _gl_issue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, s, t_ld, tm_ld, c_ld,
-                          fn_off, fn_mask, d_lo + s * BLOCK_D, D, stride_xt, stride_xs, stride_yt, SEAM)
-            else:
-                async_copy.commit_group()  # an empty group keeps the wait count uniform
-    else:  # the launcher checks n_steps % 2 == 0 and 2 stages
-        r2 = gl.arange(0, XB, layout=gl.SliceLayout(1, _GL_LD2))
-        c2 = gl.arange(0, BLOCK_D, layout=gl.SliceLayout(0, _GL_LD2))
-        t2 = t0 + r2 % BLOCK_T
-        g2 = (BLOCK_D * (r2 // BLOCK_T))[:, None] + c2[None, :]  # step g's columns
-        xoff2 = t2[:, None] * stride_xt + g2
-        yoff2 = t2[:, None] * stride_yt + g2
-        m2 = (t2 < T)[:, None]
-        _gl_copy_streams(x_ptr + d_lo + xoff2, y_ptr + d_lo + yoff2, xb0, xb1, xb2, xb3, yb, 0, m2, stride_xs, SEAM)
-        async_copy.commit_group()
-        _gl_copy_fn(fn_ptr, fb0, fb1, fb2, fb3, 0, fn_off, fn_mask, d_lo, D)
-        async_copy.commit_group()
+    if XY_GROUP != 1:
+        xoff2, yoff2, m2 = _gl_ld2_offsets(t0, T, stride_xt, stride_yt)
 
     acc = gl.zeros([BLOCK_T, 32], gl.float32, _GL_MMA)
     z = gl.zeros([BLOCK_T, 4], gl.float32, G2)
@@ -1052,20 +1068,26 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
             acc = hopper.warpgroup_mma(_gl_a(x3), fb3.index(fslot).permute((1, 0)), acc, is_async=True)
             acc = hopper.warpgroup_mma_wait(0, deps=[acc])
     async_copy.wait_group(0)
+    return acc, g00, g01, g02, g03, g11, g12, g13, g22, g23, g33
 
-    # this split's partial mix sums and Gram matrix (the layout _combine reads): SYNC 0 stores
-    # them in its own rows for the finish launch; the one pass adds them to the block's single
-    # rows (zeroed by the launcher), so its combine reads one row a token, not SPLIT_K in a
-    # chain of L2 round trips (~1.5 us a split under load: run 110, 610 us at SPLIT_K 32)
-    ADD: gl.constexpr = SYNC == 2
-    mt = t0 + gl.arange(0, BLOCK_T, layout=gl.SliceLayout(1, _GL_MMA))
+
+@gluon_jit
+def _gl_partials(pmix_ptr, pgram_ptr, acc, g00, g01, g02, g03, g11, g12, g13, g22, g23, g33, part, t0, T,
+                 ADD: gl.constexpr):
+    """An item's partial mix sums and Gram matrix (the layout _combine reads): stored in this
+    split's own rows (``part``: its first row) for the finish launch, or (``ADD``) added to the
+    block's single rows (zeroed by the launcher, ``part`` 0), so the combine reads one row a
+    token, not SPLIT_K in a chain of L2 round trips (~1.5 us a split under load: run 110, 610
+    us at SPLIT_K 32); the added rows skip the 8 padding columns of the mix sums."""
+    mt = t0 + gl.arange(0, 64, layout=gl.SliceLayout(1, _GL_MMA))
     mn = gl.arange(0, 32, layout=gl.SliceLayout(0, _GL_MMA))
-    part = 0 if ADD else pid_k * T
     pm = pmix_ptr + (part + mt)[:, None] * 32 + mn[None, :]
     if ADD:
-        gl.atomic_add(pm, acc, mask=(mt < T)[:, None], sem="relaxed", scope="gpu")
+        gl.atomic_add(pm, acc, mask=(mt < T)[:, None] & (mn < 24)[None, :], sem="relaxed", scope="gpu")
     else:
         gl.store(pm, acc, mask=(mt < T)[:, None])
+    t_r = t0 + gl.arange(0, 64, layout=gl.SliceLayout(1, gl.SliceLayout(2, _GL_XP)))
+    tm_r = t_r < T
     gb = pgram_ptr + (part + t_r) * 16
     _gl_gram_store(gb, 0, 0, g00, tm_r, ADD)
     _gl_gram_store(gb, 0, 1, g01, tm_r, ADD)
@@ -1077,32 +1099,176 @@ def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, ba
     _gl_gram_store(gb, 2, 2, g22, tm_r, ADD)
     _gl_gram_store(gb, 2, 3, g23, tm_r, ADD)
     _gl_gram_store(gb, 3, 3, g33, tm_r, ADD)
+
+
+@gluon_jit
+def _gl_arrive(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, arrive, ready, t0, T, D, eps, n_iters,
+               SPLIT_K: gl.constexpr):
+    """After an item's partials were added: the block's last item to arrive runs the combine
+    (Sinkhorn epilogue, publishes pre and u's RMS factor) and sets the block's ready flag."""
+    cta_barrier()  # this CTA's partials precede the release
+    if gl.atomic_add(arrive, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1:
+        cta_barrier()
+        _gl_combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, t0, T, D, eps, n_iters)
+        cta_barrier()
+        gl.atomic_xchg(ready, 1, sem="release", scope="gpu")
+
+
+@gluon_jit
+def _gl_depart(arrive, ready, depart, SPLIT_K: gl.constexpr):
+    """After an item's u pass: the block's last to leave re-zeroes its three counters."""
+    if gl.atomic_add(depart, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1:
+        gl.atomic_xchg(arrive, 0, sem="relaxed", scope="gpu")
+        gl.atomic_xchg(ready, 0, sem="relaxed", scope="gpu")
+        gl.atomic_xchg(depart, 0, sem="relaxed", scope="gpu")
+
+
+@gluon_jit
+def _gl_leave(sync_ptr, n_programs):
+    """A program's exit from a ticketed launch: the last of ``n_programs`` out re-zeroes the
+    ticket and this count (every launch leaves the counters zero)."""
+    if gl.atomic_add(sync_ptr + 1, 1, sem="acq_rel", scope="gpu") == n_programs - 1:
+        gl.atomic_xchg(sync_ptr, 0, sem="relaxed", scope="gpu")
+        gl.atomic_xchg(sync_ptr + 1, 0, sem="relaxed", scope="gpu")
+
+
+@gluon_jit
+def _gl_wait_ready(ready):
+    """Spin until a block's ready flag is set (acquire), then the whole CTA goes on."""
+    while gl.atomic_add(ready, 0, sem="acquire", scope="gpu") == 0:
+        pass
+    cta_barrier()
+
+
+@gluon_jit
+def _gl_mix_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr,
+                   u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr, sync_ptr,
+                   T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, stride_ut, eps, n_iters,
+                   SEAM: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, SYNC: gl.constexpr,
+                   XY_GROUP: gl.constexpr = 1, PDL: gl.constexpr = False):
+    """pre (``SEAM`` False) or seam for one (64-token block, D-chunk); see the notes above.
+
+    ``XY_GROUP`` 2: the streams (X, y) of two steps are requested together, 128 contiguous
+    bytes of a row a warp instruction (one step's 64 reads ran at 2.6 TB/s, 128-byte pieces
+    at 3.4: run 113), into two slots (one group in use, the next in flight); fn keeps a
+    two-slot ring a step. Each step commits fn(s + 1), a group's first step then the next
+    group's streams, and waits with two groups pending: exactly those two (the copies share
+    one FIFO of groups: waiting on fn alone would wait on streams committed before it).
+
+    ``PDL`` (``LAUNCH_PDL``): a programmatic dependent launch of fn's reorder (waits for it
+    before anything else), letting the finish launch start early in turn."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     if SYNC == 2:
-        n_tb = gl.cdiv(T, BLOCK_T)
+        # ids from an atomic ticket, in the order programs started: a program waits only on
+        # siblings with lower tickets, which are resident or done (see _mix_body, SYNC 2)
+        ticket = gl.atomic_add(sync_ptr, 1, sem="relaxed", scope="gpu")
+        pid_t = ticket // SPLIT_K
+        pid_k = ticket % SPLIT_K
+    else:
+        pid_t = gl.program_id(0)
+        pid_k = gl.program_id(1)
+    t0 = pid_t * 64
+    n_steps = D // (SPLIT_K * 32)  # the launcher checks D % (SPLIT_K * 32) == 0
+    d_lo = pid_k * n_steps * 32  # step s: columns [d_lo + 32 s, + 32)
+    xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3 = _gl_ring(STAGES, XY_GROUP)
+    _gl_prologue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, t0, d_lo, n_steps, T, D,
+                 stride_xt, stride_xs, stride_yt, SEAM, STAGES, XY_GROUP)
+    acc, g00, g01, g02, g03, g11, g12, g13, g22, g23, g33 = _gl_mix_loop(
+        x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, t0, d_lo,
+        n_steps, T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, SEAM, STAGES, XY_GROUP)
+    # SYNC 0 stores this split's partials in its own rows for the finish launch; the one pass adds them
+    ADD: gl.constexpr = SYNC == 2
+    _gl_partials(pmix_ptr, pgram_ptr, acc, g00, g01, g02, g03, g11, g12, g13, g22, g23, g33,
+                 0 if ADD else pid_k * T, t0, T, ADD)
+    if SYNC == 2:
+        n_tb = gl.cdiv(T, 64)
         arrive = sync_ptr + 2 + pid_t
         ready = sync_ptr + 2 + n_tb + pid_t
-        cta_barrier()  # this CTA's partials precede the release
-        if gl.atomic_add(arrive, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1:
-            cta_barrier()
-            _gl_combine(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, t0, T, D, eps, n_iters)
-            cta_barrier()
-            gl.atomic_xchg(ready, 1, sem="release", scope="gpu")
-        while gl.atomic_add(ready, 0, sem="acquire", scope="gpu") == 0:
-            pass
-        cta_barrier()
+        _gl_arrive(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, arrive, ready, t0, T, D, eps,
+                   n_iters, SPLIT_K)
+        _gl_wait_ready(ready)
         if SEAM:
             _gl_u_pass(xn_ptr, w_ptr, u_ptr, pmix_ptr, t0, T, d_lo, n_steps, stride_nt, stride_ns, stride_ut)
         else:
             _gl_u_pass(x_ptr, w_ptr, u_ptr, pmix_ptr, t0, T, d_lo, n_steps, stride_xt, stride_xs, stride_ut)
         # the last to leave re-zeroes the block's counters; the last program out, the ticket
-        depart = sync_ptr + 2 + 2 * n_tb + pid_t
-        if gl.atomic_add(depart, 1, sem="acq_rel", scope="gpu") == SPLIT_K - 1:
-            gl.atomic_xchg(arrive, 0, sem="relaxed", scope="gpu")
-            gl.atomic_xchg(ready, 0, sem="relaxed", scope="gpu")
-            gl.atomic_xchg(depart, 0, sem="relaxed", scope="gpu")
-        if gl.atomic_add(sync_ptr + 1, 1, sem="acq_rel", scope="gpu") == n_tb * SPLIT_K - 1:
-            gl.atomic_xchg(sync_ptr, 0, sem="relaxed", scope="gpu")
-            gl.atomic_xchg(sync_ptr + 1, 0, sem="relaxed", scope="gpu")
+        _gl_depart(arrive, ready, sync_ptr + 2 + 2 * n_tb + pid_t, SPLIT_K)
+        _gl_leave(sync_ptr, n_tb * SPLIT_K)
+
+
+@gluon_jit
+def _gl_defer_kernel(x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, scale_ptr, base_ptr, w_ptr,
+                     u_ptr, post_ptr, comb_ptr, pmix_ptr, pgram_ptr, sync_ptr,
+                     T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, stride_ut, eps, n_iters, lag,
+                     SEAM: gl.constexpr, SPLIT_K: gl.constexpr, STAGES: gl.constexpr, XY_GROUP: gl.constexpr = 1,
+                     PDL: gl.constexpr = False):
+    """``SYNC`` 3: one persistent launch whose programs never wait on work still to come.
+
+    Items are (64-token block, D-chunk) in ticket order, item i = block i // SPLIT_K, chunk
+    i % SPLIT_K. A program takes ticket i, issues mix item i's first copies, then runs the u
+    pass of item i - ``lag`` (its block was combined long ago: its items hold tickets up to
+    i - lag + SPLIT_K - 1 < i, taken by running programs, whose mix parts never wait, so the
+    wait is deadlock-free with any grid), then item i's mix steps, partials (added
+    atomically) and arrival (the block's last runs the combine); it takes its next ticket
+    while item i's first copies are in flight (holding it changes nothing: no wait of ticket i
+    or earlier is on a later ticket's mix). The u pass re-reads the
+    chunk's new residual, written ~lag items before: from L2 while lag items' chunks fit
+    there (64 x 4 x D / SPLIT_K x 2 B each), so the residual crosses HBM once. ``PDL``: a
+    programmatic dependent launch of fn's reorder (which also zeroes the partial rows)."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+    n_steps = D // (SPLIT_K * 32)
+    n_tb = gl.cdiv(T, 64)
+    n_items = n_tb * SPLIT_K
+    xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3 = _gl_ring(STAGES, XY_GROUP)
+    i = gl.atomic_add(sync_ptr, 1, sem="relaxed", scope="gpu")
+    while i < n_items + lag:
+        t0 = (i // SPLIT_K) * 64
+        d_lo = (i % SPLIT_K) * n_steps * 32
+        if i < n_items:
+            _gl_prologue(x_ptr, y_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, t0, d_lo, n_steps, T, D,
+                         stride_xt, stride_xs, stride_yt, SEAM, STAGES, XY_GROUP)
+        # the next ticket now, while the copies are in flight (the CTA waits out its round trip here;
+        # at the loop's end nothing would be in flight); the u pass and mix steps below never wait on it
+        nxt = gl.atomic_add(sync_ptr, 1, sem="relaxed", scope="gpu")
+        j = i - lag
+        if j >= 0:
+            ub = j // SPLIT_K
+            u_lo = (j % SPLIT_K) * n_steps * 32
+            _gl_wait_ready(sync_ptr + 2 + n_tb + ub)
+            if SEAM:
+                _gl_u_pass(xn_ptr, w_ptr, u_ptr, pmix_ptr, ub * 64, T, u_lo, n_steps, stride_nt, stride_ns, stride_ut)
+            else:
+                _gl_u_pass(x_ptr, w_ptr, u_ptr, pmix_ptr, ub * 64, T, u_lo, n_steps, stride_xt, stride_xs, stride_ut)
+            _gl_depart(sync_ptr + 2 + ub, sync_ptr + 2 + n_tb + ub, sync_ptr + 2 + 2 * n_tb + ub, SPLIT_K)
+        if i < n_items:
+            acc, g00, g01, g02, g03, g11, g12, g13, g22, g23, g33 = _gl_mix_loop(
+                x_ptr, y_ptr, pin_ptr, cin_ptr, xn_ptr, fn_ptr, xb0, xb1, xb2, xb3, yb, fb0, fb1, fb2, fb3, t0, d_lo,
+                n_steps, T, D, stride_xt, stride_xs, stride_yt, stride_nt, stride_ns, SEAM, STAGES, XY_GROUP)
+            _gl_partials(pmix_ptr, pgram_ptr, acc, g00, g01, g02, g03, g11, g12, g13, g22, g23, g33, 0, t0, T, True)
+            _gl_arrive(pmix_ptr, pgram_ptr, scale_ptr, base_ptr, post_ptr, comb_ptr, sync_ptr + 2 + i // SPLIT_K,
+                       sync_ptr + 2 + n_tb + i // SPLIT_K, t0, T, D, eps, n_iters, SPLIT_K)
+        cta_barrier()  # every thread is past the ring before the next item's copies
+        i = nxt
+    _gl_leave(sync_ptr, gl.num_programs(0))
+
+
+@gluon_jit
+def _gl_ring(STAGES: gl.constexpr, XY_GROUP: gl.constexpr):
+    """The cp.async ring: four stream slots and y's (``[STAGES, 64 XY_GROUP, 32]`` bf16, step g
+    of a group at rows 64 g) and fn's four ``[32, 32]`` fp32 tiles a slot."""
+    XB: gl.constexpr = XY_GROUP * 64
+    return (gl.allocate_shared_memory(gl.bfloat16, [STAGES, XB, 32], _GL_XS),
+            gl.allocate_shared_memory(gl.bfloat16, [STAGES, XB, 32], _GL_XS),
+            gl.allocate_shared_memory(gl.bfloat16, [STAGES, XB, 32], _GL_XS),
+            gl.allocate_shared_memory(gl.bfloat16, [STAGES, XB, 32], _GL_XS),
+            gl.allocate_shared_memory(gl.bfloat16, [STAGES, XB, 32], _GL_XS),
+            gl.allocate_shared_memory(gl.float32, [STAGES, 32, 32], _GL_FS),
+            gl.allocate_shared_memory(gl.float32, [STAGES, 32, 32], _GL_FS),
+            gl.allocate_shared_memory(gl.float32, [STAGES, 32, 32], _GL_FS),
+            gl.allocate_shared_memory(gl.float32, [STAGES, 32, 32], _GL_FS))
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -1157,6 +1323,8 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
     n_tb = cdiv(T, BT)
     if int(config.get("XY_GROUP", 1)) != 1 and (op == "post" or not config.get("GLUON")):
         raise ValueError("mhc: XY_GROUP applies to the GLUON pre / seam kernel only")
+    if config.get("LAUNCH_PDL", False) and (op == "post" or not config.get("GLUON")):
+        raise ValueError("mhc: LAUNCH_PDL applies to the GLUON pre / seam launches only")
     if op == "post":
         Xn = torch.empty((T, 4, D), dtype=torch.bfloat16, device=dev)
         args = dict(x_ptr=X, y_ptr=y, pin_ptr=post, cin_ptr=comb, xn_ptr=Xn, T=T, D=D,
@@ -1165,13 +1333,15 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
         return [(_mhc_post_kernel, (n_tb, cdiv(D, BD)), args)], Xn
     SK = config["SPLIT_K"]
     sync = int(config.get("SYNC", 0)) if SK > 1 else 0  # one program per block: nothing to combine
+    if sync == 3 and not config.get("GLUON"):
+        raise ValueError("mhc: SYNC 3 (the persistent one pass) is the GLUON kernel's")
     u = torch.empty((T, D), dtype=torch.bfloat16, device=dev)
     post_out = torch.empty((T, 4), dtype=torch.float32, device=dev)
     comb_out = torch.empty((T, 4, 4), dtype=torch.float32, device=dev)
     # Partials only exist with a split; a 1-element dummy keeps the signature fixed. GLUON's
-    # one pass adds every split's partials atomically into one zeroed row a token (one memset).
-    if config.get("GLUON") and sync == 2:
-        part = torch.zeros((T * 48,), dtype=torch.float32, device=dev)
+    # one pass adds every split's partials atomically into one zeroed row a token (zeroed by fn's reorder).
+    if config.get("GLUON") and sync in (2, 3):
+        part = torch.empty((T * 48,), dtype=torch.float32, device=dev)
         pmix, pgram = part[:T * 32], part[T * 32:]
     else:
         pmix = torch.empty((SK * T * 32,) if SK > 1 else (1,), dtype=torch.float32, device=dev)
@@ -1196,7 +1366,7 @@ def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkho
                     DOT_PRECISION=config["DOT_PRECISION"], SYNC=sync)
         kern = _mhc_seam_kernel
     if config.get("GLUON"):
-        return _gl_launches(op, T, D, dev, args, sync, config, src), outs
+        return _gl_launches(op, T, D, dev, args, sync, config, src, part if sync in (2, 3) else None), outs
     # Reorder to the kernel's own argument order (the signature dict follows it).
     if sync == 2:
         # Ticketed ids: a 1-D grid. The interpreter runs programs one after another, so a
@@ -1231,8 +1401,13 @@ def gluon_config_error(config: dict[str, Any], D: int) -> str | None:
         return f"GLUON takes BLOCK_T {GL_BLOCK_T}, BLOCK_D {GL_BLOCK_D}, tf32, 4 warps"
     if sk < 2 or sk % 2 or D % (GL_BLOCK_D * sk):
         return f"GLUON takes an even SPLIT_K >= 2 dividing D into {GL_BLOCK_D}-column steps"
-    if int(config.get("SYNC", 0)) not in (0, 2):
-        return "GLUON takes SYNC 0 (a finish launch) or 2 (one pass)"
+    if int(config.get("SYNC", 0)) not in (0, 2, 3):
+        return "GLUON takes SYNC 0 (a finish launch), 2 (one pass) or 3 (one persistent pass)"
+    if int(config.get("SYNC", 0)) != 3 and any(config.get(k, v) != v for k, v in DEFER_OFF.items()):
+        return "PERSIST and DEFER_LAG are SYNC 3's"
+    persist = int(config.get("PERSIST", DEFER_OFF["PERSIST"]))
+    if persist < 1 or int(config.get("DEFER_LAG", DEFER_OFF["DEFER_LAG"])) < 0:
+        return "SYNC 3 takes PERSIST >= 1 and DEFER_LAG >= 0"
     if not 2 <= config["num_stages"] <= 4:
         return "GLUON pipelines 2-4 stages"
     xy = int(config.get("XY_GROUP", 1))
@@ -1242,9 +1417,10 @@ def gluon_config_error(config: dict[str, Any], D: int) -> str | None:
 
 
 def _gl_launches(op: str, T: int, D: int, dev: Any, args: dict[str, Any], sync: int, config: dict[str, Any],
-                 src: torch.Tensor) -> list[tuple[Any, tuple[int, ...], dict[str, Any]]]:
-    """The GLUON launches of a pre / seam call: the mix kernel (ticketed 1-D grid for one
-    pass), then for ``SYNC`` 0 the Triton finish kernel as for the Triton mix kernel."""
+                 src: torch.Tensor, zero: torch.Tensor | None) -> list[tuple[Any, tuple[int, ...], dict[str, Any]]]:
+    """The GLUON launches of a pre / seam call: fn's reorder (zero-filling ``zero``, the one
+    pass's partial rows), the mix kernel (ticketed 1-D grid for one pass, persistent for
+    ``SYNC`` 3), then for ``SYNC`` 0 the Triton finish kernel as for the Triton mix kernel."""
     why = gluon_config_error(config, D)
     if why is None and gl is None:
         why = "GLUON needs Triton's Gluon (triton >= 3.5)"
@@ -1260,11 +1436,33 @@ def _gl_launches(op: str, T: int, D: int, dev: Any, args: dict[str, Any], sync: 
         gl_args.update(y_ptr=args["x_ptr"], pin_ptr=args["post_ptr"], cin_ptr=args["comb_ptr"], xn_ptr=args["x_ptr"],
                        stride_yt=0, stride_nt=0, stride_ns=0)
     fnk = torch.empty_like(args["fn_ptr"])
-    gl_args = {k: gl_args[k] for k in _gl_mix_kernel.arg_names} | {"fn_ptr": fnk}
-    order = _fn_k_order_launch(args["fn_ptr"], fnk)
+    gl_args = {k: gl_args[k] for k in _gl_mix_kernel.arg_names if k != "PDL"} | {"fn_ptr": fnk}
+    order = _fn_k_order_launch(args["fn_ptr"], fnk, zero)
     if sync == 2:
-        return [order, (_gl_mix_kernel, (n_tb * sk,), gl_args)]
-    return [order, (_gl_mix_kernel, (n_tb, sk), gl_args), _finish_launch(T, D, config, dev, src, args)]
+        plan = [order, (_gl_mix_kernel, (n_tb * sk,), gl_args)]
+    elif sync == 3:
+        grid, lag = defer_grid(n_tb * sk, sk, config, _sm_count(dev))
+        d_args = dict(gl_args, lag=lag)
+        d_args.pop("SYNC")
+        plan = [order, (_gl_defer_kernel, (grid,), {k: d_args[k] for k in _gl_defer_kernel.arg_names if k != "PDL"})]
+    else:
+        plan = [order, (_gl_mix_kernel, (n_tb, sk), gl_args), _finish_launch(T, D, config, dev, src, args)]
+    if config.get("LAUNCH_PDL", False):
+        # each launch after the first a programmatic dependent launch of the one before (sm_90): its
+        # programs become resident while that one finishes, and wait for it before they read its output
+        plan[0][2]["PDL"] = True
+        for _kern, _grid, a in plan[1:]:
+            a.update(PDL=True, launch_pdl=True)
+    return plan
+
+
+def defer_grid(n_items: int, split_k: int, config: dict[str, Any], sms: int = 132) -> tuple[int, int]:
+    """(programs, lag) of the persistent one pass (``SYNC`` 3): ``PERSIST`` programs an SM (2:
+    two 4-warp programs fit an SM's shared memory at XY_GROUP 2), at most one an item; the u
+    pass of item i runs at ticket i + lag, lag = ``DEFER_LAG`` percent of the programs plus
+    SPLIT_K (so the block's items were taken about a grid's worth of tickets before)."""
+    grid = max(1, min(n_items, int(config.get("PERSIST", DEFER_OFF["PERSIST"])) * sms))
+    return grid, grid * int(config.get("DEFER_LAG", DEFER_OFF["DEFER_LAG"])) // 100 + split_k
 
 
 FINISH_PROGRAMS_PER_SM = 4
@@ -1403,7 +1601,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     T, D = workload.tokens, workload.dim
     if workload.op == "post":
         return dict(BLOCK_T=min(4, next_power_of_2(max(1, T))), BLOCK_D=256, SPLIT_K=1, DOT_PRECISION="fma", SYNC=0,
-                    num_warps=4, num_stages=1, GLUON=False, XY_GROUP=1)
+                    num_warps=4, num_stages=1, GLUON=False, **GL_KNOBS_OFF)
     # Calibrated by compiling for sm_90 (Triton 3.6, cuobjdump; transposed tf32 GEMM).
     # Large T takes 64-token blocks: 4x fewer re-reads of fn from L2 (2 MB per token
     # block) and 4x less per-token overhead per byte than 16-token blocks. 64 x 16 at 4
@@ -1432,7 +1630,7 @@ def default_config(workload: Workload) -> dict[str, Any]:
     # D = 4096 and 7168 (T = 1024, 4096) and D = 5120 T = 4096 (H200 runs 27, 43: 227.1 -> 202.2,
     # 381.5 -> 338.4, 282.6 -> 252.8 us at T = 4096); 16 x 32 keeps 2.
     return dict(BLOCK_T=BT, BLOCK_D=BD, SPLIT_K=sk, DOT_PRECISION="tf32", SYNC=0, num_warps=4,
-                num_stages=3 if BT == 64 else 2, GLUON=False, XY_GROUP=1)
+                num_stages=3 if BT == 64 else 2, GLUON=False, **GL_KNOBS_OFF)
 
 
 def gluon_default(T: int, D: int) -> dict[str, Any]:
@@ -1454,10 +1652,10 @@ def gluon_default(T: int, D: int) -> dict[str, Any]:
     if T < 1024:
         while (sk * 2) * n_tb <= 132 and D % (2 * sk * GL_BLOCK_D) == 0:
             sk *= 2
-        return dict(GL_FIXED, SPLIT_K=sk, SYNC=0, num_stages=2, GLUON=True, XY_GROUP=1)
+        return dict(GL_FIXED, SPLIT_K=sk, SYNC=0, num_stages=2, GLUON=True, **GL_KNOBS_OFF)
     while sk * 2 * n_tb <= 256 and D % (2 * sk * GL_BLOCK_D) == 0 and D // (2 * sk * GL_BLOCK_D) >= 16:
         sk *= 2
-    return dict(GL_FIXED, SPLIT_K=sk, SYNC=0, num_stages=2, GLUON=True, XY_GROUP=1)
+    return dict(GL_FIXED, SPLIT_K=sk, SYNC=0, num_stages=2, GLUON=True, **GL_KNOBS_OFF)
 
 
 def split_chunk(D: int, config: dict[str, Any]) -> int:

@@ -7,9 +7,11 @@ tf32 / tf32x3 / ieee), ``SYNC`` how a split token block is combined (0: a second
 which re-reads the new residual after the whole grid wrote it, from HBM at large T;
 1: one launch, the block's last program to finish writes u for its whole rows; 2: one
 launch, the block's programs wait for each other and each writes u for its own chunk;
-only 0 is admitted, see ``constraints``), ``GLUON`` the Gluon mix kernel on sm_90 (register-A
-tf32 wgmma, its tile fixed at 64 x 32 with 4 warps, ``GL_FIXED``; ``num_stages`` is its cp.async
-ring's depth and ``SYNC`` 2 its one-pass form, tested but not admitted like the Triton kernel's).
+only 0 is admitted for the Triton kernel, see ``constraints``), ``GLUON`` the Gluon mix kernel
+on sm_90 (register-A tf32 wgmma, its tile fixed at 64 x 32 with 4 warps, ``GL_FIXED``;
+``num_stages`` is its cp.async ring's depth and ``SYNC`` 2 its one-pass form, tested but not
+admitted like the Triton kernel's; ``SYNC`` 3 its persistent one pass, admitted, with
+``PERSIST`` programs an SM and the u pass ``DEFER_LAG`` % of the grid behind the mix items).
 The Sinkhorn layout is not a knob: it is a packed ``[BLOCK_T, 8, 4]`` register tile (pre, post
 and the 4 comb rows of a token together), a few hundred flops per token, so the token block
 (``BLOCK_T``) is what lays it out.
@@ -21,7 +23,7 @@ from typing import Any
 from kernel_templates._gluon import gluon_available
 from kernel_templates._host import next_power_of_2
 from kernel_templates.mhc import (
-    DOT_PRECISIONS, GL_FIXED, TENSOR_CORE_PRECISIONS, Workload, gluon_config_error, split_chunk,
+    DEFER_OFF, DOT_PRECISIONS, GL_FIXED, TENSOR_CORE_PRECISIONS, Workload, gluon_config_error, split_chunk,
 )
 from tuner.runtime.env import assumed_target_cc, target_cc
 from tuner.space import Bool, Choice, Pow2, Space
@@ -31,11 +33,15 @@ SPACE = Space(
     BLOCK_D=Pow2(16, 256),
     SPLIT_K=Pow2(1, 64),
     DOT_PRECISION=Choice(DOT_PRECISIONS),
-    SYNC=Choice((0, 1, 2)),
+    SYNC=Choice((0, 1, 2, 3)),
     num_warps=Pow2(1, 8),
     num_stages=Choice((1, 2, 3, 4)),
     GLUON=Bool(absent=False),
     XY_GROUP=Choice((1, 2), absent=1),  # GLUON: steps whose stream copies go together (128-byte row pieces at 2)
+    PERSIST=Choice((1, 2), absent=DEFER_OFF["PERSIST"]),  # GLUON SYNC 3: persistent programs an SM
+    DEFER_LAG=Choice((50, 100, 200), absent=DEFER_OFF["DEFER_LAG"]),  # GLUON SYNC 3: u pass lag, % of the
+                                  # programs (+ SPLIT_K)
+    LAUNCH_PDL=Bool(absent=False),  # GLUON: each launch after fn's reorder a programmatic dependent launch
 )
 
 _POST_FIXED = {"SPLIT_K": 1, "DOT_PRECISION": "fma", "SYNC": 0}
@@ -105,7 +111,8 @@ def reg_estimate(config: dict[str, Any], op: str) -> float:
 
 
 def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
-    """The config the study evaluates for a draw: ``SYNC`` 0, for ``post``
+    """The config the study evaluates for a draw: ``SYNC`` 0 (GLUON also 3, with its own keys
+    at their absent values elsewhere), for ``post``
     the keys it has no use for at ``_POST_FIXED``, GLUON off where it cannot run (not sm_90,
     no Gluon, the interpreter) and its fixed tile on where it is drawn; ``constraints``
     rejects every config this changes.
@@ -120,9 +127,14 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
         c["GLUON"] = False
     if c.get("GLUON"):
         c.update(GL_FIXED)  # a draw's other tile keys would only duplicate trials
-    elif "XY_GROUP" in c:
-        c["XY_GROUP"] = 1  # the Gluon kernel's alone
-    c["SYNC"] = 0
+    else:
+        if "XY_GROUP" in c:
+            c["XY_GROUP"] = 1  # the Gluon kernel's alone
+        if "LAUNCH_PDL" in c:
+            c["LAUNCH_PDL"] = False  # the Gluon launches' alone
+    if not (c.get("GLUON") and c.get("SYNC") == 3):
+        c["SYNC"] = 0
+        c.update({k: v for k, v in DEFER_OFF.items() if k in c})
     if workload.op == "post":
         c.update(_POST_FIXED)
     return c

@@ -231,13 +231,15 @@ def test_verify_catches_wrong_output(device):
 def test_space_matches_kernels():
     names = set()
     for kern in (mhc._mhc_pre_kernel, mhc._mhc_seam_kernel, mhc._mhc_finish_kernel, mhc._mhc_post_kernel,
-                 mhc._gl_mix_kernel):
+                 mhc._gl_mix_kernel, mhc._gl_defer_kernel):
         names |= lowering.constexpr_names(kern)
     # PHASE is the launcher's (the interpreter's two-launch form of SYNC 2), U_BLOCK_D the
     # finish launch's own tiling (finish_tiles), SEAM the op, STAGES the Gluon kernel's
     # num_stages (a launch option it has no pipeliner for): not config keys. GLUON picks
-    # the kernel.
-    assert (names - {"PHASE", "U_BLOCK_D", "SEAM", "STAGES"}) | {"num_warps", "num_stages", "GLUON"} == set(SPACE)
+    # the kernel; PERSIST and DEFER_LAG size SYNC 3's grid and lag (defer_grid); LAUNCH_PDL sets the
+    # GLUON launches' PDL (and launch_pdl).
+    assert (names - {"PHASE", "U_BLOCK_D", "SEAM", "STAGES", "PDL"}) | {
+        "num_warps", "num_stages", "GLUON", "PERSIST", "DEFER_LAG", "LAUNCH_PDL"} == set(SPACE)
     for wl in WORKLOADS + SMALL_WORKLOADS:
         cfg = mhc.default_config(wl)
         assert SPACE.contains(cfg) and constraints(cfg, wl), (wl, cfg)
@@ -388,6 +390,84 @@ def test_gpu_gluon_xy_group(op, T, D, sk, sync, device):
         assert all(torch.equal(a, b) for a, b in zip(out, one))
 
 
+GL_DEFER_CASES = [  # op, T, D, SPLIT_K, XY_GROUP, PERSIST, DEFER_LAG, SMs: token tails, lag SPLIT_K only
+    # (waits), a grid of 2-6 programs taking many tickets each, model widths, a lag past every item
+    ("seam", 37, 512, 4, 1, 1, 0, 132), ("seam", 200, 1024, 8, 2, 2, 0, 3), ("pre", 100, 256, 4, 2, 1, 100, 2),
+    ("seam", 1000, 5120, 20, 2, 2, 100, 132), ("seam", 4096, 5120, 40, 2, 2, 50, 132),
+    ("seam", 4096, 7168, 28, 2, 1, 200, 132), ("pre", 1024, 4096, 16, 2, 2, 100, 132),
+    ("seam", 8192, 5120, 20, 2, 2, 100, 132), ("seam", 300, 512, 2, 1, 2, 100, 6),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op, T, D, sk, xy, persist, lag, sms", GL_DEFER_CASES)
+def test_gpu_gluon_defer(op, T, D, sk, xy, persist, lag, sms, device, monkeypatch):
+    """SYNC 3 (persistent programs: mix item i, then the u pass of item i - lag) against the
+    reference, call after call (its counters left zero), on grids far smaller than the items."""
+    monkeypatch.setattr(mhc, "_sm_count", lambda dev: sms)
+    wl = mhc.Workload(op, T, D)
+    cfg = dict(_gl_config(op, T, D, sk, 3, 2), XY_GROUP=xy, PERSIST=persist, DEFER_LAG=lag)
+    assert mhc.gluon_config_error(cfg, D) is None, cfg
+    inputs = mhc.make_inputs(wl, device, T + D + sk)
+    ref = mhc.reference(**inputs)
+    for _ in range(2):
+        out = mhc.launch(config=cfg, **inputs)
+        mhc.verify(out, ref, inputs)
+        _assert_doubly_stochastic(out[-1])
+        assert not mhc._sync_scratch(inputs["X"].device, 2 + 3 * 4096).any()
+
+
+def test_defer_grid_and_keys():
+    """SYNC 3's grid (PERSIST programs an SM, at most one an item) and lag (DEFER_LAG percent
+    of it plus SPLIT_K); its keys are refused off SYNC 3 and pinned there by the space."""
+    import search_spaces.mhc as S
+
+    assert mhc.defer_grid(1280, 20, {}, 132) == (264, 264 + 20)
+    assert mhc.defer_grid(1280, 20, {"PERSIST": 1, "DEFER_LAG": 50}, 132) == (132, 66 + 20)
+    assert mhc.defer_grid(16, 8, {"DEFER_LAG": 200}, 132) == (16, 32 + 8)
+    cfg = _gl_config("seam", 4096, 5120, 20, 3, 2)
+    assert mhc.gluon_config_error(dict(cfg, XY_GROUP=2, PERSIST=1, DEFER_LAG=200), 5120) is None
+    assert "SYNC 3's" in mhc.gluon_config_error(dict(cfg, SYNC=0, PERSIST=1), 5120)
+    assert "SYNC 3's" in mhc.gluon_config_error(dict(cfg, SYNC=2, DEFER_LAG=50), 5120)
+    assert mhc.gluon_config_error(dict(cfg, SYNC=0, PERSIST=2, DEFER_LAG=100), 5120) is None  # absent values
+    wl = mhc.Workload("seam", 64, 256)
+    with pytest.raises(ValueError, match="SYNC 3 .* GLUON"):
+        mhc.launch(config=dict(mhc.default_config(wl), SPLIT_K=2, SYNC=3), **mhc.make_inputs(wl, "cpu", 0))
+    tri = S.SPACE.complete(dict(mhc.default_config(wl), GLUON=False, SYNC=3, PERSIST=1))
+    assert S.canonical(tri, wl)["SYNC"] == 0 and S.canonical(tri, wl)["PERSIST"] == 2
+
+
+def test_launch_pdl_refused_where_it_cannot_run():
+    """LAUNCH_PDL sets the GLUON launches' PDL; a Triton config (or post) is refused with one
+    line, and the space pins it off there."""
+    import search_spaces.mhc as S
+
+    wl = mhc.Workload("seam", 3, 64)
+    inputs = mhc.make_inputs(wl, "cpu", 0)
+    with pytest.raises(ValueError, match="LAUNCH_PDL applies to the GLUON"):
+        mhc.launch(config=dict(mhc.default_config(wl), LAUNCH_PDL=True), **inputs)
+    tri = S.SPACE.complete(dict(mhc.default_config(wl), GLUON=False, LAUNCH_PDL=True))
+    assert S.canonical(tri, wl)["LAUNCH_PDL"] is False
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sync, sk", [(0, 4), (3, 20)])
+def test_gpu_gluon_launch_pdl(sync, sk, device):
+    """LAUNCH_PDL on the GPU (each GLUON launch a programmatic dependent launch of the one
+    before): the finish launch (SYNC 0) gives the same bits as without it, the persistent
+    pass (SYNC 3) the reference's values, call after call."""
+    wl = mhc.Workload("seam", 4096, 5120)
+    cfg = dict(_gl_config("seam", 4096, 5120, sk, sync, 2), XY_GROUP=2)
+    inputs = mhc.make_inputs(wl, device, 11)
+    ref = mhc.reference(**inputs)
+    plain = mhc.launch(config=cfg, **inputs)
+    for _ in range(3):
+        out = mhc.launch(config=dict(cfg, LAUNCH_PDL=True), **inputs)
+        mhc.verify(out, ref, inputs)
+        if sync == 0:
+            assert all(torch.equal(a, b) for a, b in zip(out, plain))
+
+
 def test_xy_group_refused_where_it_cannot_run():
     """XY_GROUP 2 needs 2 stages and whole groups of steps; other values are refused."""
     cfg = _gl_config("seam", 64, 5120, 16, 0, 2)
@@ -409,6 +489,11 @@ def test_fn_k_order(device):
     assert torch.equal(mhc.fn_k_order(fn), want)
     p = torch.arange(32)
     assert torch.equal(want[:, :32], fn[:, 8 * (p % 4) + p // 4])
+    # the one pass's launch also zero-fills its partial rows (more values than its programs' one pass covers)
+    out, part = torch.empty_like(fn), torch.full((24 * 2 * 1024 + 77,), float("nan"), device=device)
+    kern, grid, args = mhc._fn_k_order_launch(fn, out, part)
+    kern[grid](**args)
+    assert torch.equal(out, want) and not part.any()
 
 
 def test_gluon_in_the_search_space(monkeypatch):
@@ -422,6 +507,8 @@ def test_gluon_in_the_search_space(monkeypatch):
     monkeypatch.setattr(S, "gluon_available", lambda **_: True)
     assert S.constraints(cfg, wl)
     assert not S.constraints(dict(cfg, SYNC=1), wl) and not S.constraints(dict(cfg, SYNC=2), wl)
+    assert S.constraints(dict(cfg, SYNC=3), wl) and S.constraints(dict(cfg, SYNC=3, PERSIST=1, DEFER_LAG=50), wl)
+    assert not S.constraints(dict(cfg, PERSIST=1), wl), "PERSIST: SYNC 3's"
     assert not S.constraints(dict(cfg, BLOCK_D=16), wl)  # the tile is fixed
     assert not S.constraints(dict(cfg, SPLIT_K=1), wl)  # partials need a split
     assert not S.constraints(dict(cfg, SPLIT_K=64), wl)  # 5120 / 64 is not whole 32-column steps
@@ -467,10 +554,12 @@ BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin"
 m = lambda *s, dt=torch.float32: torch.empty(*s, dtype=dt, device="meta")
 bf = torch.bfloat16
 res = []
-for op, T, sk, sync, xy in (("seam", 4096, 4, 0, 1), ("seam", 1024, 16, 2, 1), ("pre", 256, 8, 2, 1),
-                            ("seam", 4096, 4, 0, 2), ("seam", 1024, 16, 2, 2), ("pre", 4096, 4, 0, 2)):
+for op, T, sk, sync, xy, pdl in (("seam", 4096, 4, 0, 1, False), ("seam", 1024, 16, 2, 1, False),
+                                 ("pre", 256, 8, 2, 1, False), ("seam", 4096, 4, 0, 2, True),
+                                 ("seam", 1024, 16, 2, 2, False), ("pre", 4096, 4, 0, 2, False),
+                                 ("seam", 4096, 20, 3, 2, True), ("pre", 1024, 16, 3, 2, False)):
     cfg = dict(mhc.default_config(mhc.Workload(op, T, 5120)), GLUON=True, SPLIT_K=sk, SYNC=sync, num_stages=2,
-               XY_GROUP=xy, **mhc.GL_FIXED)
+               XY_GROUP=xy, LAUNCH_PDL=pdl, **mhc.GL_FIXED)
     plan, _ = mhc._plan(op, m(T, 4, 5120, dt=bf), m(T, 5120, dt=bf), m(T, 4), m(T, 4, 4), m(24, 4 * 5120), m(3),
                         m(24), m(5120, dt=bf), 1e-6, 20, cfg)
     for fn, _grid, args in plan:
@@ -488,7 +577,7 @@ for op, T, sk, sync, xy in (("seam", 4096, 4, 0, 1), ("seam", 1024, 16, 2, 1), (
         copies = re.findall(r"cp\\.async\\.c[ag]\\.shared\\.global(?:\\.L2::\\w+)*\\s+\\[[^]]*\\],\\s*\\[[^]]*\\],\\s*(\\w+)", ptx)
         res.append([op, sync, fn.__name__, len(re.findall(r"wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32", ptx)),
                     "cp.async" in ptx, stack, k.metadata.shared, waits, xy, ptx.count("cp.async.commit_group"),
-                    sorted(set(copies))])
+                    sorted(set(copies)), pdl, [g in ptx for g in ("griddepcontrol.wait", "griddepcontrol.launch")]])
 print(json.dumps(res))
 """
 
@@ -496,7 +585,7 @@ print(json.dumps(res))
 def test_gluon_lowers_for_sm90():
     """The GLUON plans compile for sm_90 (a clean process: no interpreter): the fn GEMM is
     tf32 wgmma m64n32k8 with A from registers (16 a step: 4 streams x 4 k-steps), the
-    operands come in by cp.async, no local memory, shared memory as the ring's depth says (2
+    operands come in by cp.async, no local memory (but SYNC 3's seam, below), shared memory as the ring's depth says (2
     stages, the default: at 3, Triton 3.9 spills 8 B, 3.6 does not). XY_GROUP 2: a group's two
     steps unrolled (32 wgmma), two [128, 32] stream slots and two fn slots (112 KB: two CTAs an SM
     still), waits that leave two commit groups pending (fn(s + 1), the next group's streams)."""
@@ -507,13 +596,22 @@ def test_gluon_lowers_for_sm90():
         ("pre", "_gl_mix_kernel"),
         ("seam", "_fn_k_order_kernel"), ("seam", "_gl_mix_kernel"), ("seam", "_mhc_finish_kernel"),
         ("seam", "_fn_k_order_kernel"), ("seam", "_gl_mix_kernel"), ("pre", "_fn_k_order_kernel"),
-        ("pre", "_gl_mix_kernel"), ("pre", "_mhc_finish_kernel")]
-    for op, sync, name, n_wgmma, cp_async, stack, shared, waits, xy, commits, widths in res:
-        assert stack == 0, (op, sync, name, xy)
+        ("pre", "_gl_mix_kernel"), ("pre", "_mhc_finish_kernel"),
+        ("seam", "_fn_k_order_kernel"), ("seam", "_gl_defer_kernel"), ("pre", "_fn_k_order_kernel"),
+        ("pre", "_gl_defer_kernel")]
+    for op, sync, name, n_wgmma, cp_async, stack, shared, waits, xy, commits, widths, pdl, gdc in res:
+        # LAUNCH_PDL: fn's reorder lets the next launch start, the mix kernel waits for it and lets the
+        # finish start, the finish and the persistent kernel wait; nothing of it without the knob
+        want = {"_fn_k_order_kernel": [False, True], "_gl_mix_kernel": [True, True], "_mhc_finish_kernel": [True, False],
+                "_gl_defer_kernel": [True, False]}[name] if pdl else [False, False]
+        assert gdc == want, (op, sync, name, pdl, gdc)
+        # SYNC 3's seam at XY_GROUP 2 (255 registers) keeps ~22 loop-invariant values in local
+        # memory (88 B, Triton 3.6; reloaded a few times an item, not a step)
+        assert stack <= (128 if (name, op) == ("_gl_defer_kernel", "seam") else 0), (op, sync, name, xy, stack)
         if name == "_gl_mix_kernel" and xy == 1:
             assert n_wgmma == 16 and cp_async and waits == ["0", "1"], (op, sync, waits)
             assert shared <= 2 * 36 * 1024 + 1024, (op, sync, shared)
-        elif name == "_gl_mix_kernel":
+        elif name in ("_gl_mix_kernel", "_gl_defer_kernel"):
             assert n_wgmma == 32 and cp_async and waits == ["0", "2"], (op, sync, waits)
             assert shared <= 2 * (5 * 8192 + 4 * 4096) + 1024, (op, sync, shared)
             # the prologue's two, then per group fn(s + 1) and the streams, fn(s + 2): 16-byte copies only
