@@ -1495,7 +1495,7 @@ def finish_tiles(T: int, D: int, block_t: int, num_warps: int, block_d: int, sms
     return rows, ubd, cdiv(cdiv(D, splits), ubd) * ubd
 
 
-_SYNC_INTS = 2 + 3 * 4096  # ticket, done, 3 counters per token block: the space's 4096-program grid cap
+_SYNC_INTS = 2 + 3 * 4096  # ticket, done, 3 counters per token block: the space's 4096-token-block cap
 
 
 def meta_device(dev: Any) -> bool:

@@ -28,10 +28,17 @@ from kernel_templates.mhc import (
 from tuner.runtime.env import assumed_target_cc, target_cc
 from tuner.space import Bool, Choice, Pow2, Space
 
+SPLIT_KS = (1, 2, 4, 8, 10, 14, 16, 20, 28, 32, 40, 56, 64, 80, 112)
+"""Split-K factors: the Triton kernels take the powers of two; the GLUON kernel any even
+factor whose chunk is whole 32-column steps (``gluon_config_error``): at D = 5120 / 7168 the
+powers of two stop at 16 steps (32: 5 / 7 steps, no whole ``XY_GROUP`` 2 pairs), where 20 / 40 /
+80 and 28 / 56 / 112 give 8 / 4 / 2 steps (the persistent one pass, ``SYNC`` 3, wants small items)."""
+
 SPACE = Space(
     BLOCK_T=Pow2(1, 64),
     BLOCK_D=Pow2(16, 256),
-    SPLIT_K=Pow2(1, 64),
+    SPLIT_K=Choice(SPLIT_KS),  # powers of two; the rest (even, dividing 4096 / 5120 / 7168 into 32-column steps
+                               # in pieces of 2, 4 or 8 steps) for the GLUON kernel only (``canonical``)
     DOT_PRECISION=Choice(DOT_PRECISIONS),
     SYNC=Choice((0, 1, 2, 3)),
     num_warps=Pow2(1, 8),
@@ -132,6 +139,8 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
             c["XY_GROUP"] = 1  # the Gluon kernel's alone
         if "LAUNCH_PDL" in c:
             c["LAUNCH_PDL"] = False  # the Gluon launches' alone
+    if not c.get("GLUON") and c["SPLIT_K"] & (c["SPLIT_K"] - 1):
+        c["SPLIT_K"] = 1 << (c["SPLIT_K"].bit_length() - 1)  # the Triton kernels: powers of two
     if not (c.get("GLUON") and c.get("SYNC") == 3):
         c["SYNC"] = 0
         c.update({k: v for k, v in DEFER_OFF.items() if k in c})
@@ -154,8 +163,10 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         return 6 * bt * bd <= _REGS_PER_THREAD * threads  # 4 streams + y + the new stream
     if config.get("GLUON"):
         # its own fixed tile and ring (<= 4 x 36 KB of shared memory, at most 255 registers: no
-        # estimate needed); the one-pass counters hold 4096 token blocks
-        return gluon_config_error(config, D) is None and (T + bt - 1) // bt * sk <= 4096
+        # estimate needed); SYNC 0's partials (a row a split) cap the items like the Triton kernel's,
+        # SYNC 3 adds them into one row a token, its counters holding 4096 token blocks
+        n_tb = (T + bt - 1) // bt
+        return gluon_config_error(config, D) is None and (n_tb if config.get("SYNC") == 3 else n_tb * sk) <= 4096
     if prec != "fma" and bt < 16:
         return False  # an MMA needs M >= 16
     if bd > D or (sk - 1) * split_chunk(D, config) >= D:

@@ -518,8 +518,20 @@ def test_gluon_in_the_search_space(monkeypatch):
     xy = dict(cfg, XY_GROUP=2, num_stages=2)  # SPLIT_K 16 at D = 5120: 10 steps a split, 5 groups
     assert S.constraints(xy, wl) and not S.constraints(dict(xy, num_stages=3), wl)
     assert not S.constraints(dict(xy, SPLIT_K=32), wl), "5 steps a split: no whole groups"
+    # even factors that are no power of two: the GLUON kernel's (8 / 4 / 2 steps at D = 5120), as the
+    # persistent one pass's tries ask (session 26's run 145 tries would have been refused under Pow2)
+    for sk in (10, 20, 40, 80):
+        assert S.SPACE.contains(dict(xy, SPLIT_K=sk)) and S.constraints(dict(xy, SPLIT_K=sk, SYNC=3), wl), sk
+    assert not S.constraints(dict(xy, SPLIT_K=14), wl), "5120 / 14 is not whole 32-column steps"
+    w7 = mhc.Workload("seam", 4096, 7168)
+    assert all(S.constraints(dict(xy, SPLIT_K=sk, SYNC=3), w7) for sk in (28, 56, 112))
+    w8 = mhc.Workload("seam", 8192, 5120)  # 128 token blocks x 40: SYNC 0's partial rows past the cap, not SYNC 3's
+    assert S.constraints(dict(xy, SPLIT_K=40, SYNC=3), w8) and not S.constraints(dict(xy, SPLIT_K=40), w8)
     tri = S.SPACE.complete(dict(mhc.default_config(wl), GLUON=False, BLOCK_T=64, BLOCK_D=16, num_stages=3))
     assert S.constraints(tri, wl) and not S.constraints(dict(tri, XY_GROUP=2), wl), "XY_GROUP: the Gluon kernel's"
+    for sk, pow2 in ((20, 16), (112, 64), (10, 8), (16, 16)):  # the Triton kernels: powers of two
+        assert S.canonical(dict(tri, SPLIT_K=sk), wl)["SPLIT_K"] == pow2
+    assert not S.constraints(dict(tri, SPLIT_K=20), wl)
     for T, D in ((1024, 5120), (4096, 5120), (8192, 4096), (1024, 7168), (65536, 5120)):
         g = mhc.gluon_default(T, D)
         assert S.SPACE.contains(g) and S.constraints(g, mhc.Workload("seam", T, D)), (T, D, g)
