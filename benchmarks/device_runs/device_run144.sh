@@ -5,7 +5,7 @@
 # and RADIX_FIRST "sampled_byte" (the sampled threshold, then the four bytes: one radix pass fewer) with and without.
 set -u
 . benchmarks/device_runs/env.sh
-timeout 150 python3 -m pytest -q -m gpu tests/test_sparse_mqa.py -p no:cacheprovider -k "radix_fold or score_sample" \
+timeout 150 python3 -m pytest -q -m gpu tests/test_sparse_mqa.py -p no:cacheprovider -k "radix_fold or score_sample or sampled_byte" \
     > "$L/gpu_tests.log" 2>&1
 echo "[$((SECONDS-t0)) s] gpu tests rc=$?"; grep -E "passed|failed|Error|assert" "$L/gpu_tests.log" | tail -6 | cut -c1-300
 SW="python3 benchmarks/config_sweep.py sparse_mqa --pack packs/nvidia-h200 --out $OUT --rounds 3"
