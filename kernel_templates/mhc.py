@@ -1456,6 +1456,19 @@ def _gl_launches(op: str, T: int, D: int, dev: Any, args: dict[str, Any], sync: 
     return plan
 
 
+GL_SMEM_PER_SM = 233472
+"""sm_90: the shared memory of an SM (228 KB), of which each resident CTA takes 1 KB more."""
+
+
+def gl_resident(config: dict[str, Any]) -> int:
+    """How many GLUON mix programs an SM's shared memory holds: the cp.async ring (five
+    ``[64 XY_GROUP, 32]`` bf16 stream slots and four ``[32, 32]`` fp32 fn tiles a stage) plus up
+    to 256 B of scratch (Triton 3.6 sm_90: the seam's XY_GROUP 2 ring 114688 B, 114692 in all)."""
+    xy = int(config.get("XY_GROUP", 1))
+    ring = int(config["num_stages"]) * (5 * 64 * xy * 32 * 2 + 4 * 32 * 32 * 4)
+    return GL_SMEM_PER_SM // (ring + 256 + 1024)
+
+
 def defer_grid(n_items: int, split_k: int, config: dict[str, Any], sms: int = 132) -> tuple[int, int]:
     """(programs, lag) of the persistent one pass (``SYNC`` 3): ``PERSIST`` programs an SM (2:
     two 4-warp programs fit an SM's shared memory at XY_GROUP 2), at most one an item; the u

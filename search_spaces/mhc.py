@@ -23,7 +23,8 @@ from typing import Any
 from kernel_templates._gluon import gluon_available
 from kernel_templates._host import next_power_of_2
 from kernel_templates.mhc import (
-    DEFER_OFF, DOT_PRECISIONS, GL_FIXED, TENSOR_CORE_PRECISIONS, Workload, gluon_config_error, split_chunk,
+    DEFER_OFF, DOT_PRECISIONS, GL_FIXED, TENSOR_CORE_PRECISIONS, Workload, gl_resident, gluon_config_error,
+    split_chunk,
 )
 from tuner.runtime.env import assumed_target_cc, target_cc
 from tuner.space import Bool, Choice, Pow2, Space
@@ -165,7 +166,11 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
         # its own fixed tile and ring (<= 4 x 36 KB of shared memory, at most 255 registers: no
         # estimate needed); SYNC 0's partials (a row a split) cap the items like the Triton kernel's,
         # SYNC 3 adds them into one row a token, its counters holding 4096 token blocks
+        # SYNC 3: PERSIST programs an SM only where its shared memory holds them (4 stages at XY_GROUP 1
+        # fit once: PERSIST 2 would start half the grid late, the lag sized for all of it; PERSIST 1 runs that)
         n_tb = (T + bt - 1) // bt
+        if config.get("SYNC") == 3 and int(config.get("PERSIST", DEFER_OFF["PERSIST"])) > gl_resident(config):
+            return False
         return gluon_config_error(config, D) is None and (n_tb if config.get("SYNC") == 3 else n_tb * sk) <= 4096
     if prec != "fma" and bt < 16:
         return False  # an MMA needs M >= 16

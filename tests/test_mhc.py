@@ -527,6 +527,12 @@ def test_gluon_in_the_search_space(monkeypatch):
     assert all(S.constraints(dict(xy, SPLIT_K=sk, SYNC=3), w7) for sk in (28, 56, 112))
     w8 = mhc.Workload("seam", 8192, 5120)  # 128 token blocks x 40: SYNC 0's partial rows past the cap, not SYNC 3's
     assert S.constraints(dict(xy, SPLIT_K=40, SYNC=3), w8) and not S.constraints(dict(xy, SPLIT_K=40), w8)
+    # SYNC 3's PERSIST 2 only where two programs' rings fit an SM (review of session 26's kernel)
+    assert [mhc.gl_resident(dict(cfg, XY_GROUP=x, num_stages=n)) for x, n in ((1, 2), (1, 3), (1, 4), (2, 2))] == [
+        3, 2, 1, 2]
+    d3 = dict(cfg, SYNC=3, XY_GROUP=1, num_stages=4)
+    assert not S.constraints(dict(d3, PERSIST=2), wl) and S.constraints(dict(d3, PERSIST=1), wl)
+    assert S.constraints(dict(d3, num_stages=3, PERSIST=2), wl) and S.constraints(dict(xy, SYNC=3, PERSIST=2), wl)
     tri = S.SPACE.complete(dict(mhc.default_config(wl), GLUON=False, BLOCK_T=64, BLOCK_D=16, num_stages=3))
     assert S.constraints(tri, wl) and not S.constraints(dict(tri, XY_GROUP=2), wl), "XY_GROUP: the Gluon kernel's"
     for sk, pow2 in ((20, 16), (112, 64), (10, 8), (16, 16)):  # the Triton kernels: powers of two
