@@ -44,6 +44,7 @@ def test_help_and_list(capsys):
     (["moe-routing", "--try", "{num_warps: 8}"], "--try: not JSON"),
     (["moe-routing", "--try", "[1, 2]"], "want a JSON object"),
     (["moe-routing", "--try", '{"WARPS": 8}'], "WARPS not in moe_routing's search space"),
+    (["moe-routing", "--try", '{"num_warps": 3}'], "num_warps=3 not a value of moe_routing's search space"),
     (["lower", "moe-routing", "--target", "sm_42"], "unknown 'sm_42'"),
     (["verify-pack", "/nonexistent/pack"], "no manifest.json"),
 ])
@@ -175,6 +176,20 @@ def test_try_measures_the_given_config_right_after_the_default(tmp_path):
     tried = [json.loads(c) for (c,) in con.execute("SELECT config FROM tuner_trials WHERE phase = 'search' ORDER BY id")]
     con.close()
     assert tried[:3] == [default, *others]
+
+
+def test_a_try_the_space_refuses_is_named_not_dropped_in_silence(tmp_path, caplog):
+    """A ``--try`` whose values are legal but that the space refuses for a workload (its
+    constraints, or its canonical form being another config) is not measured, and the run says
+    so with the reason, once a workload (such tries used to vanish without a word)."""
+    db = str(tmp_path / "r.db")
+    with caplog.at_level("WARNING", logger="tuner.study"):
+        assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--db", db,
+                    "--try", '{"MAX_PROGRAMS": 1024}', "--try", '{"BLOCK_T": 1}') == 0
+    msgs = [r.getMessage() for r in caplog.records if "--try" in r.getMessage()]
+    assert any('{"MAX_PROGRAMS": 1024}' in m and "constraints" in m for m in msgs), msgs
+    assert any('{"BLOCK_T": 1}' in m and "as another config (MAX_PROGRAMS 8 -> 4)" in m for m in msgs), msgs
+    assert len(msgs) == 2, msgs
 
 
 def test_retune_tries_run_past_trials_over_the_best_so_far(tmp_path):

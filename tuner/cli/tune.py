@@ -41,7 +41,8 @@ def _common_params() -> list[inspect.Parameter]:
         P("try_", kw, default=None, annotation=Annotated[Optional[list[str]], typer.Option(
             "--try", help="A JSON object of config keys laid over each workload's best config so far (its "
             "default where it has none) and measured right after the default, even past --trials (repeatable), "
-            "e.g. '{\"num_stages\": 3}'; skipped where the search space refuses it.")]),
+            "e.g. '{\"num_stages\": 3}'; a value outside the space is an error, a try the space refuses for a workload "
+            "is skipped with a warning that says why.")]),
         P("timeout", kw, default=None, annotation=Annotated[Optional[str], typer.Option(
             "--timeout", help="Per-trial timeout (default 120s; 600s without a GPU).")]),
         P("db", kw, default=None, annotation=DbOption),
@@ -86,6 +87,11 @@ def _tries(specs: list[str] | None, kernel: Kernel) -> tuple[tuple[tuple[str, An
         if unknown:
             raise CliError(f"--try: {', '.join(unknown)} not in {kernel.name}'s search space "
                            f"(keys: {', '.join(kernel.space)})")
+        bad = [f"{k}={v!r}" for k, v in over.items() if v not in kernel.space[k].values()]
+        if bad:  # (a try outside the space was skipped in silence: session 27 found run 145's would have been)
+            k = bad[0].split("=")[0]
+            raise CliError(f"--try: {', '.join(bad)} not a value of {kernel.name}'s search space "
+                           f"({k}: {', '.join(map(repr, kernel.space[k].values()))})")
         out.append(tuple(sorted(over.items())))
     return tuple(out)
 
