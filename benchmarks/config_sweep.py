@@ -118,6 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     ok = [r for r in ok if r["status"] == "ok"]
     print(f"{spec.name} {args.workload}: {len(ok)} of {len(rows)} configs verified and timed, {args.rounds} interleaved rounds")
     print("\n".join(table(rows)))
+    from tuner.registry import get
+    kernel = get(spec.name)
+    for r in rows:  # a config the study would not measure cannot become a pack entry: say so under the table
+        why = kernel.refusal(kernel.space.complete(r["config"]), w)
+        if why:
+            r["tuner_refuses"] = why
+            print(f"  {r['label']}: the tuner would not pick it: {why}")
     save_raw(args.out, f"config_sweep-{spec.name}",
              {"kernel": spec.name, "workload": workload_dict(w), "gpu": torch.cuda.get_device_name(),
               "rounds": args.rounds, "results": rows})

@@ -60,6 +60,21 @@ class Kernel:
         fn = getattr(self.space_module, "canonical", None)
         return fn(config, workload) if fn else dict(config)
 
+    def refusal(self, config: dict[str, Any], workload: Any) -> str | None:
+        """Why a study would not measure ``config`` (completed) for ``workload``: outside the
+        space, evaluated as another config (its canonical form), or refused by the constraints;
+        None when it would. ``tune --try`` and ``benchmarks/config_sweep.py`` say it."""
+        if not self.space.contains(config):
+            bad = [f"{n}={config[n]!r}" for n in config if n in self.space and config[n] not in self.space[n].values()]
+            return "outside the search space" + (f" ({', '.join(bad)})" if bad else "")
+        canon = self.canonical(config, workload)
+        if canon != config:
+            moved = ", ".join(f"{n} {config[n]!r} -> {canon[n]!r}" for n in config if canon.get(n) != config[n])
+            return f"the search space evaluates it as another config ({moved})"
+        if not self.constraints(config, workload):
+            return "refused by the search space's constraints"
+        return None
+
     def default_config(self, workload: Any) -> dict[str, Any]:
         """The template's default for ``workload``, completed with the space's ``absent`` values as
         stored and exported configs are: a knob newer than the heuristic runs as that value (an

@@ -230,19 +230,6 @@ class Tuner:
             return dict(min(ok, key=lambda t: t.median_us).config)
         return dict(earlier[0]) if earlier else default
 
-    def _refusal(self, cfg: dict[str, Any], workload: Any) -> str | None:
-        """Why the study would not measure ``cfg`` for ``workload`` (None: it would)."""
-        k = self.kernel
-        if not k.space.contains(cfg):
-            return "outside the search space"
-        canon = k.canonical(cfg, workload)
-        if canon != cfg:
-            moved = ", ".join(f"{n} {cfg[n]!r} -> {canon[n]!r}" for n in cfg if canon.get(n) != cfg[n])
-            return f"the search space evaluates it as another config ({moved})"
-        if not k.constraints(cfg, workload):
-            return "refused by the search space's constraints"
-        return None
-
     def _earlier_bests(self, wkey: str, limit: int = 2) -> list[dict[str, Any]]:
         """The fastest distinct configs this workload measured here under earlier sources of the
         template: a re-tune after a change re-times them first, so a short search cannot lose
@@ -295,7 +282,7 @@ class Tuner:
             log.warning("%s %s: the default config is outside the search space or refused by its constraints, so "
                         "it is not measured and a winner is not compared with it: %s", k.name, wkey, default)
         for t, cfg in zip(s.tries, map(k.space.complete, tried)):
-            why = self._refusal(cfg, workload)
+            why = k.refusal(cfg, workload)
             if why:
                 log.warning("%s %s: --try %s is not measured: %s", k.name, wkey, json.dumps(dict(t)), why)
         asked = set()  # the default and the tries: measured even where the trials already reach n_trials
