@@ -46,6 +46,9 @@ def test_help_and_list(capsys):
     (["moe-routing", "--try", '{"WARPS": 8}'], "WARPS not in moe_routing's search space"),
     (["moe-routing", "--try", '{"num_warps": 3}'], "num_warps=3 not a value of moe_routing's search space"),
     (["lower", "moe-routing", "--target", "sm_42"], "unknown 'sm_42'"),
+    (["moe-routing", "--preflight", "sm_42"], "--preflight: unknown target 'sm_42'"),
+    (["moe-routing", "--pack", "packs/nvidia-h200"], "--pack applies to --preflight only"),
+    (["moe-routing", "--preflight", "sm_90", "--pack", "/nonexistent/pack"], "--pack: /nonexistent/pack: no manifest"),
     (["verify-pack", "/nonexistent/pack"], "no manifest.json"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, tmp_path):
@@ -190,6 +193,27 @@ def test_a_try_the_space_refuses_is_named_not_dropped_in_silence(tmp_path, caplo
     assert any('{"MAX_PROGRAMS": 1024}' in m and "constraints" in m for m in msgs), msgs
     assert any('{"BLOCK_T": 1}' in m and "as another config (MAX_PROGRAMS 8 -> 4)" in m for m in msgs), msgs
     assert len(msgs) == 2, msgs
+
+
+def test_preflight_says_what_a_tune_on_the_target_would_measure(tmp_path, capsys):
+    """``--preflight sm_90``: no trial runs and no database is touched; each workload's default
+    and tries are judged as the study on that GPU would (exit 1 when one is refused), the tries
+    over the pack's entry with ``--pack``: the check that would have caught run 145's SPLIT_K 20
+    tries (refused by mHC's space before session 27) on this CPU."""
+    db = tmp_path / "r.db"
+    args = ["moe-routing", "--tokens", "64", "--profile", "dsv3", "--preflight", "sm_90", "--db", str(db)]
+    assert tune(*args, "--try", '{"MAX_PROGRAMS": 1024}', "--try", '{"num_warps": 2}') == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "1 refused" in out and not db.exists()
+    assert tune(*args, "--try", '{"num_warps": 2}') == 0
+    assert "all measured" in capsys.readouterr().out
+    mhc = ["mhc", "--op", "seam", "--tokens", "4096", "--dim", "5120", "--preflight", "sm_90",
+           "--pack", str(ROOT / "packs" / "nvidia-h200")]
+    assert tune(*mhc, "--try", '{"SYNC": 3, "SPLIT_K": 20}', "--try", '{"SYNC": 3, "SPLIT_K": 40}') == 0
+    out = capsys.readouterr().out
+    assert out.count("pack entry") == 2 and "all measured" in out
+    assert tune(*mhc, "--try", '{"SYNC": 3, "SPLIT_K": 10, "XY_GROUP": 1, "num_stages": 4, "PERSIST": 2}') == 1
+    assert "1 refused" in capsys.readouterr().out  # the ring fits an SM once (gl_resident)
 
 
 def test_retune_tries_run_past_trials_over_the_best_so_far(tmp_path):

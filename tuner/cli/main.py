@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     args = sys.argv[1:] if argv is None else argv
-    if not (args and args[0] in _NO_KERNEL_RUNS):
+    if not (args and (args[0] in _NO_KERNEL_RUNS or "--preflight" in args)):
         # Without a GPU, kernels run through Triton's interpreter; it must be switched on
         # before any template module is imported. Commands that run no kernel leave it off,
         # so `lower` compiles for a real target and pack checks judge GPU configs as such.

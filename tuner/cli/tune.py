@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import logging
 import typing
 from typing import Annotated, Any, Optional
 
@@ -46,6 +47,13 @@ def _common_params() -> list[inspect.Parameter]:
         P("timeout", kw, default=None, annotation=Annotated[Optional[str], typer.Option(
             "--timeout", help="Per-trial timeout (default 120s; 600s without a GPU).")]),
         P("db", kw, default=None, annotation=DbOption),
+        P("preflight", kw, default=None, annotation=Annotated[Optional[str], typer.Option(
+            "--preflight", help="Measure nothing: check, as for the GPU target given (sm_90, sm_100, ...), that the "
+            "search space admits each workload's default and each --try laid over its pack entry (--pack; the "
+            "default without one), the config a re-tune there lays it over. A table; exit 1 when any is refused. "
+            "For checking a device script's tries on a machine without that GPU.")]),
+        P("pack", kw, default=None, annotation=Annotated[Optional[str], typer.Option(
+            "--pack", help="With --preflight: the pack whose entries the tries are laid over.")]),
     ]
 
 
@@ -96,10 +104,57 @@ def _tries(specs: list[str] | None, kernel: Kernel) -> tuple[tuple[tuple[str, An
     return tuple(out)
 
 
+def run_preflight(kernel: Kernel, axes: dict[str, str | None], tries: tuple[tuple[tuple[str, Any], ...], ...],
+              target: str, pack: str | None) -> int:
+    """``--preflight``: each workload's default and tries as the study on ``target`` would take
+    them (``Kernel.refusal`` under ``assume_target``), over the pack's entry where it has one (a
+    re-tune after a source change lays tries over the fastest earlier config, which the pack
+    holds); 1 when any is refused. Needs no GPU and touches no database."""
+    from tuner import runtime
+    from tuner.cli.lower import TARGETS
+    from tuner.runtime.env import assume_target
+    from tuner.spec import workload_dict, workload_key
+
+    if target not in TARGETS:
+        raise CliError(f"--preflight: unknown target {target!r} (choose from {', '.join(TARGETS)})")
+    quiet = logging.getLogger("tuner.runtime")
+    level, quiet.level = quiet.level, logging.ERROR  # "made on another GPU" is the point here, not news
+    try:
+        table_of = runtime.load_pack(pack) if pack else None
+    except runtime.PackError as e:
+        raise CliError(f"--pack: {e}") from None
+    finally:
+        quiet.setLevel(level)
+    workloads = expand_grid(kernel.spec.workload, list(kernel.workloads), axes, _limits(kernel))
+    table = Table(title=f"{kernel.name} preflight for {target}: what a tune there would measure")
+    for col in ("workload", "config", "laid over", "verdict"):
+        table.add_column(col)
+    refused = 0
+    with assume_target(TARGETS[target]):
+        for w in workloads:
+            default = kernel.default_config(w)
+            base, how = default, "default"
+            entry = table_of.entry(kernel.name, workload_dict(w)) if table_of is not None else None
+            if entry is not None:
+                base, how = kernel.space.complete(entry["config"]), "pack entry"
+            for label, cfg, over in [("default", default, "-"), *[
+                    (json.dumps(dict(t)), kernel.space.complete(dict(base, **dict(t))), how) for t in tries]]:
+                why = kernel.feasible(w) or kernel.refusal(cfg, w)
+                refused += why is not None
+                table.add_row(workload_key(w), label, over, f"[red]{why}[/red]" if why else "[green]measured[/green]")
+    console.print(table)
+    console.print(f"{refused} refused" if refused else "all measured")
+    return 1 if refused else 0
+
+
 def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, patience, sampler, quick, retune,
-             seed, timeout, db, try_=None) -> None:
+             seed, timeout, db, try_=None, preflight=None, pack=None) -> None:
     from tuner.store import open_store
 
+    if pack and not preflight:
+        raise CliError("--pack applies to --preflight only")
+    if preflight:
+        raise typer.Exit(run_preflight(kernel, axes, _tries(try_, kernel), preflight, pack))
     try:
         check_sampler(sampler)
     except ValueError as e:

@@ -81,6 +81,11 @@ class _KernelTable:
     entries: list[dict[str, Any]]
 
 
+def _table_key(table: _KernelTable, workload: Mapping[str, Any]) -> tuple:
+    """A workload's key in ``table.exact``: its categorical axes as strings, then its numeric ones as floats."""
+    return tuple(str(workload[a]) for a in table.categorical) + tuple(float(workload[a]) for a in table.numeric)
+
+
 @dataclass
 class Pack:
     """A loaded, verified kernel pack."""
@@ -110,6 +115,16 @@ class Pack:
         c[sel.how] += 1
         return sel
 
+    def entry(self, kernel: str, workload: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The pack's own entry for exactly ``workload`` (``config``, ``workload``, times), on
+        whichever GPU it was made (``select`` is what to run here); None without one."""
+        table = self.tables.get(kernel)
+        try:
+            key = _table_key(table, workload) if table is not None else None
+        except (KeyError, TypeError, ValueError):
+            return None
+        return table.exact.get(key) if key is not None else None
+
     def _lookup(self, kernel: str, workload: Mapping[str, Any]) -> Selection:
         table = self.tables.get(kernel)
         if not self.usable:
@@ -118,13 +133,13 @@ class Pack:
             self._warn_once(kernel, f"pack {self.name!r} has no entries for kernel {kernel!r}; using defaults")
             return _default(kernel, workload)
         try:
-            ckey = tuple(str(workload[a]) for a in table.categorical)
-            nkey = tuple(float(workload[a]) for a in table.numeric)
+            key = _table_key(table, workload)
         except (KeyError, TypeError, ValueError):
             self._warn_once(kernel, f"workload {dict(workload)} does not name the axes of {kernel!r} "
                                     f"({', '.join(table.categorical + table.numeric)}); using defaults")
             return _default(kernel, workload)
-        hit = table.exact.get(ckey + nkey)
+        ckey, nkey = key[:len(table.categorical)], key[len(table.categorical):]
+        hit = table.exact.get(key)
         if hit is not None:
             return Selection(dict(hit["config"]), "exact", hit["workload"])
         best, best_d = None, math.inf
