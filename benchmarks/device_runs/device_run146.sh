@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Session 26 (written for the next session, after run 144, only if RADIX_FOLD wins there). sparse (issue 4): re-tune
-# the B32 128K / 512K entries of both profiles (sparse_mqa.py's source hash moved in session 26) with a RADIX_FOLD try
-# (laid over each entry since session 26's tuner change), export, verify, the full benchmark (B 1 / 32, 128K / 512K).
+# Session 26, revised in session 27 (no GPU in either). sparse (issue 4): re-tune the B32 128K / 512K entries of both
+# profiles (sparse_mqa.py's source hash moved in session 26) with RADIX_FOLD and sampled_byte tries (laid over each
+# entry since session 26's tuner change; the tuner keeps whichever wins, so it does not wait on run 144), export,
+# verify, the full benchmark (B 1 / 32, 128K / 512K).
 set -u
 . benchmarks/device_runs/env.sh
 for p in dsv32 dsv41-flash; do
