@@ -6,12 +6,12 @@
 set -u
 . benchmarks/device_runs/env.sh
 # SYNC 3 spins on flags: one GPU case first; where it fails or hangs its tries are left out (a hanging trial would
-# otherwise eat a tune step's whole timeout), and every trial gets a 30 s timeout of its own
+# otherwise eat a tune step's whole timeout), and every trial gets a 60 s timeout of its own
 timeout 60 python3 -m pytest -q -m gpu tests/test_mhc.py -p no:cacheprovider -k "gluon_defer and 4096-5120-40" \
     > "$L/defer_test.log" 2>&1; echo "[$((SECONDS-t0)) s] SYNC 3 test rc=$?"; tail -1 "$L/defer_test.log" | cut -c1-200
 D3=1; grep -q "1 passed" "$L/defer_test.log" || D3=0
 try3() { [ $D3 = 1 ] && for sk in "$@"; do printf -- "--try\n{\"SYNC\": 3, \"SPLIT_K\": %s}\n" $sk; done; }
-tune() { timeout $1 $T mhc "${@:2}" --retune --timeout 30s >> "$L/mhc_tune.log" 2>&1
+tune() { timeout $1 $T mhc "${@:2}" --retune --timeout 60s >> "$L/mhc_tune.log" 2>&1
   echo "[$((SECONDS-t0)) s] tune ${*:2} rc=$?"; }
 mapfile -t A < <(try3 20 40); tune 150 --op seam,pre --tokens 1024,4096,8192 --dim 5120 --budget 130s --trials 6 "${A[@]}"
 tune 45 --op seam --tokens 1,64,256 --dim 5120 --budget 30s --trials 4
