@@ -216,6 +216,25 @@ def test_preflight_says_what_a_tune_on_the_target_would_measure(tmp_path, capsys
     assert "1 refused" in capsys.readouterr().out  # the ring fits an SM once (gl_resident)
 
 
+_PREFLIGHT_ALL = r"""
+import json, sys
+from tuner.cli.main import main
+rcs = {f"{k} {t}": main([k, "--preflight", t, "--pack", "packs/nvidia-h200"])
+       for k in ("engram", "mhc", "moe-routing", "nvfp4-attention", "sparse-mqa") for t in ("sm_90", "sm_100")}
+print(json.dumps(rcs))
+"""
+
+
+def test_every_default_grid_passes_preflight_on_hopper_and_blackwell():
+    """Without the interpreter (a clean process, as ``tune --preflight`` runs), every family's default
+    grid, planned as an sm_90 / sm_100 GPU would plan it (Gluon defaults on Hopper), is admitted by
+    its own search space: the interpreter-side default tests never see the Gluon defaults."""
+    from conftest import run_clean
+
+    rcs = run_clean(_PREFLIGHT_ALL)
+    assert rcs and all(rc == 0 for rc in rcs.values()), rcs
+
+
 def test_retune_tries_run_past_trials_over_the_best_so_far(tmp_path):
     """On a re-tune whose trials already reach ``--trials``, each ``--try`` is still measured,
     laid over the workload's fastest config so far, not its default (session 25: a re-tune's

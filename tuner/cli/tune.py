@@ -139,7 +139,7 @@ def run_preflight(kernel: Kernel, axes: dict[str, str | None], tries: tuple[tupl
                 base, how = kernel.space.complete(entry["config"]), "pack entry"
             for label, cfg, over in [("default", default, "-"), *[
                     (json.dumps(dict(t)), kernel.space.complete(dict(base, **dict(t))), how) for t in tries]]:
-                why = kernel.feasible(w) or kernel.refusal(cfg, w)
+                why = kernel.refusal(cfg, w)  # (not feasible(): memory is the target machine's, unknown here)
                 refused += why is not None
                 table.add_row(workload_key(w), label, over, f"[red]{why}[/red]" if why else "[green]measured[/green]")
     console.print(table)
