@@ -417,6 +417,89 @@ def test_gpu_gluon_defer(op, T, D, sk, xy, persist, lag, sms, device, monkeypatc
         assert not mhc._sync_scratch(inputs["X"].device, 2 + 3 * 4096).any()
 
 
+def _defer_protocol(T: int, sk: int, grid: int, lag: int, resident: int, seed: int) -> list[int]:
+    """A step-by-step model of ``_gl_defer_kernel``'s tickets and counters: ``grid`` programs, at
+    most ``resident`` running at once, interleaved at random between the kernel's atomics and
+    waits. Asserts each item is mixed once and its u pass runs once, after all its block's
+    items were mixed; returns the counters left behind (all zero after a sound launch). Raises
+    ``TimeoutError`` when no program can make progress (a deadlock)."""
+    import random
+
+    rnd = random.Random(seed)
+    n_tb = -(-T // 64)
+    n_items = n_tb * sk
+    S = [0] * (2 + 3 * n_tb)  # ticket, leave count, then arrive / ready / depart a block
+    mixed: list[int] = []
+    upass: list[int] = []
+
+    def program():
+        i = S[0]
+        S[0] += 1
+        yield
+        while i < n_items + lag:
+            nxt = S[0]  # the next ticket, taken while item i's copies are in flight
+            S[0] += 1
+            yield
+            j = i - lag
+            if j >= 0:
+                ub = j // sk
+                while S[2 + n_tb + ub] == 0:  # _gl_wait_ready
+                    yield "wait"
+                assert all(ub * sk + k in mixed for k in range(sk)), (j, ub)
+                upass.append(j)
+                yield
+                S[2 + 2 * n_tb + ub] += 1  # _gl_depart: the last re-zeroes the block
+                if S[2 + 2 * n_tb + ub] == sk:
+                    S[2 + ub] = S[2 + n_tb + ub] = S[2 + 2 * n_tb + ub] = 0
+                yield
+            if i < n_items:
+                mixed.append(i)
+                yield
+                b = i // sk
+                S[2 + b] += 1  # _gl_arrive: the last combines, then sets ready
+                if S[2 + b] == sk:
+                    yield
+                    S[2 + n_tb + b] = 1
+                yield
+            i = nxt
+        S[1] += 1  # _gl_leave
+        if S[1] == grid:
+            S[0] = S[1] = 0
+
+    pending, live, idle = [program() for _ in range(grid)], [], 0
+    while pending or live:
+        while pending and len(live) < resident:
+            live.append(pending.pop())
+        g = rnd.choice(live)
+        try:
+            idle = idle + 1 if next(g) == "wait" else 0
+        except StopIteration:
+            live.remove(g)
+            idle = 0
+        if idle > 50 * len(live) + 1000:
+            raise TimeoutError(f"no progress: T={T} SPLIT_K={sk} grid={grid} lag={lag}")
+    assert sorted(mixed) == list(range(n_items)) and sorted(upass) == list(range(n_items))
+    return S
+
+
+def test_defer_protocol_model_finishes_and_leaves_zero():
+    """SYNC 3's protocol (the model above), with ``defer_grid``'s grid and lag over token tails,
+    SPLIT_K values, lags and tiny SM counts, fewer programs resident than launched, random
+    interleavings: no deadlock, every item mixed and u-passed once in order of its block, the
+    counters zero for the next call. A lag below SPLIT_K deadlocks the model (its teeth): a
+    ticket's u pass would wait on its own block's later items."""
+    import random
+
+    rnd = random.Random(5)
+    for seed in range(250):
+        T, sk = rnd.randint(1, 600), rnd.choice((2, 4, 6, 10, 20))
+        config = {"PERSIST": rnd.choice((1, 2)), "DEFER_LAG": rnd.choice((0, 50, 100, 200))}
+        grid, lag = mhc.defer_grid(-(-T // 64) * sk, sk, config, sms=rnd.randint(1, 12))
+        assert not any(_defer_protocol(T, sk, grid, lag, rnd.randint(1, grid), seed))
+    with pytest.raises(TimeoutError):
+        _defer_protocol(64, 4, 1, 3, 1, 0)
+
+
 def test_defer_grid_and_keys():
     """SYNC 3's grid (PERSIST programs an SM, at most one an item) and lag (DEFER_LAG percent
     of it plus SPLIT_K); its keys are refused off SYNC 3 and pinned there by the space."""
