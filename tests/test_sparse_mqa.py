@@ -1586,14 +1586,20 @@ def test_gpu_gluon_score_sample(device):
             assert_equal("SCORE_SAMPLE vs the sampling launch", M.launch(config=s, **inp), want)
         assert_equal("SCORE_SAMPLE with PDL", M.launch(config=dict(s, LAUNCH_PDL=True), **inp), want)
         M.verify(want, M.reference(**inp), inp)
-        # every 16th key of a row (the sampled ones: 16 divides the page) scores ~100x the rest: the
-        # threshold from the sample keeps a few hundred keys, fewer than k, and the fallback appends the rest
-        bad = dict(inp, k_scales=inp["k_scales"].clone(), weights=inp["weights"].abs())
-        if w.profile == "dsv32":
-            bad["k_scales"][:, ::16] *= 100.0
-        else:  # UE8M0 exponents: x128
-            bad["k_scales"][:, ::16] = (bad["k_scales"][:, ::16].int() + 7).clamp(max=254).to(torch.uint8)
+        bad = _misleading_sample(inp, w.profile)
         assert_equal("SCORE_SAMPLE, misleading sample", M.launch(config=s, **bad), M.launch(config=c, **bad))
+
+
+def _misleading_sample(inp, profile):
+    """``inp`` with every 16th key of a row (the sampled ones: 16 divides the page) scoring ~100x
+    the rest: the threshold from the sample keeps a few hundred keys, fewer than k, and the
+    fallback appends the rest."""
+    bad = dict(inp, k_scales=inp["k_scales"].clone(), weights=inp["weights"].abs())
+    if profile == "dsv32":
+        bad["k_scales"][:, ::16] *= 100.0
+    else:  # UE8M0 exponents: x128
+        bad["k_scales"][:, ::16] = (bad["k_scales"][:, ::16].int() + 7).clamp(max=254).to(torch.uint8)
+    return bad
 
 
 @pytest.mark.gpu
@@ -1620,11 +1626,7 @@ def test_gpu_radix_fold(device):
         assert_equal("sampled_byte, RADIX_FOLD", M.launch(config=dict(sb, RADIX_FOLD=True, LAUNCH_PDL=True), **inp),
                      want)
         M.verify(want, M.reference(**inp), inp)
-        bad = dict(inp, k_scales=inp["k_scales"].clone(), weights=inp["weights"].abs())
-        if w.profile == "dsv32":
-            bad["k_scales"][:, ::16] *= 100.0
-        else:  # UE8M0 exponents: x128
-            bad["k_scales"][:, ::16] = (bad["k_scales"][:, ::16].int() + 7).clamp(max=254).to(torch.uint8)
+        bad = _misleading_sample(inp, w.profile)
         want_bad = M.launch(config=c, **bad)
         assert_equal("RADIX_FOLD, misleading sample", M.launch(config=f, **bad), want_bad)
         assert_equal("sampled_byte, RADIX_FOLD, misleading sample",
