@@ -140,8 +140,7 @@ def canonical(config: dict[str, Any], workload: Workload) -> dict[str, Any]:
             c["XY_GROUP"] = 1  # the Gluon kernel's alone
         if "LAUNCH_PDL" in c:
             c["LAUNCH_PDL"] = False  # the Gluon launches' alone
-    if not c.get("GLUON") and c["SPLIT_K"] & (c["SPLIT_K"] - 1):
-        c["SPLIT_K"] = 1 << (c["SPLIT_K"].bit_length() - 1)  # the Triton kernels: powers of two
+        c["SPLIT_K"] = 1 << (c["SPLIT_K"].bit_length() - 1)  # the Triton kernels: powers of two (rounded down)
     if not (c.get("GLUON") and c.get("SYNC") == 3):
         c["SYNC"] = 0
         c.update({k: v for k, v in DEFER_OFF.items() if k in c})
@@ -165,13 +164,14 @@ def constraints(config: dict[str, Any], workload: Workload) -> bool:
     if config.get("GLUON"):
         # its own fixed tile and ring (<= 4 x 36 KB of shared memory, at most 255 registers: no
         # estimate needed); SYNC 0's partials (a row a split) cap the items like the Triton kernel's,
-        # SYNC 3 adds them into one row a token, its counters holding 4096 token blocks
-        # SYNC 3: PERSIST programs an SM only where its shared memory holds them (4 stages at XY_GROUP 1
-        # fit once: PERSIST 2 would start half the grid late, the lag sized for all of it; PERSIST 1 runs that)
+        # SYNC 3 adds them into one row a token, its counters holding 4096 token blocks, and runs
+        # PERSIST programs an SM only where its shared memory holds them (4 stages at XY_GROUP 1 fit
+        # once: PERSIST 2 would start half the grid late, the lag sized for all of it; PERSIST 1 runs that)
         n_tb = (T + bt - 1) // bt
-        if config.get("SYNC") == 3 and int(config.get("PERSIST", DEFER_OFF["PERSIST"])) > gl_resident(config):
-            return False
-        return gluon_config_error(config, D) is None and (n_tb if config.get("SYNC") == 3 else n_tb * sk) <= 4096
+        if config.get("SYNC") == 3:
+            return (int(config.get("PERSIST", DEFER_OFF["PERSIST"])) <= gl_resident(config)
+                    and gluon_config_error(config, D) is None and n_tb <= 4096)
+        return gluon_config_error(config, D) is None and n_tb * sk <= 4096
     if prec != "fma" and bt < 16:
         return False  # an MMA needs M >= 16
     if bd > D or (sk - 1) * split_chunk(D, config) >= D:

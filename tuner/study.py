@@ -281,15 +281,14 @@ class Tuner:
         if not (k.space.contains(default) and k.constraints(default, workload)):
             log.warning("%s %s: the default config is outside the search space or refused by its constraints, so "
                         "it is not measured and a winner is not compared with it: %s", k.name, wkey, default)
-        for t, cfg in zip(s.tries, map(k.space.complete, tried)):
-            why = k.refusal(cfg, workload)
-            if why:
-                log.warning("%s %s: --try %s is not measured: %s", k.name, wkey, json.dumps(dict(t)), why)
         asked = set()  # the default and the tries: measured even where the trials already reach n_trials
         for i, cfg in enumerate(map(k.space.complete, [default, *tried, *earlier, *self._neighbours(workload)])):
+            why = k.refusal(cfg, workload) if i <= len(tried) else None
+            if why and i > 0:
+                log.warning("%s %s: --try %s is not measured: %s", k.name, wkey, json.dumps(dict(s.tries[i - 1])), why)
             if k.space.contains(cfg) and config_key(cfg) not in seen:
                 study.enqueue_trial(cfg, skip_if_exists=True)
-                if i <= len(tried) and k.canonical(cfg, workload) == cfg and k.constraints(cfg, workload):
+                if i <= len(tried) and why is None:
                     asked.add(config_key(cfg))
         ok_times = [t.median_us for t in seen.values() if t.status == TrialStatus.ok]
         best = min(ok_times) if ok_times else math.inf

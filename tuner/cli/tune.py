@@ -95,11 +95,10 @@ def _tries(specs: list[str] | None, kernel: Kernel) -> tuple[tuple[tuple[str, An
         if unknown:
             raise CliError(f"--try: {', '.join(unknown)} not in {kernel.name}'s search space "
                            f"(keys: {', '.join(kernel.space)})")
-        bad = [f"{k}={v!r}" for k, v in over.items() if v not in kernel.space[k].values()]
+        bad = [k for k, v in over.items() if v not in kernel.space[k].values()]
         if bad:  # (a try outside the space was skipped in silence: session 27 found run 145's would have been)
-            k = bad[0].split("=")[0]
-            raise CliError(f"--try: {', '.join(bad)} not a value of {kernel.name}'s search space "
-                           f"({k}: {', '.join(map(repr, kernel.space[k].values()))})")
+            raise CliError(f"--try: {', '.join(f'{k}={over[k]!r}' for k in bad)} not a value of {kernel.name}'s "
+                           f"search space ({bad[0]}: {', '.join(map(repr, kernel.space[bad[0]].values()))})")
         out.append(tuple(sorted(over.items())))
     return tuple(out)
 
@@ -118,7 +117,8 @@ def run_preflight(kernel: Kernel, axes: dict[str, str | None], tries: tuple[tupl
     if target not in TARGETS:
         raise CliError(f"--preflight: unknown target {target!r} (choose from {', '.join(TARGETS)})")
     quiet = logging.getLogger("tuner.runtime")
-    level, quiet.level = quiet.level, logging.ERROR  # "made on another GPU" is the point here, not news
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # "made on another GPU" is the point here, not news
     try:
         table_of = runtime.load_pack(pack) if pack else None
     except runtime.PackError as e:

@@ -119,11 +119,12 @@ class Pack:
         """The pack's own entry for exactly ``workload`` (``config``, ``workload``, times), on
         whichever GPU it was made (``select`` is what to run here); None without one."""
         table = self.tables.get(kernel)
+        if table is None:
+            return None
         try:
-            key = _table_key(table, workload) if table is not None else None
+            return table.exact.get(_table_key(table, workload))
         except (KeyError, TypeError, ValueError):
             return None
-        return table.exact.get(key) if key is not None else None
 
     def _lookup(self, kernel: str, workload: Mapping[str, Any]) -> Selection:
         table = self.tables.get(kernel)
