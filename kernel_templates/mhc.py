@@ -1442,8 +1442,7 @@ def _gl_launches(op: str, T: int, D: int, dev: Any, args: dict[str, Any], sync: 
         plan = [order, (_gl_mix_kernel, (n_tb * sk,), gl_args)]
     elif sync == 3:
         grid, lag = defer_grid(n_tb * sk, sk, config, _sm_count(dev))
-        d_args = dict(gl_args, lag=lag)
-        d_args.pop("SYNC")
+        d_args = dict(gl_args, lag=lag)  # (the kernel takes no SYNC: the arg names filter it out)
         plan = [order, (_gl_defer_kernel, (grid,), {k: d_args[k] for k in _gl_defer_kernel.arg_names if k != "PDL"})]
     else:
         plan = [order, (_gl_mix_kernel, (n_tb, sk), gl_args), _finish_launch(T, D, config, dev, src, args)]
