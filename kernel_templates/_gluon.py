@@ -7,7 +7,7 @@ launcher and search space (``SCORE_GLUON``: the launcher scores with the Triton 
 """
 from __future__ import annotations
 
-from tuner.runtime.env import interpreting, target_cc
+from tuner.runtime.env import assumed_target_cc, interpreting, target_cc
 
 try:  # Gluon: Triton >= 3.5
     from triton.experimental import gluon
@@ -42,5 +42,7 @@ def gluon_available(compile_only: bool = False) -> bool:
 
 
 def gluon_on_hopper() -> bool:
-    """An sm_90 GPU is visible and Gluon kernels can run: where a ``GLUON`` default applies."""
-    return gluon_available() and 90 <= target_cc() < 100
+    """An sm_90 GPU is visible and Gluon kernels can run: where a ``GLUON`` default applies.
+    Under ``assume_target`` (configs planned for another machine) the target decides, as it
+    does for the search spaces, so the interpreter being on here does not matter."""
+    return gluon_available(compile_only=assumed_target_cc() is not None) and 90 <= target_cc() < 100

@@ -201,6 +201,24 @@ def test_public_api_default_config(device):
     mhc.verify((u, post, comb), mhc.reference(**inputs), inputs)
 
 
+def test_default_plans_for_an_assumed_target():
+    """``assume_target`` decides whether a default takes the Gluon kernel, here as in a
+    process without the interpreter: the search space and the default agree on sm_90."""
+    from kernel_templates._gluon import gluon
+    from tuner.runtime.env import assume_target, interpreting
+
+    if gluon is None:
+        pytest.skip("this Triton has no Gluon")
+    wl = mhc.Workload("seam", 1024, 5120)
+    with assume_target(90):
+        cfg = mhc.default_config(wl)
+        assert cfg["GLUON"] and constraints(cfg, wl), cfg
+    with assume_target(100):
+        assert not mhc.default_config(wl)["GLUON"]
+    if interpreting():  # nothing assumed: the interpreter runs no Gluon kernel
+        assert not mhc.default_config(wl)["GLUON"]
+
+
 def test_bad_inputs_raise(device):
     inputs = mhc.make_inputs(mhc.Workload("seam", 2, 32), device, 0)
     cfg = mhc.default_config(mhc.Workload("seam", 2, 32))
