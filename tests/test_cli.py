@@ -453,6 +453,12 @@ def test_tune_summary_has_a_trials_new_column(tmp_path, monkeypatch, capsys):
     assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "2", "--db", db) == 0
     out = capsys.readouterr().out
     assert "(new)" in out and "2 (+2)" in out and "2 (+0)" in out, out
+    from sqlalchemy import select
+    from tuner.store import Run, open_store
+    from tuner.timing import TIMING_METHOD
+
+    with open_store(db).session() as s:  # each run says how it timed its trials
+        assert [r.settings["timing"] for r in s.scalars(select(Run))] == [TIMING_METHOD] * 2
 
 
 _LOWER_AS_TARGET = r"""

@@ -141,3 +141,21 @@ def test_server_binds_loopback_and_rereads_the_database_per_request(planted):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_chart_marks_a_change_of_timing_method():
+    import datetime as dt
+    from dataclasses import replace
+
+    from tuner.dashboard.detect import detect_series
+    from tuner.dashboard.history import Point, Series
+    from tuner.dashboard.report import history_chart
+
+    v = {"torch": "2.13.0", "triton": "3.6.0", "cuda": "12.8", "driver": "575.51", "python": "3.12"}
+    pts = [Point(dt.datetime(2026, 11, 29) + dt.timedelta(days=i), i + 1, "tune", 1, v, "src", "", {"ROWS": 32},
+                 m, m * 0.98, m * 1.02, None, None, True) for i, m in enumerate([3.21, 4.09, 4.01, 4.02, 3.99])]
+    pts[0] = replace(pts[0], timing=1)
+    s = Series("engram", "tokens=256", {"tokens": 256}, "NVIDIA H200", pts)
+    changes = detect_series(s)
+    svg = history_chart(s, changes, {})
+    assert changes == [] and "timing method 1 -&gt; 2" in svg and 'class="step' not in svg

@@ -69,6 +69,38 @@ def test_improvements_thresholds_and_resolved_regressions():
     assert regressions([up, down]) == []
 
 
+def test_no_step_is_drawn_across_a_change_of_timing_method():
+    # engram's T=256 hbm series in results.db: 3.21 us warm-L2 graph replay (method 1), then
+    # ~4.0 us once graph replay flushed the L2 (method 2); the same config, not a regression
+    from dataclasses import replace
+
+    meds = [3.21, 4.09, 4.01, 4.02, 3.99, 3.97, 4.06]
+    s = series(meds)
+    assert regressions(detect_series(s))  # one method throughout: a real step
+    s.points[0] = replace(s.points[0], timing=1)
+    assert detect_series(s) == []
+    # a step inside one method's stretch is still found, at its own index
+    s2 = series([10.0, 10.1, 10.0, 12.0, 12.1, 12.0, 12.1])
+    s2.points[:2] = [replace(p, timing=1) for p in s2.points[:2]]
+    (c,) = detect_series(s2)
+    assert c.index == 3 and c.confirmed and c.is_regression
+
+
+def test_timing_method_of_runs_recorded_and_inferred(tmp_path):
+    from tuner.dashboard.history import timing_method
+    from tuner.timing import TIMING_METHOD
+
+    old = dt.datetime(2026, 11, 29, 15, 22)
+    assert timing_method(Run(git_commit="1fc29615633d", started=old, settings={})) == 1
+    assert timing_method(Run(git_commit="", started=dt.datetime(2026, 11, 29, 12, 59), settings={})) == 1
+    assert timing_method(Run(git_commit="380f6dfa2f54", started=old, settings={})) == 2
+    assert timing_method(Run(git_commit="", started=dt.datetime(2026, 12, 5), settings={})) == 2
+    assert timing_method(Run(git_commit="1fc29615633d", started=old, settings={"timing": 3})) == 3
+    # a kernel timed warm (moe_routing: cold_l2=False) was timed alike by both methods
+    assert timing_method(Run(git_commit="1fc29615633d", started=old, settings={}), graph_flush=False) == 2
+    assert TIMING_METHOD == 2  # a bump needs a new entry in TIMING_METHOD's docstring
+
+
 def test_interpreter_points_are_never_tested():
     assert detect_series(series([10.0, 10.0, 20.0, 20.0, 20.0], meaningful=False)) == []
 
@@ -228,6 +260,7 @@ def test_revalidate_reports_stale_entries_and_records_a_run(tmp_path, monkeypatc
         runs = s.scalars(select(Run).where(Run.kind == "revalidate")).all()
         rows = s.scalars(select(Revalidation).order_by(Revalidation.id)).all()
     assert len(runs) == 4 and all(x.status == "done" for x in runs)
+    assert all(x.settings["timing"] == 2 for x in runs)  # the timing method is recorded
     assert [x.role for x in rows[:2]] == ["winner", "default"] and rows[0].stored_median_us == 10.0
     assert [x.verdict for x in rows if x.role == "winner"] == ["stale", "stale", "ok", "broken"]
     # the CLI prints the verdicts and exits 0 (regressions, not revalidate, gate CI)

@@ -197,6 +197,8 @@ def revalidate(store: Store, entries: list[PackEntry], *, rounds: int = 3, n_run
                timeout_s: float = 120.0, pack: str | None = None,
                on_event: Callable[[str, dict[str, Any]], None] | None = None) -> RevalidationReport:
     """Re-time ``entries`` here and record one revalidation run per kernel."""
+    from tuner.timing import TIMING_METHOD
+
     on_event = on_event or (lambda kind, info: None)
     env = ensure_environment(store)
     known = registry.kernels()
@@ -214,7 +216,8 @@ def revalidate(store: Store, entries: list[PackEntry], *, rounds: int = 3, n_run
             k = known[kname]
             with store.session() as s:
                 run = Run(kind="revalidate", kernel=kname, environment_id=env.id, source_hash=k.source_hash,
-                          git_commit=git_commit(), settings={"pack": pack, "rounds": rounds, "entries": len(kentries)})
+                          git_commit=git_commit(), settings={"pack": pack, "rounds": rounds,
+                                                             "entries": len(kentries), "timing": TIMING_METHOD})
                 s.add(run)
                 s.commit()
             run_ids.append(run.id)

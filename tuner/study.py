@@ -145,6 +145,8 @@ class Tuner:
         """Tune every workload in turn; the run row records how it ended."""
         import optuna
 
+        from tuner.timing import TIMING_METHOD
+
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         s = self.settings
         self._close_dead_runs()
@@ -152,7 +154,7 @@ class Tuner:
             run = Run(kind="tune", kernel=self.kernel.name, environment_id=self.env.id,
                       source_hash=self.kernel.source_hash, git_commit=git_commit(),
                       settings={**s.__dict__, "workloads": [workload_key(w) for w in workloads],
-                                "host": socket.gethostname(), "pid": os.getpid()})
+                                "host": socket.gethostname(), "pid": os.getpid(), "timing": TIMING_METHOD})
             sess.add(run)
             sess.commit()
         self.run_id = run.id

@@ -14,6 +14,16 @@ import torch
 
 from tuner.runtime.env import interpreting
 
+TIMING_METHOD = 2
+"""How trials are timed, stored in each run's settings (``"timing"``) so that a series'
+points timed differently are never compared (``tuner.dashboard.detect``). Bump it with any
+change that moves the numbers of an unchanged kernel.
+
+1. CUDA-graph replay ignored ``flush_l2``: graph-timed kernels ran with a warm L2 (runs
+   made before commit 64832f2, 2026-11-29).
+2. Graph replay honours ``flush_l2``: each captured call follows an L2 flush, and a graph
+   of the flushes alone, timed the same way, is subtracted."""
+
 L2_FLUSH_BYTES = 256 * 2**20  # > 60 MB L2 of an H200 / 126 MB of a B200; cleared before each timed call
 
 

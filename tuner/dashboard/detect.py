@@ -14,7 +14,10 @@ The method, per (kernel, workload, GPU) series of meaningful points, in log time
    step stands when the two-sided p-value is below ``alpha``, the shift is at least
    ``threshold``, and the new level lies beyond the noise band (its p20..p80 band does
    not overlap the baseline's). Failing steps are merged away, weakest first.
-4. **Outliers and confirmation**: an inner level shorter than ``min_points`` that the
+4. **One timing method at a time**: a change of how trials are timed
+   (``tuner.timing.TIMING_METHOD``) moves every number, so the points of each method are
+   segmented and tested on their own; no step is drawn across the change.
+5. **Outliers and confirmation**: an inner level shorter than ``min_points`` that the
    series left again is an outlier: its points are dropped and the series segmented
    again, so a single noisy point is never a step. A step seen only in the newest
    point(s) is *unconfirmed* (the next run or revalidation decides) and does not fail CI;
@@ -169,7 +172,19 @@ def detect_series(series: Series, *, threshold: float = 0.05, alpha: float = 0.0
     as more than an outlier (the newest level may be shorter: it is then unconfirmed).
     """
     pts = [p for p in series.points if p.meaningful and p.median_us and p.median_us > 0]
-    min_points = max(1, min_points)
+    # Points timed by different methods are not compared: each stretch of one method on its own.
+    found: list[Change] = []
+    start = 0
+    for i in range(1, len(pts) + 1):
+        if i == len(pts) or pts[i].timing != pts[start].timing:
+            found += _detect_points(series, pts[start:i], threshold, alpha, max(1, min_points))
+            start = i
+    return found
+
+
+def _detect_points(series: Series, pts: list[Point], threshold: float, alpha: float, min_points: int
+                   ) -> list[Change]:
+    """``detect_series`` over ``pts``, points of ``series`` timed by one method."""
     while True:
         n = len(pts)
         if n < 2:

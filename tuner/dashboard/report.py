@@ -263,8 +263,8 @@ def _marker(kind: str, x: float, y: float, color: str, hollow: bool) -> str:
 
 
 def history_chart(series: Series, changes: list[Change], colors: dict[str, str]) -> str:
-    """Median with its p20..p80 bar per run, the default's time dashed, software changes and
-    detected steps marked (regressions red, unconfirmed orange, improvements green)."""
+    """Median with its p20..p80 bar per run, the default's time dashed, software, template and
+    timing-method changes and detected steps marked (regressions red, unconfirmed orange, improvements green)."""
     pts = series.points
     w, h, l, r, t, b = 360, 170, 52, 12, 22, 30
     vals = [v for p in pts for v in (p.p20_us, p.p80_us, p.default_us) if v]
@@ -289,9 +289,11 @@ def history_chart(series: Series, changes: list[Change], colors: dict[str, str])
                f'<text x="{w - r}" y="{h - 8}" class="tick" text-anchor="end">{esc(pts[-1].when.date())}</text>')
     for i in range(1, n):  # software or template changes between runs
         a, c = pts[i - 1], pts[i]
-        if a.versions != c.versions or a.source_hash != c.source_hash:
+        if a.versions != c.versions or a.source_hash != c.source_hash or a.timing != c.timing:
             xm = (X(i - 1) + X(i)) / 2
             what = versions_label({k: v for k, v in c.versions.items() if a.versions.get(k) != v}) or "template changed"
+            if a.timing != c.timing:  # no step is tested across it (tuner.dashboard.detect)
+                what = f"timing method {a.timing} -> {c.timing}; {what}"
             out.append(f'<g class="swchange"><title>{esc("from here: " + what)}</title>'
                        f'<line x1="{xm:.1f}" x2="{xm:.1f}" y1="{t}" y2="{h - b}" stroke="#999" stroke-dasharray="2,3"/></g>')
     dpts = [(i, p.default_us) for i, p in enumerate(pts) if p.default_us]
