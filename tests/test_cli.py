@@ -50,12 +50,38 @@ def test_help_and_list(capsys):
     (["moe-routing", "--pack", "packs/nvidia-h200"], "--pack applies to --preflight only"),
     (["moe-routing", "--preflight", "sm_90", "--pack", "/nonexistent/pack"], "--pack: /nonexistent/pack: no manifest"),
     (["verify-pack", "/nonexistent/pack"], "no manifest.json"),
+    (["moe-routing", "--try", '{"num_stages": 2.0}'], "num_stages=2.0 not a value"),  # 2.0 == 2: another kernel
+    (["moe-routing", "--try", '{"FUSED": 0}'], "FUSED=0 not a value"),
+    (["moe-routing", "--preflight", ""], "--preflight: unknown target ''"),
+    (["moe-routing", "--seed", "-1"], "--seed: -1 is not in"),
+    (["moe-routing", "--timeout", "10000h"], "at most 480h"),
+    (["moe-routing", "--budget", "1h30"], "give each part its unit"),
+    (["moe-routing", "--budget", ""], "bad duration"),
+    (["regressions", "--kernel", "nosuch"], "unknown kernel 'nosuch'"),
+    (["regressions", "--since", "800000d"], "--since: bad date"),
+    (["regressions", "--since", ""], "--since: bad date"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, tmp_path):
     assert tune(*args, *(["--db", str(tmp_path / "r.db")] if args[0] == "moe-routing" else [])) == 2
     err = capsys.readouterr().err.strip()
     assert needle in err and "Traceback" not in err
     assert len(err.splitlines()) == 1, err
+
+
+def test_database_urls_that_would_lose_or_leak_are_one_line(tmp_path, capsys):
+    """An in-memory database would drop every measurement with the process; an empty --db is
+    not the default; a URL's password is never printed; an empty file stays empty when read."""
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    for args, needle in ((["moe-routing", "--db", "sqlite://"], "in-memory"),
+                         (["moe-routing", "--db", "sqlite:///:memory:"], "in-memory"),
+                         (["moe-routing", "--db", ""], "--db: empty"),
+                         (["show", "moe-routing", "--db", "postgresql://u:secret@127.0.0.1:1/db"], "u:***@"),
+                         (["show", "moe-routing", "--db", str(empty)], "is empty")):
+        assert tune(*args) == 2, args
+        err = capsys.readouterr().err.strip()
+        assert needle in err and "secret" not in err and len(err.splitlines()) == 1, err
+    assert empty.stat().st_size == 0
 
 
 def test_int_axes_take_binary_suffixes():
@@ -115,6 +141,20 @@ def test_quick_tune_export_load_select_round_trip(tmp_path, capsys):
         "default" if winner.is_default else "nearest")
     assert pack.select("moe_routing", {"tokens": 5, "profile": "dsv4-flash"}).how == "default"
     assert tune("lower", "moe-routing", "--target", "sm_90", "--pack", str(pack_dir)) == 0
+    # export refuses what would lose something: a pack of another GPU, a folder of other files
+    import shutil
+
+    h200 = tmp_path / "h200"
+    shutil.copytree(ROOT / "packs" / "nvidia-h200", h200)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("x")
+    capsys.readouterr()
+    for out, needle in ((h200, "holds a pack made on NVIDIA H200"), (tmp_path / "notes", "not a kernel pack")):
+        assert tune("export", "--out", str(out), "--db", db) == 2
+        err = capsys.readouterr().err.strip()
+        assert needle in err and len(err.splitlines()) == 1, err
+    assert runtime.load_pack(h200, allow_other_gpu=True).manifest["fingerprint"]["gpu"] == "NVIDIA H200"
+    assert tune("export", "--out", str(pack_dir), "--db", db) == 0  # its own pack: replaced
 
 
 def test_budget_bounds_the_search_but_every_workload_gets_its_default(tmp_path):
@@ -214,6 +254,24 @@ def test_preflight_says_what_a_tune_on_the_target_would_measure(tmp_path, capsys
     assert out.count("pack entry") == 2 and "all measured" in out
     assert tune(*mhc, "--try", '{"SYNC": 3, "SPLIT_K": 10, "XY_GROUP": 1, "num_stages": 4, "PERSIST": 2}') == 1
     assert "1 refused" in capsys.readouterr().out  # the ring fits an SM once (gl_resident)
+
+
+def test_judging_for_a_target_sets_the_interpreter_aside(monkeypatch):
+    """verify-pack and --preflight judge configs for a GPU: fused MoE routing configs of many
+    programs are refused where the interpreter would run them here (their grid barrier would
+    deadlock) and admitted when judged for sm_90; the interpreter setting is back afterwards."""
+    from kernel_templates.moe_routing import Workload
+    from search_spaces.moe_routing import SPACE, constraints
+    from tuner.runtime.env import interpreting, judging_for
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    w = Workload(4096, "dsv3")
+    with judging_for(90):
+        assert not interpreting()
+        admitted = [c for c in SPACE.grid() if c["FUSED"] and constraints(c, w)]
+    assert interpreting()
+    refused_here = [c for c in admitted if not constraints(c, w)]
+    assert admitted and refused_here, (len(admitted), len(refused_here))
 
 
 _PREFLIGHT_ALL = r"""

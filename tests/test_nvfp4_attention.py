@@ -592,12 +592,16 @@ def test_dot_scaled_configs_fit_shared_memory_on_sm100(monkeypatch, tmp_path):
 
 
 def test_committed_pack_verifies_for_its_gpu():
-    """The H200 pack's GLUON entries are judged for the GPU it was made on (sm_90, from its
-    manifest), not for the machine verifying it (here: no GPU), and pass."""
+    """The H200 pack's entries are judged for the GPU it was made on (sm_90, from its manifest),
+    not for the machine verifying it (here: no GPU, the interpreter on), and all pass: its GLUON
+    entries, and engram's / MoE routing's, which the interpreter's own limits (its SM count,
+    one program at a time) would refuse (the outcome depended on TRITON_INTERPRET before)."""
     from tuner.pack import _pack_cc, verify_pack
+    from tuner.runtime.env import interpreting
 
     rep = verify_pack(ROOT / "packs" / "nvidia-h200")
     assert _pack_cc(rep.pack) == 90
     entries = rep.pack.tables["nvfp4_attention"].entries
     assert any(e["config"].get("GLUON") for e in entries)
-    assert not [p for p in rep.problems if p.startswith("nvfp4_attention")], rep.problems
+    assert not rep.problems, rep.problems
+    assert interpreting() == (os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"))  # left as it was

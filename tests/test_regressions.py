@@ -282,6 +282,28 @@ def test_revalidate_errors_are_one_line(tmp_path, capsys):
     assert "no manifest.json" in capsys.readouterr().err
 
 
+def test_export_replaces_its_pack_but_drops_no_kernel_unasked(tmp_path):
+    """A pack of the same GPU is replaced (the files it listed that the new one does not are
+    removed, others kept); an export that would drop a kernel the pack holds is refused
+    unless forced."""
+    from tuner.pack import ExportError, export_pack
+
+    store = open_store(str(tmp_path / "h.db"))
+    synthetic_history.build(store)
+    out = export_pack(store, tmp_path / "pack")
+    both = set(json.loads((out / "manifest.json").read_text())["kernels"])
+    assert {"mhc", "moe_routing"} <= both
+    (out / "README.txt").write_text("notes")
+    with pytest.raises(ExportError, match="moe_routing too"):
+        export_pack(store, out, kernels=["mhc"])
+    assert (out / "moe_routing.json").exists()
+    export_pack(store, out, kernels=["mhc"], force=True)
+    assert set(json.loads((out / "manifest.json").read_text())["kernels"]) == {"mhc"}
+    assert not (out / "moe_routing.json").exists() and (out / "README.txt").exists()
+    export_pack(store, out)  # every kernel again: nothing dropped, no force needed
+    assert set(json.loads((out / "manifest.json").read_text())["kernels"]) == both
+
+
 def test_revalidate_a_pack_through_the_real_worker_in_the_interpreter(tmp_path):
     """moe_routing on a tiny workload: compiled, verified and timed in the isolated worker."""
     from tuner.pack import export_pack

@@ -118,8 +118,22 @@ def test_corrupt_and_tampered_packs_raise(tmp_path):
     m = json.loads((p / "manifest.json").read_text())
     m["files"] = {"../toy.json": "0" * 64}
     (p / "manifest.json").write_text(json.dumps(m))
-    with pytest.raises(PackError):
+    with pytest.raises(PackError, match="not a file name"):
         load_pack(p)
+
+    p = write_pack(tmp_path / "fingerprint")
+    m = json.loads((p / "manifest.json").read_text())
+    m["fingerprint"] = "H200"
+    (p / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(PackError, match="fingerprint"):
+        load_pack(p)
+
+    # an entry whose config is no object fails at load, not at a kernel call's lookup
+    p = write_pack(tmp_path / "config", entries=[dict(ENTRIES[0], config="BLOCK_T=1")])
+    with pytest.raises(PackError, match="not a JSON object"):
+        load_pack(p)
+    with pytest.raises(TypeError, match="use_pack takes"):
+        runtime.use_pack(123)
 
 
 def test_active_pack_and_module_select(tmp_path):

@@ -38,9 +38,37 @@ def _pick_environment(store: Store, gpu: str | None) -> Environment:
     return env
 
 
+def _replaced_pack(out: Path, env: Environment, kernels: set[str], force: bool) -> list[str]:
+    """What ``out`` holds before an export of ``env``'s ``kernels`` writes there: the file
+    names of the pack it replaces ([] for a new or empty folder). Refuses (``ExportError``)
+    what would lose something, unless ``force``: a folder of other files, a pack made on
+    another GPU, a pack with kernels this export does not carry."""
+    if not out.is_dir() or not any(out.iterdir()):
+        return []
+    try:
+        old = json.loads((out / "manifest.json").read_text())
+        old_files = [f for f in old["files"] if Path(f).name == f]
+        old_gpu, old_kernels = (old.get("fingerprint") or {}).get("gpu"), set(old["kernels"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        if force:
+            return []
+        raise ExportError(f"{out} is a folder of other files, not a kernel pack: give a new or empty folder "
+                          "(or --force to write the pack among them)") from None
+    if not force and old_gpu != env.gpu:
+        raise ExportError(f"{out} holds a pack made on {old_gpu or 'an unknown GPU'}, these winners are "
+                          f"{env.gpu}'s: give another folder (or --force to replace it)")
+    if not force and old_kernels - kernels:
+        raise ExportError(f"{out} holds {', '.join(sorted(old_kernels - kernels))} too, which this export lacks "
+                          "(not tuned in this environment, or left out by --kernel): exporting would drop them "
+                          "(--force drops them)")
+    return old_files
+
+
 def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | None = None,
-                kernels: list[str] | None = None) -> Path:
-    """Write the winners of one environment (the newest, or ``gpu``'s) as a pack at ``out``."""
+                kernels: list[str] | None = None, force: bool = False) -> Path:
+    """Write the winners of one environment (the newest, or ``gpu``'s) as a pack at ``out``,
+    replacing the pack there (its files the new one does not list are removed); what would
+    lose something is refused unless ``force`` (``_replaced_pack``)."""
     env = _pick_environment(store, gpu)
     with store.session() as s:
         rows = s.scalars(select(Winner).where(Winner.environment_id == env.id).order_by(Winner.updated)).all()
@@ -74,6 +102,7 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
                           f"retune {', '.join(sorted(left_out))}")
     if not by_kernel:
         raise ExportError("no winners for the requested kernels")
+    old_files = _replaced_pack(out, env, {k for k in by_kernel if registry.kernels().get(k)}, force)
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
     kinfo: dict[str, Any] = {}
@@ -109,6 +138,8 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
     if not meaningful:
         manifest["note"] = "times measured through the Triton interpreter: correct configs, not GPU results"
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    for fname in set(old_files) - set(files) - {"manifest.json"}:  # the replaced pack's, no longer listed
+        (out / fname).unlink(missing_ok=True)
     return out
 
 
@@ -122,7 +153,7 @@ def verify_pack(path: Path) -> PackReport:
     """Load (checksums, schema) and check every entry's config against the kernel's space."""
     pack = load_pack(path)
     problems: list[str] = []
-    with runtime_env.assume_target(_pack_cc(pack)):
+    with runtime_env.judging_for(_pack_cc(pack)):
         _check_entries(pack, problems)
     return PackReport(pack, problems)
 

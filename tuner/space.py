@@ -91,6 +91,14 @@ class Bool:
 Param = Choice | Pow2 | IntRange | Bool
 
 
+def _same_kind(value: Any, choice: Any) -> bool:
+    """A value of the choice's type: a bool is no int (``0 == False``), an int no float kernel
+    constexpr (``2.0 == 2`` compiles another kernel, or none); a float choice takes an int."""
+    if isinstance(choice, float) and not isinstance(value, bool):
+        return isinstance(value, (int, float))
+    return type(value) is type(choice)
+
+
 class Space(dict):
     """Ordered ``name -> Param``; names are the kernel's own."""
 
@@ -115,6 +123,10 @@ class Space(dict):
         with it (a config tuned before the parameter existed, as the launcher runs it)."""
         return {**{n: p.absent for n, p in self.items() if n not in config and p.absent is not None}, **config}
 
+    def legal(self, name: str, value: Any) -> bool:
+        """``value`` is one of parameter ``name``'s values, of its type (``True`` is not 1)."""
+        return any(_same_kind(value, c) and value == c for c in self[name].values())
+
     def contains(self, config: Mapping[str, Any]) -> bool:
         """True when ``config`` names exactly this space's parameters with legal values."""
-        return set(config) == set(self) and all(config[n] in self[n].values() for n in self)
+        return set(config) == set(self) and all(self.legal(n, config[n]) for n in self)

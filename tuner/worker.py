@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
+import signal
 import traceback
 from typing import Any
 
@@ -113,6 +114,9 @@ class _Evaluator:
 def _serve(conn) -> None:
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     logging.basicConfig(level=logging.WARNING)
+    # Ctrl-C is the parent's to handle (it keeps the finished trials and stops this process);
+    # here it would only print a second traceback
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     ev = _Evaluator()
     while True:
         try:
@@ -124,7 +128,10 @@ def _serve(conn) -> None:
             result = getattr(ev, op)(*args)
         except Exception as e:  # noqa: BLE001
             result = {"status": "crashed", "error": _one_line(e), "trace": traceback.format_exc()[-2000:]}
-        conn.send(result)
+        try:
+            conn.send(result)
+        except OSError:  # the parent is gone (interrupted): nobody waits for this result
+            return
         if isinstance(result, dict) and result.get("status") == "crashed" and ev.device == "cuda" \
                 and any(w in (result.get("error") or "") for w in ("CUDA", "Accelerator", "illegal")):
             return  # a broken CUDA context is unusable: exit and let the parent restart us

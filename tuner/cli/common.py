@@ -21,14 +21,21 @@ DbOption = Annotated[Optional[str], typer.Option(
     "--db", help="Results database: a SQLAlchemy URL or a SQLite path (default: results.db here).")]
 
 
+MAX_DURATION_S = 480 * 3600
+
+
 def parse_duration(text: str) -> float:
     """'90s', '5m', '4m30s', '1.5h' or plain seconds -> seconds."""
     parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smh]?)", text or "")
     if not parts or re.sub(r"[\d.\s smh]", "", text or "") or "".join(a + b for a, b in parts) != re.sub(r"\s", "", text):
         raise CliError(f"bad duration {text!r} (use e.g. 90s, 5m, 4m30s, 1h)")
+    if len(parts) > 1 and any(not u for _, u in parts):  # '1h30': 30 s or 30 min? say which
+        raise CliError(f"bad duration {text!r} (give each part its unit, e.g. 1h30m)")
     total = sum(float(n) * {"": 1, "s": 1, "m": 60, "h": 3600}[u] for n, u in parts)
     if total <= 0:
         raise CliError(f"bad duration {text!r} (must be positive)")
+    if total > MAX_DURATION_S:  # past ~596 h a wait's timeout overflows (milliseconds in 32 bits)
+        raise CliError(f"bad duration {text!r} (at most {MAX_DURATION_S // 3600:g}h)")
     return total
 
 

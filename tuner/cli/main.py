@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         # an exception carrying exit_code 2 and format_message(): one line, no traceback.
         code = getattr(e, "exit_code", None)
         if code == 2 and hasattr(e, "format_message"):
-            err_console.print(f"error: {e.format_message()}", highlight=False, soft_wrap=True, markup=False)
+            if e.format_message():  # (none after the help that `tune` alone prints)
+                err_console.print(f"error: {e.format_message()}", highlight=False, soft_wrap=True, markup=False)
             return 2
         if isinstance(e, typer.Abort) or type(e).__name__ == "Abort":
             err_console.print("aborted: finished trials are in the database; run again to resume")

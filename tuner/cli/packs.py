@@ -16,8 +16,14 @@ def export(out: Annotated[Path, typer.Option("--out", help="Pack folder to write
            db: DbOption = None,
            name: Annotated[Optional[str], typer.Option("--name", help="Pack name (default: the folder name).")] = None,
            gpu: Annotated[Optional[str], typer.Option("--gpu", help="Export this GPU's winners (default: newest).")] = None,
-           kernel: Annotated[Optional[list[str]], typer.Option("--kernel", help="Only these kernels.")] = None) -> None:
-    """Export the tuned winners of one environment as a versioned kernel pack (JSON only)."""
+           kernel: Annotated[Optional[list[str]], typer.Option("--kernel", help="Only these kernels.")] = None,
+           force: Annotated[bool, typer.Option("--force", help="Replace what --out holds even where that loses "
+                                               "something: a pack of another GPU, kernels this export lacks, "
+                                               "a folder of other files.")] = False) -> None:
+    """Export the tuned winners of one environment as a versioned kernel pack (JSON only).
+
+    An existing pack at --out is replaced (files it listed that the new one does not are
+    removed) when it was made on the same GPU and the export carries all its kernels."""
     from tuner import registry
     from tuner.pack import ExportError, export_pack
     from tuner.store import open_store
@@ -25,7 +31,7 @@ def export(out: Annotated[Path, typer.Option("--out", help="Pack folder to write
     kernels = [registry.get(k).name for k in kernel] if kernel else None
     store = open_store(db, create=False)
     try:
-        path = export_pack(store, out, name=name, gpu=gpu, kernels=kernels)
+        path = export_pack(store, out, name=name, gpu=gpu, kernels=kernels, force=force)
     except ExportError as e:
         raise CliError(str(e)) from None
     except OSError as e:  # the pack folder given cannot be made or written
@@ -51,7 +57,8 @@ def verify(path: Annotated[Path, typer.Argument(help="Pack folder.")]) -> None:
     except PackError as e:
         raise CliError(str(e)) from None
     m = report.pack.manifest
-    console.print(f"{path}: schema {m['schema']}, {m['name']!r}, made on {m['fingerprint'].get('gpu')} "
+    console.print(f"{path}: schema {m['schema']}, {report.pack.name!r}, made on "
+                  f"{(m.get('fingerprint') or {}).get('gpu', 'an unknown GPU')} "
                   f"({m.get('created')}); " + ", ".join(f"{k}: {len(t.entries)} entries" for k, t in report.pack.tables.items()))
     if report.problems:
         for p in report.problems:

@@ -27,16 +27,19 @@ def parse_threshold(text: str) -> float:
 def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
     """An ISO date or date-time (UTC), or an age such as 7d, 12h, 90m."""
     now = now or dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    bad = CliError(f"--since: bad date {text!r} (use e.g. 2026-12-01, 2026-12-01T08:00 or 7d)")
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*d\s*", text or "")
-    if m:
-        return now - dt.timedelta(days=float(m.group(1)))
     try:
+        if m:
+            return now - dt.timedelta(days=float(m.group(1)))
         when = dt.datetime.fromisoformat(text.strip())
+    except OverflowError:  # an age beyond the calendar
+        raise bad from None
     except ValueError:
         try:
             return now - dt.timedelta(seconds=parse_duration(text))
-        except CliError:
-            raise CliError(f"--since: bad date {text!r} (use e.g. 2026-12-01, 2026-12-01T08:00 or 7d)") from None
+        except (CliError, OverflowError):
+            raise bad from None
     if when.tzinfo is not None:
         when = when.astimezone(dt.timezone.utc).replace(tzinfo=None)
     return when
@@ -63,7 +66,7 @@ def revalidate_cmd(pack: PackOption = None, db: DbOption = None,
     if not entries:
         raise CliError(f"nothing to revalidate: {'the pack has no entries' if pack else f'no winners for {gpu} in {store.url}'}"
                        + ("" if pack else "; pass --pack PATH"))
-    timeout_s = parse_duration(timeout) if timeout else (120.0 if gpu_available() else 600.0)
+    timeout_s = parse_duration(timeout) if timeout is not None else (120.0 if gpu_available() else 600.0)
     if not gpu_available():
         console.print("[yellow]No GPU: configs are verified through the Triton interpreter; times are not meaningful, "
                       "so only broken entries can be found.[/yellow]")
@@ -116,12 +119,15 @@ def regressions_cmd(db: DbOption = None,
     from tuner.dashboard.history import load_history
     from tuner.store import open_store
 
+    from tuner import registry
+
     thr = parse_threshold(threshold)
-    when = parse_since(since) if since else None
+    when = parse_since(since) if since is not None else None
     if min_points < 1:
         raise CliError("--min-points must be at least 1")
+    names = [registry.get(k).name for k in kernel] if kernel else None  # a misspelt name is no pass
     store = open_store(db, create=False)
-    history = load_history(store, kernels=[k.replace("-", "_") for k in kernel] if kernel else None)
+    history = load_history(store, kernels=names)
     changes = detect(history, threshold=thr, min_points=min_points, since=when)
     regs = regressions(changes)
     unconfirmed = [c for c in changes if c.is_regression and not c.confirmed]

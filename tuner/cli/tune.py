@@ -61,7 +61,8 @@ def _axis_params(kernel: Kernel) -> list[inspect.Parameter]:
     params = []
     hints = typing.get_type_hints(kernel.spec.workload)
     for f in dataclasses.fields(kernel.spec.workload):
-        values = sorted({getattr(w, f.name) for w in kernel.workloads}, key=str)
+        values = sorted({getattr(w, f.name) for w in kernel.workloads},
+                        key=lambda v: (isinstance(v, str), 0 if isinstance(v, str) else v, str(v)))
         kind = {int: "values a,b,c or a range lo..hi (K/M suffixes: 8M = 8 << 20)",
                 float: "values a,b,c or a range lo..hi"}.get(hints[f.name], "values a,b,c")
         shown = ", ".join(map(str, values[:8])) + (" ..." if len(values) > 8 else "")
@@ -95,7 +96,7 @@ def _tries(specs: list[str] | None, kernel: Kernel) -> tuple[tuple[tuple[str, An
         if unknown:
             raise CliError(f"--try: {', '.join(unknown)} not in {kernel.name}'s search space "
                            f"(keys: {', '.join(kernel.space)})")
-        bad = [k for k, v in over.items() if v not in kernel.space[k].values()]
+        bad = [k for k, v in over.items() if not kernel.space.legal(k, v)]
         if bad:  # (a try outside the space was skipped in silence: session 27 found run 145's would have been)
             raise CliError(f"--try: {', '.join(f'{k}={over[k]!r}' for k in bad)} not a value of {kernel.name}'s "
                            f"search space ({bad[0]}: {', '.join(map(repr, kernel.space[bad[0]].values()))})")
@@ -106,12 +107,12 @@ def _tries(specs: list[str] | None, kernel: Kernel) -> tuple[tuple[tuple[str, An
 def run_preflight(kernel: Kernel, axes: dict[str, str | None], tries: tuple[tuple[tuple[str, Any], ...], ...],
               target: str, pack: str | None) -> int:
     """``--preflight``: each workload's default and tries as the study on ``target`` would take
-    them (``Kernel.refusal`` under ``assume_target``), over the pack's entry where it has one (a
+    them (``Kernel.refusal`` under ``judging_for``), over the pack's entry where it has one (a
     re-tune after a source change lays tries over the fastest earlier config, which the pack
     holds); 1 when any is refused. Needs no GPU and touches no database."""
     from tuner import runtime
     from tuner.cli.lower import TARGETS
-    from tuner.runtime.env import assume_target
+    from tuner.runtime.env import judging_for
     from tuner.spec import workload_dict, workload_key
 
     if target not in TARGETS:
@@ -130,7 +131,7 @@ def run_preflight(kernel: Kernel, axes: dict[str, str | None], tries: tuple[tupl
     for col in ("workload", "config", "laid over", "verdict"):
         table.add_column(col)
     refused = 0
-    with assume_target(TARGETS[target]):
+    with judging_for(TARGETS[target]):
         for w in workloads:
             default = kernel.default_config(w)
             base, how = default, "default"
@@ -151,9 +152,9 @@ def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, pat
              seed, timeout, db, try_=None, preflight=None, pack=None) -> None:
     from tuner.store import open_store
 
-    if pack and not preflight:
+    if pack is not None and preflight is None:
         raise CliError("--pack applies to --preflight only")
-    if preflight:
+    if preflight is not None:
         raise typer.Exit(run_preflight(kernel, axes, _tries(try_, kernel), preflight, pack))
     try:
         check_sampler(sampler)
@@ -164,16 +165,18 @@ def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, pat
         raise CliError("--trials must be at least 1")
     if patience is not None and patience < 1:
         raise CliError("--patience must be at least 1")
+    if not 0 <= seed < 2**32:
+        raise CliError(f"--seed: {seed} is not in [0, 2**32)")
     gpu = gpu_available()
     base = list(kernel.workloads if gpu else kernel.small_workloads)
     workloads = expand_grid(kernel.spec.workload, base, axes, _limits(kernel))
     over: dict[str, Any] = {"sampler": sampler, "seed": seed, "retune": retune, "tries": tries,
-                            "trial_timeout_s": parse_duration(timeout) if timeout else (120.0 if gpu else 600.0)}
+                            "trial_timeout_s": parse_duration(timeout) if timeout is not None else (120.0 if gpu else 600.0)}
     if trials is not None:
         over["n_trials"] = trials
     if patience is not None:
         over["patience"] = patience
-    if budget:
+    if budget is not None:
         over["budget_s"] = parse_duration(budget)
     settings = Settings.quick(**over) if quick else Settings(**over)
     store = open_store(db)

@@ -188,9 +188,13 @@ def load_pack(path: str | os.PathLike, *, allow_other_gpu: bool = False) -> Pack
     kernels = manifest.get("kernels")
     if not isinstance(files, dict) or not isinstance(kernels, dict):
         raise PackError(f"{mpath}: manifest lacks 'files' or 'kernels'")
+    if not isinstance(manifest.get("fingerprint") or {}, dict):
+        raise PackError(f"{mpath}: manifest's 'fingerprint' is not a JSON object")
     for name, digest in files.items():
         fpath = root / name
-        if Path(name).name != name or not fpath.is_file():
+        if Path(name).name != name:
+            raise PackError(f"{root}: {name!r} in the manifest is not a file name of the pack's folder")
+        if not fpath.is_file():
             raise PackError(f"{root}: file {name!r} listed in the manifest is missing")
         if sha256_file(fpath) != digest:
             raise PackError(f"{root}: checksum mismatch for {name} (corrupt or tampered)")
@@ -204,8 +208,10 @@ def load_pack(path: str | os.PathLike, *, allow_other_gpu: bool = False) -> Pack
             cat = tuple(data["categorical_axes"])
             num = tuple(data["numeric_axes"])
             entries = list(data["entries"])
+            if not all(isinstance(e["config"], dict) and isinstance(e["workload"], dict) for e in entries):
+                raise TypeError("an entry's config or workload is not a JSON object")
             exact = {tuple(str(e["workload"][a]) for a in cat) + tuple(float(e["workload"][a]) for a in num): e
-                     for e in entries if isinstance(e["config"], dict)}
+                     for e in entries}
         except (KeyError, TypeError, ValueError) as e:
             raise PackError(f"{root / fname}: malformed kernel table ({e})") from None
         tables[kernel] = _KernelTable(cat, num, exact, entries)
@@ -239,6 +245,8 @@ _ACTIVE_FROM_ENV = False
 def use_pack(pack: str | os.PathLike | Pack | None) -> Pack | None:
     """Make ``pack`` (a path or a loaded Pack) the one kernel calls use; None clears it."""
     global _ACTIVE, _ACTIVE_FROM_ENV
+    if not isinstance(pack, (str, os.PathLike, Pack, type(None))):
+        raise TypeError(f"use_pack takes a pack folder's path, a loaded Pack or None, not {type(pack).__name__}")
     _ACTIVE = load_pack(pack) if isinstance(pack, (str, os.PathLike)) else pack
     _ACTIVE_FROM_ENV = True  # an explicit choice overrides TUNER_PACK
     return _ACTIVE

@@ -28,6 +28,21 @@ def assume_target(cc: int | None) -> Iterator[None]:
         _ASSUMED_CC.reset(token)
 
 
+@contextlib.contextmanager
+def judging_for(cc: int | None) -> Iterator[None]:
+    """Judge configs as a GPU of compute capability ``cc`` would run them, with nothing run
+    here: ``assume_target(cc)`` with the interpreter (``TRITON_INTERPRET``) off meanwhile, so
+    the constraints that keep interpreted runs feasible (one program at a time, its SM count)
+    do not apply. ``verify-pack`` and ``--preflight`` judge this way; launch nothing inside."""
+    saved = os.environ.pop("TRITON_INTERPRET", None)
+    try:
+        with assume_target(cc):
+            yield
+    finally:
+        if saved is not None:
+            os.environ["TRITON_INTERPRET"] = saved
+
+
 def assumed_target_cc() -> int | None:
     """The compute capability set by ``assume_target``, None outside it."""
     return _ASSUMED_CC.get()

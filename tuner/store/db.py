@@ -34,8 +34,10 @@ def redact_url(url: str) -> str:
 
 def normalize_url(db: str | None) -> str:
     """A SQLAlchemy URL from ``--db``: a URL as is, a bare path as a SQLite file."""
-    if not db:
+    if db is None:
         return DEFAULT_URL
+    if not db.strip():
+        raise StoreError("--db: empty (give a SQLite path or a SQLAlchemy URL)")
     if "://" in db:
         return db
     return f"sqlite:///{db}"
@@ -89,25 +91,33 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
 def open_store(db: str | None = None, *, create: bool = True) -> Store:
     """Open (and create or upgrade) the store at ``db``; raise StoreError when unusable."""
     url = normalize_url(db)
+    shown = redact_url(url)
+    if create and re.fullmatch(r"sqlite(\+\w+)?://(/(:memory:)?)?(\?.*)?", url):
+        raise StoreError(f"{shown} is an in-memory database: what a tune measures would be lost with the "
+                         "process (give a file path)")
     if url.startswith("sqlite:///") and not create:
         path = Path(url.removeprefix("sqlite:///"))
         if not path.is_file():
             raise StoreError(f"no database at {path}")
+        if path.stat().st_size == 0:  # reading it must not write a schema (or a WAL header) into it
+            raise StoreError(f"{path} is empty: no tuner database there")
     try:
         engine = create_engine(url)
     except (SQLAlchemyError, ImportError, ValueError) as e:
-        raise StoreError(f"cannot open database {url!r}: {e}") from None
+        raise StoreError(f"cannot open database {shown!r}: {redact_url(str(e))}") from None
     if engine.dialect.name == "sqlite":
         _sqlite_pragmas(engine)
     try:
         tables = set(inspect(engine).get_table_names())
         foreign = tables - _OPTUNA_TABLES - {VERSION_TABLE} - {t for t in tables if t.startswith("tuner_")}
         if foreign and VERSION_TABLE not in tables:
-            raise StoreError(f"{url} is not a tuner database (it holds tables {', '.join(sorted(foreign)[:4])})")
+            raise StoreError(f"{shown} is not a tuner database (it holds tables {', '.join(sorted(foreign)[:4])})")
+        if not tables and not create:  # an empty database: reading it must not write a schema into it
+            raise StoreError(f"{shown} is empty: no tuner database there")
         upgrade(engine)
     except StoreError:
         raise
     except Exception as e:  # sqlite3.DatabaseError "file is not a database", locked, permissions...
         msg = str(e).splitlines()[0] if str(e) else e.__class__.__name__
-        raise StoreError(f"cannot use database {url!r}: {msg}") from None
+        raise StoreError(f"cannot use database {shown!r}: {redact_url(msg)}") from None
     return Store(url, engine)
