@@ -50,8 +50,8 @@ def test_help_and_list(capsys):
     (["moe-routing", "--pack", "packs/nvidia-h200"], "--pack applies to --preflight only"),
     (["moe-routing", "--preflight", "sm_90", "--pack", "/nonexistent/pack"], "--pack: /nonexistent/pack: no manifest"),
     (["verify-pack", "/nonexistent/pack"], "no manifest.json"),
-    (["moe-routing", "--try", '{"num_stages": 2.0}'], "num_stages=2.0 not a value"),  # 2.0 == 2: another kernel
-    (["moe-routing", "--try", '{"FUSED": 0}'], "FUSED=0 not a value"),
+    (["moe-routing", "--try", '{"num_stages": 2.0}'], "num_stages=2.0 not a value (of another type)"),  # 2.0 == 2
+    (["moe-routing", "--try", '{"FUSED": 0}'], "FUSED=0 not a value (of another type)"),
     (["moe-routing", "--preflight", ""], "--preflight: unknown target ''"),
     (["moe-routing", "--seed", "-1"], "--seed: -1 is not in"),
     (["moe-routing", "--timeout", "10000h"], "at most 480h"),
@@ -66,6 +66,15 @@ def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, tmp_path):
     err = capsys.readouterr().err.strip()
     assert needle in err and "Traceback" not in err
     assert len(err.splitlines()) == 1, err
+
+
+def test_a_try_takes_an_int_for_a_float_parameter_as_that_float():
+    """``{"GRID_SM_FRAC": 2}`` is engram's 2.0 (one config, one key), not a new config."""
+    from tuner import registry
+    from tuner.cli.tune import _tries
+
+    ((item,),) = _tries(['{"GRID_SM_FRAC": 2}'], registry.get("engram"))
+    assert item == ("GRID_SM_FRAC", 2.0) and isinstance(item[1], float)
 
 
 def test_database_urls_that_would_lose_or_leak_are_one_line(tmp_path, capsys):

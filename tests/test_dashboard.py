@@ -158,4 +158,4 @@ def test_chart_marks_a_change_of_timing_method():
     s = Series("engram", "tokens=256", {"tokens": 256}, "NVIDIA H200", pts)
     changes = detect_series(s)
     svg = history_chart(s, changes, {})
-    assert changes == [] and "timing method 1 -&gt; 2" in svg and 'class="step' not in svg
+    assert changes == [] and "from here: timing method 1 -&gt; 2<" in svg and 'class="step' not in svg

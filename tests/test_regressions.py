@@ -70,15 +70,12 @@ def test_improvements_thresholds_and_resolved_regressions():
 
 
 def test_no_step_is_drawn_across_a_change_of_timing_method():
-    # engram's T=256 hbm series in results.db: 3.21 us warm-L2 graph replay (method 1), then
-    # ~4.0 us once graph replay flushed the L2 (method 2); the same config, not a regression
     from dataclasses import replace
 
-    meds = [3.21, 4.09, 4.01, 4.02, 3.99, 3.97, 4.06]
-    s = series(meds)
-    assert regressions(detect_series(s))  # one method throughout: a real step
+    s = series([3.21, 4.09, 4.01, 4.02, 3.99, 3.97, 4.06])
+    assert regressions(detect_series(s))  # one method throughout: a step
     s.points[0] = replace(s.points[0], timing=1)
-    assert detect_series(s) == []
+    assert detect_series(s) == []  # the first point timed otherwise: nothing to compare it with
     # a step inside one method's stretch is still found, at its own index
     s2 = series([10.0, 10.1, 10.0, 12.0, 12.1, 12.0, 12.1])
     s2.points[:2] = [replace(p, timing=1) for p in s2.points[:2]]
@@ -86,19 +83,16 @@ def test_no_step_is_drawn_across_a_change_of_timing_method():
     assert c.index == 3 and c.confirmed and c.is_regression
 
 
-def test_timing_method_of_runs_recorded_and_inferred(tmp_path):
+def test_timing_method_recorded_and_in_the_fingerprint_from_3_on(monkeypatch):
+    import tuner.timing
     from tuner.dashboard.history import timing_method
-    from tuner.timing import TIMING_METHOD
+    from tuner.device import fingerprint
 
-    old = dt.datetime(2026, 11, 29, 15, 22)
-    assert timing_method(Run(git_commit="1fc29615633d", started=old, settings={})) == 1
-    assert timing_method(Run(git_commit="", started=dt.datetime(2026, 11, 29, 12, 59), settings={})) == 1
-    assert timing_method(Run(git_commit="380f6dfa2f54", started=old, settings={})) == 2
-    assert timing_method(Run(git_commit="", started=dt.datetime(2026, 12, 5), settings={})) == 2
-    assert timing_method(Run(git_commit="1fc29615633d", started=old, settings={"timing": 3})) == 3
-    # a kernel timed warm (moe_routing: cold_l2=False) was timed alike by both methods
-    assert timing_method(Run(git_commit="1fc29615633d", started=old, settings={}), graph_flush=False) == 2
-    assert TIMING_METHOD == 2  # a bump needs a new entry in TIMING_METHOD's docstring
+    assert timing_method(Run(settings={})) == 2  # runs from before the key
+    assert timing_method(Run(settings={"timing": 3})) == 3
+    assert "timing" not in fingerprint()  # method 2: the environments already stored stay the same
+    monkeypatch.setattr(tuner.timing, "TIMING_METHOD", 3)
+    assert fingerprint()["timing"] == 3  # a bump starts new studies and winners
 
 
 def test_interpreter_points_are_never_tested():
@@ -147,6 +141,7 @@ def test_regressions_exit_codes(planted, tmp_path, capsys):
     assert "1 regression" in out and "tokens=64" in out and "tokens=512" not in out
     assert main(["regressions", "--db", db, "--since", "2026-11-05"]) == 0  # the step was on 11-04
     assert main(["regressions", "--db", db, "--since", "2026-11-04"]) == 1
+    assert main(["regressions", "--db", db, "--since", "87600h"]) == 1  # an age: no cap as for a timeout
     assert main(["regressions", "--db", db, "--threshold", "25%"]) == 0
     assert main(["regressions", "--db", db, "--kernel", "mhc"]) == 0
     clean = str(tmp_path / "clean.db")

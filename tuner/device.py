@@ -21,6 +21,10 @@ def fingerprint() -> dict[str, Any]:
             fp[p] = metadata.version(p)
         except metadata.PackageNotFoundError:
             fp[p] = ""
+    from tuner.timing import TIMING_METHOD
+
+    if TIMING_METHOD != 2:  # (method 2's environments predate the key: their fingerprints stay as they were)
+        fp["timing"] = TIMING_METHOD
     return fp
 
 

@@ -38,7 +38,7 @@ def _pick_environment(store: Store, gpu: str | None) -> Environment:
     return env
 
 
-def _replaced_pack(out: Path, env: Environment, kernels: set[str], force: bool) -> list[str]:
+def _replaced_pack(out: Path, env: Environment, kernels: set[str], left_out: set[str], force: bool) -> list[str]:
     """What ``out`` holds before an export of ``env``'s ``kernels`` writes there: the file
     names of the pack it replaces ([] for a new or empty folder). Refuses (``ExportError``)
     what would lose something, unless ``force``: a folder of other files, a pack made on
@@ -57,10 +57,12 @@ def _replaced_pack(out: Path, env: Environment, kernels: set[str], force: bool) 
     if not force and old_gpu != env.gpu:
         raise ExportError(f"{out} holds a pack made on {old_gpu or 'an unknown GPU'}, these winners are "
                           f"{env.gpu}'s: give another folder (or --force to replace it)")
-    if not force and old_kernels - kernels:
-        raise ExportError(f"{out} holds {', '.join(sorted(old_kernels - kernels))} too, which this export lacks "
-                          "(not tuned in this environment, or left out by --kernel): exporting would drop them "
-                          "(--force drops them)")
+    lacking = old_kernels - kernels
+    if not force and lacking:
+        why = ("every winner's config is outside today's search space: retune them"
+               if lacking <= left_out else "not tuned in this environment, or left out by --kernel")
+        raise ExportError(f"{out} holds {', '.join(sorted(lacking))} too, which this export lacks ({why}): "
+                          "exporting would drop them (--force drops them)")
     return old_files
 
 
@@ -102,7 +104,7 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
                           f"retune {', '.join(sorted(left_out))}")
     if not by_kernel:
         raise ExportError("no winners for the requested kernels")
-    old_files = _replaced_pack(out, env, {k for k in by_kernel if registry.kernels().get(k)}, force)
+    old_files = _replaced_pack(out, env, {k for k in by_kernel if registry.kernels().get(k)}, set(left_out), force)
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
     kinfo: dict[str, Any] = {}
@@ -153,6 +155,7 @@ def verify_pack(path: Path) -> PackReport:
     """Load (checksums, schema) and check every entry's config against the kernel's space."""
     pack = load_pack(path)
     problems: list[str] = []
+    registry.kernels()  # the templates imported as this process runs them, before judging for the pack's GPU
     with runtime_env.judging_for(_pack_cc(pack)):
         _check_entries(pack, problems)
     return PackReport(pack, problems)

@@ -15,12 +15,15 @@ import torch
 from tuner.runtime.env import interpreting
 
 TIMING_METHOD = 2
-"""How trials are timed, stored in each run's settings (``"timing"``) so that a series'
-points timed differently are never compared (``tuner.dashboard.detect``). Bump it with any
-change that moves the numbers of an unchanged kernel.
+"""How trials are timed. Bump it with any change that moves the numbers of an unchanged
+kernel: it is stored in each run's settings (``"timing"``), so a series' points timed
+differently are never compared (``tuner.dashboard.detect``), and from 3 on it is part of
+the environment fingerprint (``tuner.device.fingerprint``), so studies and winners start
+afresh instead of comparing new trials with old-method winners.
 
-1. CUDA-graph replay ignored ``flush_l2``: graph-timed kernels ran with a warm L2 (runs
-   made before commit 64832f2, 2026-11-29).
+1. CUDA-graph replay ignored ``flush_l2``: graph-timed kernels ran with a warm L2 (before
+   commit 64832f2, 2026-11-29; no run in the project's results.db but MoE routing's first,
+   which is timed warm anyway).
 2. Graph replay honours ``flush_l2``: each captured call follows an L2 flush, and a graph
    of the flushes alone, timed the same way, is subtracted."""
 

@@ -24,8 +24,9 @@ DbOption = Annotated[Optional[str], typer.Option(
 MAX_DURATION_S = 480 * 3600
 
 
-def parse_duration(text: str) -> float:
-    """'90s', '5m', '4m30s', '1.5h' or plain seconds -> seconds."""
+def parse_duration(text: str, *, wait: bool = True) -> float:
+    """'90s', '5m', '4m30s', '1.5h' or plain seconds -> seconds; a ``wait`` (a timeout, a
+    budget) at most ``MAX_DURATION_S``."""
     parts = re.findall(r"(\d+(?:\.\d+)?)\s*([smh]?)", text or "")
     if not parts or re.sub(r"[\d.\s smh]", "", text or "") or "".join(a + b for a, b in parts) != re.sub(r"\s", "", text):
         raise CliError(f"bad duration {text!r} (use e.g. 90s, 5m, 4m30s, 1h)")
@@ -34,7 +35,7 @@ def parse_duration(text: str) -> float:
     total = sum(float(n) * {"": 1, "s": 1, "m": 60, "h": 3600}[u] for n, u in parts)
     if total <= 0:
         raise CliError(f"bad duration {text!r} (must be positive)")
-    if total > MAX_DURATION_S:  # past ~596 h a wait's timeout overflows (milliseconds in 32 bits)
+    if wait and total > MAX_DURATION_S:  # past ~596 h a wait's timeout overflows (milliseconds in 32 bits)
         raise CliError(f"bad duration {text!r} (at most {MAX_DURATION_S // 3600:g}h)")
     return total
 

@@ -40,7 +40,7 @@ def show(kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. moe_routi
         counts = s.execute(select(Trial.status, func.count()).where(Trial.kernel == k.name, Trial.phase == "search")
                            .group_by(Trial.status)).all()
     if not rows:
-        console.print(f"{k.name}: nothing tuned in {store.url} yet (run `tune {k.cli_name}`)")
+        console.print(f"{k.name}: nothing tuned in {store.shown_url} yet (run `tune {k.cli_name}`)")
         return
     table = Table(title=f"{k.name} winners")
     for col in ("gpu", "workload", "median us", "p20-p80", "default us", "speedup", "floor %", "config"):

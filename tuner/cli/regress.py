@@ -37,7 +37,7 @@ def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
         raise bad from None
     except ValueError:
         try:
-            return now - dt.timedelta(seconds=parse_duration(text))
+            return now - dt.timedelta(seconds=parse_duration(text, wait=False))
         except (CliError, OverflowError):
             raise bad from None
     if when.tzinfo is not None:
@@ -64,7 +64,7 @@ def revalidate_cmd(pack: PackOption = None, db: DbOption = None,
     gpu = gpu_identity()["gpu"]
     entries = entries_from_pack(pack) if pack is not None else entries_from_store(store, gpu)
     if not entries:
-        raise CliError(f"nothing to revalidate: {'the pack has no entries' if pack else f'no winners for {gpu} in {store.url}'}"
+        raise CliError(f"nothing to revalidate: {'the pack has no entries' if pack else f'no winners for {gpu} in {store.shown_url}'}"
                        + ("" if pack else "; pass --pack PATH"))
     timeout_s = parse_duration(timeout) if timeout is not None else (120.0 if gpu_available() else 600.0)
     if not gpu_available():
@@ -185,7 +185,7 @@ def dashboard_cmd(out: Annotated[Optional[Path], typer.Option("--out", help="HTM
         except OSError as e:
             raise CliError(f"cannot listen on 127.0.0.1:{port}: {e.strerror or e}") from None
         host, bound = httpd.server_address[:2]
-        console.print(f"serving the dashboard of {store.url} at http://{host}:{bound}/ (Ctrl-C to stop)")
+        console.print(f"serving the dashboard of {store.shown_url} at http://{host}:{bound}/ (Ctrl-C to stop)")
         try:
             httpd.serve_forever()
         except KeyboardInterrupt:

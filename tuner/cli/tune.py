@@ -96,10 +96,15 @@ def _tries(specs: list[str] | None, kernel: Kernel) -> tuple[tuple[tuple[str, An
         if unknown:
             raise CliError(f"--try: {', '.join(unknown)} not in {kernel.name}'s search space "
                            f"(keys: {', '.join(kernel.space)})")
+        for k, v in over.items():  # a float parameter's values as floats: 2 is the config 2.0 is
+            if isinstance(v, int) and not isinstance(v, bool) and any(isinstance(c, float) for c in kernel.space[k].values()):
+                over[k] = float(v)
         bad = [k for k, v in over.items() if not kernel.space.legal(k, v)]
         if bad:  # (a try outside the space was skipped in silence: session 27 found run 145's would have been)
-            raise CliError(f"--try: {', '.join(f'{k}={over[k]!r}' for k in bad)} not a value of {kernel.name}'s "
-                           f"search space ({bad[0]}: {', '.join(map(repr, kernel.space[bad[0]].values()))})")
+            values = kernel.space[bad[0]].values()
+            typed = " (of another type)" if over[bad[0]] in values else ""  # 2.0 for 2, 0 for False
+            raise CliError(f"--try: {', '.join(f'{k}={over[k]!r}' for k in bad)} not a value{typed} of "
+                           f"{kernel.name}'s search space ({bad[0]}: {', '.join(map(repr, values))})")
         out.append(tuple(sorted(over.items())))
     return tuple(out)
 

@@ -31,49 +31,12 @@ def versions_of(fingerprint: dict[str, Any]) -> dict[str, str]:
     return {k: str(fingerprint.get(k, "")) for k in VERSION_KEYS}
 
 
-# The commits before 64832f2, which made CUDA-graph replay honour the L2 flush (timing
-# method 2): runs recorded from them, which predate the "timing" key, were timed by method 1.
-_METHOD_1_COMMITS = frozenset("""
-1fc29615633d b85f64b171f5 3c52b5b678f9 dff00b5667a5 16135b086eb8 9c68f4df0ae9 7b6c3307de57 4a49e0927e29
-07382deacb60 0e63c51e3301 206d62616729 071f38ff2041 a37bb2ed9bab 78ccf825ac68 551f9cca13fc d05bf9e3b321
-959564491c9f 47bde4b8e759 894df66929c7 b8231ac8bc55 e72fe8e475b0 f7656c14f033 1e66668b95d8 e5c63f1557e0
-7943241093e8 144b13211acd 7d62b3dcee9e d0b0938f0630 e45abf947f87 005ef9308a6a 7ca683f81641 c4f0204cbefd
-32c8eac1777d 997530b8a813 6f89e0b9f90f""".split())
-_METHOD_2_FROM = dt.datetime(2026, 11, 29, 15, 21, 52)  # that commit's time (UTC)
-
-
-def timing_method(run: Run, *, graph_flush: bool = True) -> int:
-    """The timing method of a run: recorded in its settings since method 2 was numbered,
-    else told by its commit (or, without one, by when it started). Method 1 differed from 2
-    only for kernels timed by graph replay with the L2 flushed (``graph_flush``); for the
-    others it is method 2."""
-    recorded = (run.settings or {}).get("timing")
-    if recorded is not None:
-        return int(recorded)
-    commit = (run.git_commit or "")[:12]
-    if graph_flush and (commit in _METHOD_1_COMMITS or not commit and run.started < _METHOD_2_FROM):
-        return 1
-    return 2
-
-
-def _graph_flushed() -> Callable[[str], bool]:
-    """Whether a kernel is timed by CUDA-graph replay with the L2 flushed (its spec's
-    ``launch_bound`` and ``cold_l2``); True for a kernel the registry does not know."""
-    cache: dict[str, bool] = {}
-
-    def flushed(kernel: str) -> bool:
-        if kernel not in cache:
-            try:
-                from tuner import registry
-
-                k = registry.kernels().get(kernel)
-                cache[kernel] = k is None or bool(k.spec.launch_bound and k.spec.cold_l2)
-            except Exception as e:  # noqa: BLE001 - no registry: assume the timing could differ
-                log.debug("no spec for %s: %s", kernel, e)
-                cache[kernel] = True
-        return cache[kernel]
-
-    return flushed
+def timing_method(run: Run) -> int:
+    """How a run timed its trials (``tuner.timing.TIMING_METHOD``): recorded in its settings
+    since session 28; 2 before (the method since commit 64832f2, which every run in the
+    project's results.db used: runs 2-6 carry an older commit, but their template source
+    hashes are 64832f2's, and run 1 is MoE routing, timed warm by either method)."""
+    return int((run.settings or {}).get("timing", 2))
 
 
 def versions_label(versions: dict[str, str]) -> str:
@@ -101,8 +64,8 @@ class Point:
     floor_us: float | None
     meaningful: bool
     timing: int = 2
-    """How it was timed (``tuner.timing.TIMING_METHOD`` of its run): points timed by
-    different methods are not compared."""
+    """How it was timed (``timing_method`` of its run): points timed by different methods
+    are not compared."""
 
     @property
     def spread(self) -> float:
@@ -174,7 +137,6 @@ def load_history(store: Store, *, kernels: Iterable[str] | None = None,
     carry the default's time; by default the registry is asked.
     """
     default_of = default_of or registry_defaults()
-    flushed = _graph_flushed()
     only = set(kernels) if kernels else None
     with store.session() as s:
         envs = {e.id: e for e in s.scalars(select(Environment))}
@@ -201,8 +163,7 @@ def load_history(store: Store, *, kernels: Iterable[str] | None = None,
         series[key].points.append(Point(
             when=run.started, run_id=run.id, kind=run.kind, environment_id=env.id,
             versions=versions_of(env.fingerprint or {}), source_hash=run.source_hash,
-            git_commit=run.git_commit or "", timing=timing_method(run, graph_flush=flushed(kernel)),
-            **point_args))
+            git_commit=run.git_commit or "", timing=timing_method(run), **point_args))
 
     for (run_id, kernel, wkey), rows in grouped.items():
         run = runs.get(run_id)

@@ -291,9 +291,11 @@ def history_chart(series: Series, changes: list[Change], colors: dict[str, str])
         a, c = pts[i - 1], pts[i]
         if a.versions != c.versions or a.source_hash != c.source_hash or a.timing != c.timing:
             xm = (X(i - 1) + X(i)) / 2
-            what = versions_label({k: v for k, v in c.versions.items() if a.versions.get(k) != v}) or "template changed"
-            if a.timing != c.timing:  # no step is tested across it (tuner.dashboard.detect)
-                what = f"timing method {a.timing} -> {c.timing}; {what}"
+            parts = [versions_label({k: v for k, v in c.versions.items() if a.versions.get(k) != v}),
+                     "template changed" if a.source_hash != c.source_hash else "",
+                     # no step is tested across this one (tuner.dashboard.detect)
+                     f"timing method {a.timing} -> {c.timing}" if a.timing != c.timing else ""]
+            what = "; ".join(p for p in parts if p)
             out.append(f'<g class="swchange"><title>{esc("from here: " + what)}</title>'
                        f'<line x1="{xm:.1f}" x2="{xm:.1f}" y1="{t}" y2="{h - b}" stroke="#999" stroke-dasharray="2,3"/></g>')
     dpts = [(i, p.default_us) for i, p in enumerate(pts) if p.default_us]

@@ -9,9 +9,13 @@ from contextvars import ContextVar
 from typing import Any, Iterator
 
 
+_JUDGING: ContextVar[bool] = ContextVar("judging", default=False)
+
+
 def interpreting() -> bool:
-    """True when kernels run through Triton's CPU interpreter (TRITON_INTERPRET=1)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    """True when kernels run through Triton's CPU interpreter (TRITON_INTERPRET=1), except
+    while configs are judged for a GPU target (``judging_for``)."""
+    return not _JUDGING.get() and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 _ASSUMED_CC: ContextVar[int | None] = ContextVar("assumed_cc", default=None)
@@ -31,16 +35,16 @@ def assume_target(cc: int | None) -> Iterator[None]:
 @contextlib.contextmanager
 def judging_for(cc: int | None) -> Iterator[None]:
     """Judge configs as a GPU of compute capability ``cc`` would run them, with nothing run
-    here: ``assume_target(cc)`` with the interpreter (``TRITON_INTERPRET``) off meanwhile, so
-    the constraints that keep interpreted runs feasible (one program at a time, its SM count)
-    do not apply. ``verify-pack`` and ``--preflight`` judge this way; launch nothing inside."""
-    saved = os.environ.pop("TRITON_INTERPRET", None)
+    here: ``assume_target(cc)``, and ``interpreting()`` False in this context (the environment
+    is left alone), so the constraints that keep interpreted runs feasible (one program at a
+    time, its SM count) do not apply. ``verify-pack`` and ``--preflight`` judge this way.
+    Launch nothing inside, and import the templates before (their import-time choices)."""
+    token = _JUDGING.set(True)
     try:
         with assume_target(cc):
             yield
     finally:
-        if saved is not None:
-            os.environ["TRITON_INTERPRET"] = saved
+        _JUDGING.reset(token)
 
 
 def assumed_target_cc() -> int | None:

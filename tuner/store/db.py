@@ -61,6 +61,11 @@ class Store:
         self.engine = engine
         self.Session = sessionmaker(engine, expire_on_commit=False)
 
+    @property
+    def shown_url(self) -> str:
+        """The URL as printed: any password replaced by ***."""
+        return redact_url(self.url)
+
     def session(self) -> Session:
         return self.Session()
 
