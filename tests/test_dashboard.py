@@ -92,6 +92,11 @@ def test_dashboard_command_writes_the_file_and_takes_a_pack(planted, tmp_path, c
     assert main(["dashboard", "--db", db, "--out", str(out), "--pack", str(tmp_path / "pack")]) == 0
     page = out.read_text()
     assert "entries from pack h200-nightly" in page and "Entries (pack h200-nightly)" in page
+    # the pack's entries (JSON with sorted axes) land on the database's shapes: the same coverage
+    # line as from the database (not each shape twice, once "off the grid")
+    db_page = build_report(open_store(db))
+    cov = re.findall(r"Coverage of the default grid: <b>[^<]*</b>[^<]*", page)
+    assert cov and cov == re.findall(r"Coverage of the default grid: <b>[^<]*</b>[^<]*", db_page)
     capsys.readouterr()
     for args, needle in ((["--serve", "--out", str(out)], "not both"), (["--threshold", "x"], "bad value"),
                          (["--pack", str(tmp_path / "nope")], "no manifest.json"), (["--port", "70000"], "not a port")):

@@ -299,6 +299,21 @@ def test_export_replaces_its_pack_but_drops_no_kernel_unasked(tmp_path):
     assert set(json.loads((out / "manifest.json").read_text())["kernels"]) == both
 
 
+def test_pack_entries_are_keyed_as_the_database_keys_them(tmp_path):
+    """A pack file stores workloads with sorted keys (profile, tokens); its revalidation must
+    join the tune history's series (tokens=3,profile=dsv3), or a regression could never be
+    confirmed or cleared by `tune revalidate --pack`."""
+    from tuner.pack import export_pack
+    from tuner.revalidate import entries_from_pack
+
+    db = str(tmp_path / "r.db")
+    _one_winner(db)
+    pack = export_pack(open_store(db), tmp_path / "pack")
+    assert list(json.loads((pack / "moe_routing.json").read_text())["entries"][0]["workload"]) == ["profile", "tokens"]
+    (e,) = entries_from_pack(pack)
+    assert e.workload_key == "tokens=3,profile=dsv3"
+
+
 def test_revalidate_a_pack_through_the_real_worker_in_the_interpreter(tmp_path):
     """moe_routing on a tiny workload: compiled, verified and timed in the isolated worker."""
     from tuner.pack import export_pack

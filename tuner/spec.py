@@ -27,6 +27,14 @@ def workload_key(workload: Any) -> str:
     return ",".join(f"{k}={v}" for k, v in workload_dict(workload).items())
 
 
+def axis_ordered(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with the axes of workload class ``cls`` first, in field order, then any
+    others as given: a pack file's workloads (JSON with sorted keys) keyed as the database
+    keys them (``workload_key``), so a pack entry and its tune history are one series."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    return {**{n: values[n] for n in names if n in values}, **{k: v for k, v in values.items() if k not in names}}
+
+
 def workload_from_dict(cls: type, values: Mapping[str, Any]) -> Any:
     """Build a workload of ``cls`` from a dict, coercing each value to its field's type."""
     hints = typing.get_type_hints(cls)

@@ -22,6 +22,7 @@ from tuner.dashboard.detect import Change, detect
 from tuner.dashboard.history import (Entry, Ratios, Series, Verdict, current_entries, latest_revalidations,
                                      load_history, versions_label)
 from tuner.store import Environment, Store
+from tuner.spec import axis_ordered
 from tuner.store.db import redact_url
 
 log = logging.getLogger(__name__)
@@ -90,15 +91,29 @@ def _from_pack(path: Path) -> tuple[list[TableEntry], dict[str, Any]]:
     pack = load_pack(path, allow_other_gpu=True)
     gpu = str((pack.manifest.get("fingerprint") or {}).get("gpu", ""))
     meaningful = bool(pack.manifest.get("meaningful", True))
+    axes = _workload_classes()
     out = []
     for kname, table in sorted(pack.tables.items()):
         for e in table.entries:
             w = dict(e.get("workload") or {})
+            if kname in axes:  # keyed as the database keys it (the pack's JSON sorts the axes)
+                w = axis_ordered(axes[kname], w)
             out.append(TableEntry(kname, w, ",".join(f"{k}={v}" for k, v in w.items()), gpu, dict(e.get("config") or {}),
                                   bool(e.get("is_default")), e.get("median_us"), e.get("p20_us"), e.get("p80_us"),
                                   e.get("default_median_us"), e.get("floor_us"), float(e.get("noise") or 0.0),
                                   meaningful, str(e.get("source_hash", ""))))
     return out, pack.manifest
+
+
+def _workload_classes() -> dict[str, type]:
+    """Per known kernel its workload class; {} when the registry is unavailable."""
+    try:
+        from tuner import registry
+
+        return {n: k.spec.workload for n, k in registry.kernels().items()}
+    except Exception as e:  # noqa: BLE001 - the report still renders what the pack holds
+        log.warning("kernel registry unavailable (%s): pack workloads keyed as stored", e)
+        return {}
 
 
 def _registry_info() -> dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], str]]:
