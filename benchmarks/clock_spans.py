@@ -33,8 +33,13 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
         return 2
-    samples = _samples(argv[1])
-    for line in open(argv[0]):
+    try:
+        samples = _samples(argv[1])
+        lines = open(argv[0]).readlines()
+    except OSError as e:
+        print(f"clock_spans: {e.filename}: {e.strerror}", file=sys.stderr)
+        return 2
+    for line in lines:
         if not line.startswith('{"part": "overlap"'):
             continue
         r = json.loads(line)

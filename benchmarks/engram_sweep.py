@@ -219,6 +219,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="--overlap-configs on uniformly random rows (little L2 reuse) instead of Zipfian tokens")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     a = p.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("engram_sweep needs a GPU", file=sys.stderr)
+        return 2
     rows: list = []
     if a.overlap_configs:
         pts = [(x.split(":")[0], int(x.split(":")[1])) for x in a.points.split(",")]

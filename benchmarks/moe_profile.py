@@ -50,6 +50,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="benchmarks/results")
     args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("moe_profile needs a GPU")
     rows = []
     for prof in ("dsv3", "dsv41-flash"):
         for T in (1, 16, 256, 4096):

@@ -169,6 +169,9 @@ def phases(specs: list[str]) -> None:
 
 
 def main() -> None:
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        print(__doc__.strip())
+        return
     if "--phases" in sys.argv:
         specs = [a for a in sys.argv[1:] if not a.startswith("--")]
         phases(specs or ["dsv32:1:8192", "dsv32:32:524288", "dsv41-flash:1:524288", "dsv41-flash:32:131072"])

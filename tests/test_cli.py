@@ -120,7 +120,8 @@ def test_quick_tune_export_load_select_round_trip(tmp_path, capsys):
     db = str(tmp_path / "r.db")
     assert tune("moe-routing", "--quick", "--tokens", "3", "--profile", "dsv3", "--db", db) == 0
     assert tune("show", "moe-routing", "--db", db) == 0
-    assert "tokens=3,profile=dsv3" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "tokens profile" in out and "3 dsv3" in out and "older" not in out, out
     pack_dir = tmp_path / "pack"
     assert tune("export", "--out", str(pack_dir), "--db", db) == 0
     assert tune("verify-pack", str(pack_dir)) == 0
@@ -164,6 +165,38 @@ def test_quick_tune_export_load_select_round_trip(tmp_path, capsys):
         assert needle in err and len(err.splitlines()) == 1, err
     assert runtime.load_pack(h200, allow_other_gpu=True).manifest["fingerprint"]["gpu"] == "NVIDIA H200"
     assert tune("export", "--out", str(pack_dir), "--db", db) == 0  # its own pack: replaced
+
+
+def test_show_gives_one_row_a_workload_today_s_source_first(tmp_path, capsys):
+    """`tune show`: one row per workload, today's source's winner over older ones (marked `*`
+    where only an older one exists); --all lists every source's; workloads sorted as numbers;
+    long configs numbered below a narrow table."""
+    from tuner import registry
+    from tuner.store import Environment, Run, Winner, open_store
+
+    db = str(tmp_path / "r.db")
+    k = registry.get("moe_routing")
+    cur = k.source_hash
+    with open_store(db).session() as s:
+        env = Environment(fingerprint_hash="h", gpu="NVIDIA H200", cc="9.0", fingerprint={"gpu": "NVIDIA H200"})
+        s.add(env)
+        s.flush()
+        run = Run(kind="tune", kernel="moe_routing", environment_id=env.id, source_hash=cur, settings={})
+        s.add(run)
+        s.flush()
+        cfg = dict(k.spec.default_config(k.workloads[0]), num_warps=1)
+        for tokens, src, us in ((16, "old", 9.0), (16, cur, 5.0), (4, "old", 7.0), (1024, cur, 30.0)):
+            s.add(Winner(kernel="moe_routing", workload_key=f"tokens={tokens},profile=dsv3", environment_id=env.id,
+                         workload={"tokens": tokens, "profile": "dsv3"}, config=cfg, median_us=us, p20_us=us,
+                         p80_us=us, default_median_us=2 * us, floor_us=None, noise=0.0, is_default=False,
+                         meaningful=True, source_hash=src, run_id=run.id))
+        s.commit()
+    assert tune("show", "moe-routing", "--db", db) == 0
+    rows = [ln for ln in capsys.readouterr().out.splitlines() if "dsv3" in ln]
+    assert [r.split()[1] for r in rows] == ["4", "16", "1024"], rows  # numeric order
+    assert "*" in rows[0] and "*" not in rows[1] and "5.00" in rows[1]  # today's source wins its row
+    assert tune("show", "moe-routing", "--db", db, "--all") == 0
+    assert sum("dsv3" in ln for ln in capsys.readouterr().out.splitlines()) == 4
 
 
 def test_budget_bounds_the_search_but_every_workload_gets_its_default(tmp_path):

@@ -20,6 +20,7 @@ from tuner.store import Environment, Run, TrialStatus, Winner, open_store
 from tuner.store.models import Revalidation
 
 FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(FIXTURES))
 import synthetic_history  # noqa: E402
 
@@ -275,6 +276,26 @@ def test_revalidate_errors_are_one_line(tmp_path, capsys):
     assert "nothing to revalidate" in capsys.readouterr().err
     assert main(["revalidate", "--db", db, "--pack", str(tmp_path / "nope")]) == 2
     assert "no manifest.json" in capsys.readouterr().err
+    from tuner.timing import gpu_available
+
+    if not gpu_available():  # an H200 pack's workloads are GPU-sized: hours through the interpreter
+        assert main(["revalidate", "--db", db, "--pack", str(ROOT / "packs" / "nvidia-h200")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "no GPU here: these are NVIDIA H200 entries" in err and len(err.splitlines()) == 1, err
+
+
+def test_export_prefers_the_gpu_winners_to_a_newer_interpreter_run(tmp_path):
+    """A quickstart run on a CPU machine adds an interpreter environment to a database of GPU
+    winners; a plain export still exports the GPU's (the interpreter's with --gpu)."""
+    from tuner.pack import export_pack
+
+    db = str(tmp_path / "r.db")
+    _one_winner(db, gpu="NVIDIA H200")
+    _one_winner(db)  # cpu-interpreter, newer
+    store = open_store(db)
+    gpu_of = lambda p: json.loads((p / "manifest.json").read_text())["fingerprint"]["gpu"]  # noqa: E731
+    assert gpu_of(export_pack(store, tmp_path / "a")) == "NVIDIA H200"
+    assert gpu_of(export_pack(store, tmp_path / "b", gpu="cpu-interpreter")) == "cpu-interpreter"
 
 
 def test_export_replaces_its_pack_but_drops_no_kernel_unasked(tmp_path):

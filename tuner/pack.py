@@ -17,6 +17,7 @@ from tuner import registry
 from tuner.device import git_commit
 from tuner.runtime import PACK_SCHEMA, Pack, PackError, load_pack, sha256_file
 from tuner.runtime import env as runtime_env
+from tuner.runtime.env import INTERPRETER_GPU
 from tuner.spec import numeric_axes, workload_from_dict
 from tuner.store import Environment, Store, Winner
 from tuner.store.models import utcnow
@@ -28,11 +29,15 @@ class ExportError(Exception):
 
 
 def _pick_environment(store: Store, gpu: str | None) -> Environment:
+    """``gpu``'s newest environment with winners; without ``gpu`` the newest GPU one (an
+    interpreter run on a CPU machine, e.g. the quickstart's, does not displace the GPU
+    winners), the interpreter's only where the database holds nothing else."""
     with store.session() as s:
         q = select(Environment).join(Winner, Winner.environment_id == Environment.id)
         if gpu:
             q = q.where(Environment.gpu == gpu)
-        env = s.scalars(q.order_by(Environment.id.desc())).first()
+        envs = s.scalars(q.order_by(Environment.id.desc())).unique().all()
+    env = next((e for e in envs if e.gpu != INTERPRETER_GPU), envs[0] if envs else None)
     if env is None:
         raise ExportError(f"no tuned winners in the database{f' for GPU {gpu!r}' if gpu else ''}; run `tune <kernel>` first")
     return env

@@ -25,6 +25,7 @@ from sqlalchemy import select
 from tuner import roofline
 from tuner.device import fingerprint, fingerprint_hash, git_commit
 from tuner.registry import Kernel
+from tuner.runtime.env import INTERPRETER_GPU
 from tuner.spec import TrialResult, numeric_axes, workload_dict, workload_key
 from tuner.store import Environment, Run, Store, Trial, TrialStatus, Winner
 from tuner.store.models import utcnow
@@ -139,7 +140,7 @@ class Tuner:
         self.store, self.kernel, self.settings = store, kernel, settings
         self.on_event = on_event or (lambda kind, info: None)
         self.env = ensure_environment(store)
-        self.meaningful = self.env.gpu != "cpu-interpreter"
+        self.meaningful = self.env.gpu != INTERPRETER_GPU
 
     def run(self, workloads: list[Any]) -> list[Outcome]:
         """Tune every workload in turn; the run row records how it ended."""

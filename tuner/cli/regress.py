@@ -55,6 +55,7 @@ def revalidate_cmd(pack: PackOption = None, db: DbOption = None,
 
     from tuner.revalidate import RevalidateError, entries_from_pack, entries_from_store, revalidate
     from tuner.runtime import gpu_identity
+    from tuner.runtime.env import INTERPRETER_GPU
     from tuner.store import open_store
     from tuner.timing import gpu_available
 
@@ -67,6 +68,12 @@ def revalidate_cmd(pack: PackOption = None, db: DbOption = None,
         raise CliError(f"nothing to revalidate: {'the pack has no entries' if pack else f'no winners for {gpu} in {store.shown_url}'}"
                        + ("" if pack else "; pass --pack PATH"))
     timeout_s = parse_duration(timeout) if timeout is not None else (120.0 if gpu_available() else 600.0)
+    made_on = sorted({e.gpu for e in entries if e.gpu != INTERPRETER_GPU})
+    if not gpu_available() and made_on:
+        # their workloads are GPU-sized: through the interpreter an entry takes minutes (hours in all)
+        raise CliError(f"no GPU here: these are {', '.join(made_on)} entries, whose full-size workloads the "
+                       "interpreter would take hours over; run it on that GPU (`tune verify-pack` checks a pack's "
+                       "configs against their search spaces without one)")
     if not gpu_available():
         console.print("[yellow]No GPU: configs are verified through the Triton interpreter; times are not meaningful, "
                       "so only broken entries can be found.[/yellow]")

@@ -105,6 +105,11 @@ def _from_pack(path: Path) -> tuple[list[TableEntry], dict[str, Any]]:
     return out, pack.manifest
 
 
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    """The label of a count: ``one`` for 1, else ``many`` (``one`` + s)."""
+    return one if n == 1 else many or one + "s"
+
+
 def _workload_classes() -> dict[str, type]:
     """Per known kernel its workload class; {} when the registry is unavailable."""
     try:
@@ -422,12 +427,13 @@ def render(data: Data, *, refresh_s: int | None = None) -> str:
                  "are verified, times are not meaningful and are not tested for regressions.</p>")
     h.append('<div class="summary">'
              f'<div class="card {"bad" if open_regs else "good"}" id="regression-count"><div class="n">{len(open_regs)}</div>'
-             "regressions</div>"
+             f"{_plural(len(open_regs), 'regression')}</div>"
              f'<div class="card"><div class="n">{len(unconfirmed)}</div>unconfirmed (newest point only)</div>'
-             f'<div class="card"><div class="n">{len(improvements)}</div>improvements</div>'
-             f'<div class="card {"bad" if stale else ""}"><div class="n">{len(stale)}</div>stale pack entries</div>'
-             f'<div class="card"><div class="n">{len(kernels)}</div>kernels · {sum(len(s.points) for s in data.history)}'
-             " measurements</div></div>")
+             f'<div class="card"><div class="n">{len(improvements)}</div>{_plural(len(improvements), "improvement")}</div>'
+             f'<div class="card {"bad" if stale else ""}"><div class="n">{len(stale)}</div>stale pack '
+             f'{_plural(len(stale), "entry", "entries")}</div>'
+             f'<div class="card"><div class="n">{len(kernels)}</div>{_plural(len(kernels), "kernel")} · '
+             f'{sum(len(s.points) for s in data.history)} measurements</div></div>')
     if open_regs or unconfirmed:
         h.append("<h3>Regressions</h3><table class=\"regressions\"><tr><th></th><th>kernel</th><th>workload</th><th>GPU</th>"
                  "<th>change</th><th>before -> after (us)</th><th>from</th><th>what changed</th><th>p</th></tr>")

@@ -9,6 +9,9 @@ from contextvars import ContextVar
 from typing import Any, Iterator
 
 
+INTERPRETER_GPU = "cpu-interpreter"
+"""The GPU name of results measured through the interpreter (correct, not timed meaningfully)."""
+
 _JUDGING: ContextVar[bool] = ContextVar("judging", default=False)
 
 
@@ -109,7 +112,7 @@ def gpu_identity() -> dict[str, Any]:
                      memory_gb=round(p.total_memory / 2**30, 1),
                      driver=_driver_version())
     else:
-        ident.update(gpu="cpu-interpreter", cc="", sms=0, memory_gb=0, driver="")
+        ident.update(gpu=INTERPRETER_GPU, cc="", sms=0, memory_gb=0, driver="")
     return ident
 
 
