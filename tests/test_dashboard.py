@@ -99,7 +99,8 @@ def test_dashboard_command_writes_the_file_and_takes_a_pack(planted, tmp_path, c
     assert cov and cov == re.findall(r"Coverage of the default grid: <b>[^<]*</b>[^<]*", db_page)
     capsys.readouterr()
     for args, needle in ((["--serve", "--out", str(out)], "not both"), (["--threshold", "x"], "bad value"),
-                         (["--pack", str(tmp_path / "nope")], "no manifest.json"), (["--port", "70000"], "not a port")):
+                         (["--pack", str(tmp_path / "nope")], "no manifest.json"), (["--port", "70000"], "not a port"),
+                         (["--serve", "--refresh", "-3"], "--refresh: -3 seconds")):
         assert main(["dashboard", "--db", db, *args]) == 2
         err = capsys.readouterr().err.strip()
         assert needle in err and len(err.splitlines()) == 1

@@ -176,6 +176,8 @@ def dashboard_cmd(out: Annotated[Optional[Path], typer.Option("--out", help="HTM
         raise CliError("give either --out or --serve, not both")
     if not 0 <= port < 65536:
         raise CliError(f"--port: {port} is not a port")
+    if refresh < 0:
+        raise CliError(f"--refresh: {refresh} seconds (0: never; more: seconds between reloads)")
     store = open_store(db, create=False)
     if pack is not None:
         from tuner.runtime import load_pack
