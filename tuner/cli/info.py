@@ -33,8 +33,8 @@ def show(kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. moe_routi
          ) -> None:
     """Show the winners of a kernel per environment and workload, and its trial counts.
 
-    One row a workload: its winner under today's template source, else (marked "older
-    source") the newest under an earlier one; --all lists every source's."""
+    One row a workload: its winner under today's template source, else (marked *) the
+    newest under an earlier one; --all lists every source's."""
     from rich.markup import escape
 
     from tuner.store import Environment, Trial, Winner, open_store
