@@ -210,7 +210,7 @@ def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, pat
     table = Table(title=f"{kernel.name}: {len(outcomes)} workloads"
                   + ("" if gpu else " (interpreter: times not meaningful)"))
     for col in ("workload", "trials (new)", "statuses", "winner us", "default us", "speedup", "winner"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for o in outcomes:
         sp = f"{o.default_us / o.winner_us:.2f}x" if o.default_us and o.winner_us else "-"
         table.add_row(o.workload_key, f"{o.evaluated} (+{o.new})", " ".join(f"{k}:{v}" for k, v in sorted(o.statuses.items())),
