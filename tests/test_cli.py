@@ -526,10 +526,18 @@ def test_trials_count_the_history_and_the_summary_shows_the_new_ones(tmp_path, m
     wl = [w for w in k.small_workloads][:1]
     store = open_store(str(tmp_path / "r.db"))
 
+    starts: list[int] = []
+
     def run(**kw):
         done = []
-        out = Tuner(store, k, Settings(patience=100, **kw),
-                    lambda kind, info: done.append(info["outcome"]) if kind == "workload_done" else None).run(wl)
+
+        def hear(kind, info):
+            if kind == "workload_done":
+                done.append(info["outcome"])
+            elif kind == "workload_start":
+                starts.append(info["evaluated"])
+
+        out = Tuner(store, k, Settings(patience=100, **kw), hear).run(wl)
         assert done == out  # the progress bar hears of every workload, skipped ones too
         return out[0]
 
@@ -539,6 +547,7 @@ def test_trials_count_the_history_and_the_summary_shows_the_new_ones(tmp_path, m
     assert (again.evaluated, again.new) == (3, 0) and again.skipped
     more = run(n_trials=5, retune=True)
     assert (more.evaluated, more.new, more.skipped) == (5, 2, None)
+    assert starts == [0, 3]  # where a resumed workload's bar starts (the skipped one has no start)
     same = run(n_trials=5, retune=True)  # re-times its finalists, searches nothing new
     assert (same.evaluated, same.new, same.skipped) == (5, 0, None) and same.winner_us is not None
     assert [o.new for o in (first, again, more, same)] == [3, 0, 2, 0]  # what the progress bar advances by

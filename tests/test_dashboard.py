@@ -165,3 +165,11 @@ def test_chart_marks_a_change_of_timing_method():
     changes = detect_series(s)
     svg = history_chart(s, changes, {})
     assert changes == [] and "from here: timing method 1 -&gt; 2<" in svg and 'class="step' not in svg
+
+
+def test_badges_tell_unconfirmed_improvements_from_unconfirmed_regressions():
+    from tuner.dashboard.report import _badge
+
+    assert 'class="badge b-unconfirmed"' in _badge("unconfirmed regression")
+    assert 'class="badge b-unconfirmed-improvement"' in _badge("unconfirmed improvement")
+    assert 'class="badge b-resolved"' in _badge("resolved regression")

@@ -268,6 +268,7 @@ class Tuner:
         evaluated = sum(t.status != TrialStatus.pruned for t in seen.values())
         if not s.retune and evaluated >= s.n_trials and self._winner(wkey) is not None:
             return Outcome(wkey, evaluated, skipped="already tuned (use --retune to tune again)")
+        self.on_event("workload_start", {"workload": wkey, "evaluated": evaluated})
         study = optuna.create_study(
             storage=storage, load_if_exists=True, direction="minimize",
             study_name=f"{k.name}|{wkey}|{self.env.fingerprint_hash}|{k.source_hash}",

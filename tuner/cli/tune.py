@@ -192,19 +192,22 @@ def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, pat
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[status]}"), console=console, transient=False) as progress:
         task = progress.add_task(kernel.cli_name, total=total, status="")
+        base = [0]  # the bar's position where the current workload's share starts
 
         def on_event(kind: str, info: dict[str, Any]) -> None:
-            if kind == "trial":
+            n = settings.n_trials
+            if kind == "workload_start":  # a resumed study's earlier trials count from the start
+                progress.update(task, completed=base[0] + min(n, info["evaluated"]))
+            elif kind == "trial":
                 r = info["result"]
                 best = info["best"]
-                progress.update(task, advance=1, status=f"{info['workload']}  last {r.status}"
+                done = min(base[0] + n, progress.tasks[task].completed + 1)  # tries past --trials: not past its share
+                progress.update(task, completed=done, status=f"{info['workload']}  last {r.status}"
                                 + (f"  best {best:.2f} us" if best != float("inf") else ""))
             elif kind == "workload_done":
-                o = info["outcome"]
-                # a workload that stopped early (patience, budget) frees its share of the bar; the bar
-                # advanced for this run's trials only (o.new), never for earlier runs' trials
-                progress.update(task, completed=min(total, progress.tasks[task].completed
-                                                    + max(0, settings.n_trials - o.new)))
+                # a workload that stopped early (patience, budget) or was tuned already frees its share
+                base[0] += n
+                progress.update(task, completed=min(total, base[0]))
 
         outcomes = Tuner(store, kernel, settings, on_event).run(workloads)
     table = Table(title=f"{kernel.name}: {len(outcomes)} workloads"

@@ -372,6 +372,7 @@ table{border-collapse:collapse;font-size:12.5px;margin:6px 0}th,td{border-bottom
 text-align:left;vertical-align:top}th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .badge{display:inline-block;border-radius:3px;padding:0 6px;font-size:12px;font-weight:600;color:#fff}
 .b-regression{background:#d62728}.b-unconfirmed{background:#ff7f0e}.b-improvement{background:#2ca02c}
+.b-unconfirmed-improvement{background:#98c998}
 .b-resolved{background:#b08080}.b-stale{background:#d62728}.b-broken{background:#7b1fa2}.b-ok{background:#2ca02c}
 .b-unchecked{background:#999}.summary{display:flex;gap:14px;flex-wrap:wrap;margin:14px 0}
 .card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:8px 14px;min-width:140px}
@@ -390,6 +391,8 @@ svg .cell.interp rect{opacity:.45}
 
 def _badge(kind: str, text: str | None = None) -> str:
     cls = kind.split()[0] if kind.split()[0] in ("unconfirmed", "resolved") else kind.split()[-1]
+    if kind == "unconfirmed improvement":  # pale green: not the unconfirmed regression's orange
+        cls = "unconfirmed-improvement"
     return f'<span class="badge b-{esc(cls)}">{esc(text or kind)}</span>'
 
 
