@@ -267,6 +267,15 @@ def test_revalidate_reports_stale_entries_and_records_a_run(tmp_path, monkeypatc
     # the revalidations are history points
     (s,) = load_history(store)
     assert [p.kind for p in s.points] == ["revalidate"] * 4  # the broken one measured nothing
+    # --kernel / --workload pick entries: a matching one is re-timed, none matching is an error
+    assert main(["revalidate", "--db", db, "--kernel", "moe-routing", "--workload", "tokens=3,profile=dsv3"]) == 0
+    assert len(load_history(store)[0].points) == 5
+    for args, needle in ((["--kernel", "mhc"], "no entry matches"), (["--workload", "tokens=4"], "no entry matches"),
+                         (["--workload", "tokens"], "not axis=value"), (["--kernel", "nosuch"], "unknown kernel")):
+        capsys.readouterr()
+        assert main(["revalidate", "--db", db, *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert needle in err and len(err.splitlines()) == 1, err
 
 
 def test_revalidate_errors_are_one_line(tmp_path, capsys):

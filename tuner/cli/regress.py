@@ -45,12 +45,30 @@ def parse_since(text: str, now: dt.datetime | None = None) -> dt.datetime:
     return when
 
 
+def _axis_values(text: str) -> dict[str, str]:
+    """``tokens=256,placement=hbm`` -> {axis: value text} (one-line error otherwise)."""
+    out = {}
+    for part in text.split(","):
+        axis, eq, value = part.partition("=")
+        if not eq or not axis.strip() or not value.strip():
+            raise CliError(f"--workload: {text!r} is not axis=value[,axis=value...]")
+        out[axis.strip()] = value.strip()
+    return out
+
+
 @app.command("revalidate")
 def revalidate_cmd(pack: PackOption = None, db: DbOption = None,
                    rounds: Annotated[int, typer.Option("--rounds", help="Interleaved re-timing rounds.")] = 3,
                    runners_up: Annotated[int, typer.Option("--runners-up", help="Stored runners-up re-timed per entry.")] = 2,
-                   timeout: Annotated[Optional[str], typer.Option("--timeout", help="Per-config timeout (default 120s; 600s without a GPU).")] = None) -> None:
-    """Re-time a pack's winners, defaults and stored runners-up here; report stale entries."""
+                   timeout: Annotated[Optional[str], typer.Option("--timeout", help="Per-config timeout (default 120s; 600s without a GPU).")] = None,
+                   kernel: Annotated[Optional[list[str]], typer.Option("--kernel", help="Only these kernels' entries (repeatable).")] = None,
+                   workload: Annotated[Optional[list[str]], typer.Option(
+                       "--workload", help="Only entries whose workload has these axis values, e.g. tokens=256 or "
+                       "tokens=256,placement=hbm (repeatable: any of them).")] = None) -> None:
+    """Re-time a pack's winners, defaults and stored runners-up here; report stale entries.
+
+    Each entry's times join its tune history (`tune regressions` and the dashboard), so a
+    step seen once can be confirmed or cleared."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from tuner.revalidate import RevalidateError, entries_from_pack, entries_from_store, revalidate
@@ -61,9 +79,17 @@ def revalidate_cmd(pack: PackOption = None, db: DbOption = None,
 
     if rounds < 0 or runners_up < 0:
         raise CliError("--rounds and --runners-up must not be negative")
+    from tuner import registry
+
+    names = {registry.get(k).name for k in kernel} if kernel else None  # a misspelt name is an error
+    wanted = [_axis_values(w) for w in workload or ()]
     store = open_store(db, create=False)
     gpu = gpu_identity()["gpu"]
     entries = entries_from_pack(pack) if pack is not None else entries_from_store(store, gpu)
+    entries = [e for e in entries if (names is None or e.kernel in names)
+               and (not wanted or any(all(str(e.workload.get(a)) == v for a, v in w.items()) for w in wanted))]
+    if not entries and (kernel or workload):
+        raise CliError("nothing to revalidate: no entry matches --kernel / --workload")
     if not entries:
         raise CliError(f"nothing to revalidate: {'the pack has no entries' if pack else f'no winners for {gpu} in {store.shown_url}'}"
                        + ("" if pack else "; pass --pack PATH"))
