@@ -192,11 +192,93 @@ def test_show_gives_one_row_a_workload_today_s_source_first(tmp_path, capsys):
                          meaningful=True, source_hash=src, run_id=run.id))
         s.commit()
     assert tune("show", "moe-routing", "--db", db) == 0
-    rows = [ln for ln in capsys.readouterr().out.splitlines() if "dsv3" in ln]
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if "dsv3" in ln]
     assert [r.split()[1] for r in rows] == ["4", "16", "1024"], rows  # numeric order
     assert "*" in rows[0] and "*" not in rows[1] and "5.00" in rows[1]  # today's source wins its row
+    assert "[1] " in out and "[2] " not in out  # one config, numbered once below the table
     assert tune("show", "moe-routing", "--db", db, "--all") == 0
-    assert sum("dsv3" in ln for ln in capsys.readouterr().out.splitlines()) == 4
+    out = capsys.readouterr().out
+    assert sum("dsv3" in ln for ln in out.splitlines()) == 4 and cur[:8] in out and "source" in out
+    # a second environment of the same GPU (say a driver upgrade): rows told apart by its id
+    with open_store(db).session() as s:
+        env2 = Environment(fingerprint_hash="h2", gpu="NVIDIA H200", cc="9.0", fingerprint={"gpu": "NVIDIA H200"})
+        s.add(env2)
+        s.flush()
+        s.add(Winner(kernel="moe_routing", workload_key="tokens=16,profile=dsv3", environment_id=env2.id,
+                     workload={"tokens": 16, "profile": "dsv3"}, config=cfg, median_us=6.0, p20_us=6.0, p80_us=6.0,
+                     default_median_us=None, floor_us=None, noise=0.0, is_default=False, meaningful=True,
+                     source_hash=cur, run_id=run.id))
+        s.commit()
+    assert tune("show", "moe-routing", "--db", db) == 0
+    out = capsys.readouterr().out
+    assert "H200 #1" in out and f"H200 #{env2.id}" in out
+
+
+def test_progress_bar_counts_earlier_trials_and_never_passes_a_workloads_share(tmp_path, monkeypatch):
+    """The bar of `tune <kernel>`: a resumed workload starts at its earlier trials, tries past
+    --trials do not run past its share, a skipped workload fills its share; never backwards."""
+    import tuner.cli.tune as T
+    from tuner.study import Outcome
+
+    seen: list[tuple[float, float]] = []
+
+    class Bar:  # rich's Progress, recording the position after each update
+        def __init__(self, *a, **kw):
+            self.tasks = {0: type("Task", (), {"completed": 0.0, "total": 0.0})()}
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def add_task(self, name, total, **kw):
+            self.tasks[0].total = total
+            return 0
+
+        def update(self, task, completed=None, advance=None, **kw):
+            t = self.tasks[task]
+            t.completed = completed if completed is not None else t.completed + (advance or 0)
+            seen.append((t.completed, t.total))
+
+    class FakeTuner:  # three workloads: resumed at 2 of 4 with 5 tries, skipped, fresh
+        def __init__(self, store, kernel, settings, on_event):
+            self.on_event = on_event
+
+        def run(self, workloads):
+            ev, out = self.on_event, []
+            ev("workload_start", {"workload": "a", "evaluated": 2})
+            for _ in range(2 + 5):
+                ev("trial", {"workload": "a", "result": type("R", (), {"status": "ok"})(), "best": 1.0})
+            for key, new in (("a", 7), ("b", 0)):
+                out.append(Outcome(key, 4, new=new))
+                ev("workload_done", {"outcome": out[-1]})
+            ev("workload_start", {"workload": "c", "evaluated": 0})
+            ev("trial", {"workload": "c", "result": type("R", (), {"status": "ok"})(), "best": 1.0})
+            out.append(Outcome("c", 1, new=1))
+            ev("workload_done", {"outcome": out[-1]})
+            return out
+
+    monkeypatch.setattr(T, "Progress", Bar)
+    monkeypatch.setattr(T, "Tuner", FakeTuner)
+    assert tune("moe-routing", "--tokens", "3,20,64", "--profile", "dsv3", "--trials", "4",
+                "--db", str(tmp_path / "r.db")) == 0
+    pos = [c for c, _ in seen]
+    assert seen[0] == (2, 12) and pos == sorted(pos) and max(pos) == 12 == pos[-1], seen
+    assert pos[:8] == [2, 3, 4, 4, 4, 4, 4, 4]  # two new trials reach the share; the tries stay inside it
+
+
+def test_canonical_workload_keys_pack_entries_and_old_winners_as_the_database_does():
+    from kernel_templates.nvfp4_attention import Workload
+    from tuner.spec import canonical_workload, workload_key
+
+    w = Workload(16, 32768, 16, "nvfp4", "dense")
+    stored_sorted = {"batch": 16, "context": 32768, "heads": 16, "kv_dtype": "nvfp4", "mode": "dense", "page": 64}
+    stored_sorted = dict(sorted(stored_sorted.items()))  # a pack file's order
+    assert ",".join(f"{a}={v}" for a, v in canonical_workload(Workload, stored_sorted).items()) == workload_key(w)
+    before_page = {"mode": "dense", "batch": "16", "context": 32768, "heads": 16, "kv_dtype": "nvfp4"}
+    assert canonical_workload(Workload, before_page) == canonical_workload(Workload, stored_sorted)
 
 
 def test_budget_bounds_the_search_but_every_workload_gets_its_default(tmp_path):
@@ -550,7 +632,7 @@ def test_trials_count_the_history_and_the_summary_shows_the_new_ones(tmp_path, m
     assert starts == [0, 3]  # where a resumed workload's bar starts (the skipped one has no start)
     same = run(n_trials=5, retune=True)  # re-times its finalists, searches nothing new
     assert (same.evaluated, same.new, same.skipped) == (5, 0, None) and same.winner_us is not None
-    assert [o.new for o in (first, again, more, same)] == [3, 0, 2, 0]  # what the progress bar advances by
+    assert [o.new for o in (first, again, more, same)] == [3, 0, 2, 0]  # this run's trials
 
 
 def test_tune_summary_has_a_trials_new_column(tmp_path, monkeypatch, capsys):

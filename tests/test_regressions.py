@@ -270,8 +270,11 @@ def test_revalidate_reports_stale_entries_and_records_a_run(tmp_path, monkeypatc
     # --kernel / --workload pick entries: a matching one is re-timed, none matching is an error
     assert main(["revalidate", "--db", db, "--kernel", "moe-routing", "--workload", "tokens=3,profile=dsv3"]) == 0
     assert len(load_history(store)[0].points) == 5
+    assert main(["revalidate", "--db", db, "--workload", "tokens=3.0"]) == 2  # an int axis: 3.0 is no count
+    assert main(["revalidate", "--db", db, "--workload", "profile=dsv3"]) == 0
     for args, needle in ((["--kernel", "mhc"], "no entry matches"), (["--workload", "tokens=4"], "no entry matches"),
-                         (["--workload", "tokens"], "not axis=value"), (["--kernel", "nosuch"], "unknown kernel")):
+                         (["--workload", "tokens"], "not axis=value"), (["--kernel", "nosuch"], "unknown kernel"),
+                         (["--kernel", "moe-routing", "--workload", "token=3"], "no axis token")):
         capsys.readouterr()
         assert main(["revalidate", "--db", db, *args]) == 2
         err = capsys.readouterr().err.strip()

@@ -23,7 +23,7 @@ from sqlalchemy import select
 
 from tuner import registry, roofline
 from tuner.device import git_commit
-from tuner.spec import TrialResult, axis_ordered, workload_from_dict
+from tuner.spec import TrialResult, canonical_workload, workload_from_dict
 from tuner.store import Environment, Run, Store, Trial, TrialStatus, Winner
 from tuner.store.models import Revalidation, utcnow
 from tuner.study import ensure_environment
@@ -112,7 +112,7 @@ def entries_from_pack(path: Path) -> list[PackEntry]:
     for kname, table in sorted(pack.tables.items()):
         k = registry.kernels().get(kname)
         for e in table.entries:
-            w = axis_ordered(k.spec.workload, e["workload"]) if k else dict(e["workload"])
+            w = canonical_workload(k.spec.workload, e["workload"]) if k else dict(e["workload"])
             out.append(PackEntry(kname, w, _workload_key(w), dict(e["config"]), e.get("median_us"), e.get("p20_us"),
                                  e.get("p80_us"), e.get("default_median_us"), float(e.get("noise") or 0.0),
                                  str(e.get("source_hash", "")), gpu, meaningful))

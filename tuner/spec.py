@@ -27,12 +27,22 @@ def workload_key(workload: Any) -> str:
     return ",".join(f"{k}={v}" for k, v in workload_dict(workload).items())
 
 
-def axis_ordered(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` with the axes of workload class ``cls`` first, in field order, then any
-    others as given: a pack file's workloads (JSON with sorted keys) keyed as the database
-    keys them (``workload_key``), so a pack entry and its tune history are one series."""
-    names = [f.name for f in dataclasses.fields(cls)]
-    return {**{n: values[n] for n in names if n in values}, **{k: v for k, v in values.items() if k not in names}}
+def canonical_workload(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` as the database keys a workload of class ``cls`` (``workload_key``): its
+    axes in field order, each coerced to its field's type, an axis added since with a default
+    filled in, then any other keys as given. A pack file's workloads (JSON with sorted keys)
+    and winners stored before an axis existed so join the series of their tune history."""
+    hints = typing.get_type_hints(cls)
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in values:
+            try:
+                out[f.name] = hints[f.name](values[f.name])
+            except (TypeError, ValueError):
+                out[f.name] = values[f.name]
+        elif f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+    return {**out, **{k: v for k, v in values.items() if k not in out}}
 
 
 def workload_from_dict(cls: type, values: Mapping[str, Any]) -> Any:

@@ -37,6 +37,7 @@ def show(kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. moe_routi
     newest under an earlier one; --all lists every source's."""
     from rich.markup import escape
 
+    from tuner.spec import canonical_workload
     from tuner.store import Environment, Trial, Winner, open_store
 
     k = registry.get(kernel)
@@ -51,47 +52,58 @@ def show(kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. moe_routi
         console.print(f"{k.name}: nothing tuned in {escape(store.shown_url)} yet (run `{escape(again)}`)")
         return
     current = k.source_hash
+    cls = k.spec.workload
+    axes = [f.name for f in dataclasses.fields(cls)]
+    shape_of = {id(w): canonical_workload(cls, w.workload) for w, _ in rows}  # an axis added since: its default
     if not all_:  # per (environment, workload): today's source's winner, else the newest
-        best: dict[tuple[int, str], tuple] = {}
+        best: dict[tuple[int, tuple], tuple] = {}
         for w, env in rows:
-            key = (env.id, w.workload_key)
+            key = (env.id, tuple(str(v) for v in shape_of[id(w)].values()))
             if key not in best or w.source_hash == current or best[key][0].source_hash != current:
                 best[key] = (w, env)
         rows = list(best.values())
-    rows.sort(key=lambda r: (r[1].id, _sort_key(r[0].workload), r[0].source_hash != current, r[0].updated))
+    rows.sort(key=lambda r: (r[1].id, _sort_key(shape_of[id(r[0])]), r[0].source_hash != current, r[0].updated))
     older = sum(w.source_hash != current for w, _ in rows)
-    gpus = sorted({env.gpu + ("" if w.meaningful else " (interp)") for w, env in rows})
-    table = Table(title=f"{k.name} winners" + (f" on {escape(gpus[0])}" if len(gpus) == 1 else ""))
-    if len(gpus) > 1:
-        table.add_column("gpu", overflow="fold")
-    axes = [f.name for f in dataclasses.fields(k.spec.workload)]
-    table.add_column(" ".join(axes), overflow="fold", min_width=min(20, 6 * len(axes)))
-    for col in ("us", "±", "default", "speedup", "floor"):
-        table.add_column(col, justify="right")
-    # a config reads as one line: in the table where it fits, else numbered below it
-    configs = [" ".join(f"{a}={b}" for a, b in w.config.items()) for w, _ in rows if not w.is_default]
-    inline = console.width >= 100 + max(map(len, configs), default=0)
-    table.add_column("config", overflow="fold")
-    below: list[str] = []
+    # several environments of one GPU (a driver or package upgrade) are told apart by their id
+    envs = {env.id: env for _, env in rows}
+    many_gpus = len({e.gpu for e in envs.values()}) > 1
+    env_label = {i: e.gpu + (f" #{i}" if len(envs) > 1 and not many_gpus else "") for i, e in envs.items()}
+    lead = ["gpu"] if len(envs) > 1 else []
+    head = lead + [" ".join(axes), "us", "±", "default", "speedup", "floor"] + (["source"] if all_ else [])
+    body, cfgs = [], []
     for w, env in rows:
-        sp = f"{w.default_median_us / w.median_us:.2f}x" if w.default_median_us else "-"
-        fl = f"{100 * w.floor_us / w.median_us:.0f}%" if w.floor_us and w.meaningful else "-"
-        cfg = "default" if w.is_default else " ".join(f"{a}={b}" for a, b in w.config.items())
-        if not inline and not w.is_default:
-            below.append(cfg)
-            cfg = f"[{len(below)}]"
-        shape = " ".join(str(w.workload.get(a, "?")) for a in axes)
         spread = (w.p80_us - w.p20_us) / (2 * w.median_us) if w.median_us else 0.0
-        cells = [escape(shape) + (" *" if w.source_hash != current else ""), f"{w.median_us:.2f}",
-                 f"±{100 * spread:.1f}%", f"{w.default_median_us:.2f}" if w.default_median_us else "-",
-                 sp, fl, escape(cfg)]
-        table.add_row(*([escape(env.gpu + ("" if w.meaningful else " (interp)"))] if len(gpus) > 1 else []), *cells)
+        floor = 100 * w.floor_us / w.median_us if w.floor_us and w.meaningful else None
+        body.append(([env_label[env.id] + ("" if w.meaningful else " (interp)")] if lead else [])
+                    + [" ".join(str(shape_of[id(w)].get(a, "?")) for a in axes) + (" *" if w.source_hash != current else ""),
+                       f"{w.median_us:.2f}", f"±{100 * spread:.1f}%",
+                       f"{w.default_median_us:.2f}" if w.default_median_us else "-",
+                       f"{w.default_median_us / w.median_us:.2f}x" if w.default_median_us else "-",
+                       "-" if floor is None else "<1%" if floor < 1 else f"{floor:.0f}%"]
+                    + ([w.source_hash[:8]] if all_ else []))
+        cfgs.append("default" if w.is_default else " ".join(f"{a}={b}" for a, b in w.config.items()))
+    # a config reads as one line: in the table where the table then fits, else numbered below it
+    widths = [max(len(h), *(len(r[i]) for r in body)) + 3 for i, h in enumerate(head)]
+    inline = sum(widths) + max(map(len, cfgs)) + 4 <= console.width
+    numbered: dict[str, int] = {}
+    if not inline:
+        for c in cfgs:
+            if c != "default":
+                numbered.setdefault(c, len(numbered) + 1)
+    single = next(iter(envs.values())).gpu if not lead else None
+    table = Table(title=f"{k.name} winners" + (f" on {escape(single)}" if single else ""))
+    for i, h in enumerate(head):
+        table.add_column(h, overflow="fold", justify="left" if i < len(lead) + 1 or h == "source" else "right")
+    table.add_column("config", overflow="fold")
+    for cells, c in zip(body, cfgs):
+        table.add_row(*map(escape, cells), escape(f"[{numbered[c]}]" if c in numbered else c))
     console.print(table)
-    for i, cfg in enumerate(below, 1):
-        console.print(f"[{i}] {escape(cfg)}", highlight=False, markup=False)
+    for c, i in numbered.items():
+        console.print(f"[{i}] {c}", highlight=False, markup=False)
     if older:
-        console.print(f"* {older} of {len(rows)} tuned on an older template source than today's ({current}); "
-                      f"`tune {k.cli_name} --retune` re-tunes them")
+        again = f"tune {k.cli_name} --retune" + (f" --db {db}" if db is not None else "")
+        console.print(f"* {older} of {len(rows)} tuned on an older template source than today's ({current}): "
+                      f"`{escape(again)}` on that GPU re-tunes them")
     console.print("trials: " + ", ".join(f"{st.value} {n}" for st, n in counts))
 
 

@@ -1,8 +1,10 @@
 """`tune revalidate`, `tune regressions` and `tune dashboard`: regression tracking."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import re
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -56,6 +58,27 @@ def _axis_values(text: str) -> dict[str, str]:
     return out
 
 
+def _matches(kernel: str, workload: dict[str, Any], want: dict[str, str]) -> bool:
+    """``workload`` (of ``kernel``) has every ``axis=value`` of ``want``, values read as the
+    axis' type (``table_rows=8M`` is 8388608); an axis the kernel lacks matches nothing."""
+    from tuner import registry
+    from tuner.cli.common import parse_count
+
+    k = registry.kernels().get(kernel)
+    hints = typing.get_type_hints(k.spec.workload) if k else {}
+    for axis, text in want.items():
+        if axis not in workload:
+            return False
+        typ = hints.get(axis, str)
+        try:
+            value = parse_count(text) if typ is int else typ(text)
+        except ValueError:
+            return False
+        if workload[axis] != value and str(workload[axis]) != text:
+            return False
+    return True
+
+
 @app.command("revalidate")
 def revalidate_cmd(pack: PackOption = None, db: DbOption = None,
                    rounds: Annotated[int, typer.Option("--rounds", help="Interleaved re-timing rounds.")] = 3,
@@ -83,11 +106,17 @@ def revalidate_cmd(pack: PackOption = None, db: DbOption = None,
 
     names = {registry.get(k).name for k in kernel} if kernel else None  # a misspelt name is an error
     wanted = [_axis_values(w) for w in workload or ()]
+    known = {f.name for k in registry.kernels().values() if names is None or k.name in names
+             for f in dataclasses.fields(k.spec.workload)}
+    for w in wanted:
+        if set(w) - known:
+            raise CliError(f"--workload: no axis {', '.join(sorted(set(w) - known))} (axes: {', '.join(sorted(known))})")
     store = open_store(db, create=False)
     gpu = gpu_identity()["gpu"]
     entries = entries_from_pack(pack) if pack is not None else entries_from_store(store, gpu)
-    entries = [e for e in entries if (names is None or e.kernel in names)
-               and (not wanted or any(all(str(e.workload.get(a)) == v for a, v in w.items()) for w in wanted))]
+    entries = [e for e in entries if names is None or e.kernel in names]
+    if wanted:
+        entries = [e for e in entries if any(_matches(e.kernel, e.workload, w) for w in wanted)]
     if not entries and (kernel or workload):
         raise CliError("nothing to revalidate: no entry matches --kernel / --workload")
     if not entries:

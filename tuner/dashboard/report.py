@@ -22,7 +22,7 @@ from tuner.dashboard.detect import Change, detect
 from tuner.dashboard.history import (Entry, Ratios, Series, Verdict, current_entries, latest_revalidations,
                                      load_history, versions_label)
 from tuner.store import Environment, Store
-from tuner.spec import axis_ordered
+from tuner.spec import canonical_workload
 from tuner.store.db import redact_url
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def _from_pack(path: Path) -> tuple[list[TableEntry], dict[str, Any]]:
         for e in table.entries:
             w = dict(e.get("workload") or {})
             if kname in axes:  # keyed as the database keys it (the pack's JSON sorts the axes)
-                w = axis_ordered(axes[kname], w)
+                w = canonical_workload(axes[kname], w)
             out.append(TableEntry(kname, w, ",".join(f"{k}={v}" for k, v in w.items()), gpu, dict(e.get("config") or {}),
                                   bool(e.get("is_default")), e.get("median_us"), e.get("p20_us"), e.get("p80_us"),
                                   e.get("default_median_us"), e.get("floor_us"), float(e.get("noise") or 0.0),
@@ -372,7 +372,7 @@ table{border-collapse:collapse;font-size:12.5px;margin:6px 0}th,td{border-bottom
 text-align:left;vertical-align:top}th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .badge{display:inline-block;border-radius:3px;padding:0 6px;font-size:12px;font-weight:600;color:#fff}
 .b-regression{background:#d62728}.b-unconfirmed{background:#ff7f0e}.b-improvement{background:#2ca02c}
-.b-unconfirmed-improvement{background:#98c998}
+.b-unconfirmed-improvement{background:#98c998;color:#143d14}
 .b-resolved{background:#b08080}.b-stale{background:#d62728}.b-broken{background:#7b1fa2}.b-ok{background:#2ca02c}
 .b-unchecked{background:#999}.summary{display:flex;gap:14px;flex-wrap:wrap;margin:14px 0}
 .card{background:#fff;border:1px solid #ddd;border-radius:6px;padding:8px 14px;min-width:140px}
