@@ -209,7 +209,8 @@ def regressions_cmd(db: DbOption = None,
     for c in unconfirmed:
         console.print(f"[yellow]unconfirmed:[/yellow] {c.kernel} {c.workload_key} on {c.gpu} "
                       f"{100 * c.change:+.1f}% in the newest point only ({c.cause}); "
-                      "run `tune revalidate` again to confirm or clear it", highlight=False, soft_wrap=True)
+                      f"`tune revalidate --kernel {c.kernel.replace('_', '-')} --workload {c.workload_key}` on that GPU "
+                      "confirms or clears it", highlight=False, soft_wrap=True)
     if regs:
         raise typer.Exit(1)
 
