@@ -145,6 +145,11 @@ def test_regressions_exit_codes(planted, tmp_path, capsys):
     assert main(["regressions", "--db", db, "--since", "87600h"]) == 1  # an age: no cap as for a timeout
     assert main(["regressions", "--db", db, "--threshold", "25%"]) == 0
     assert main(["regressions", "--db", db, "--kernel", "mhc"]) == 0
+    capsys.readouterr()
+    assert main(["regressions", "--db", db, "--min-points", "50"]) == 0  # the step, not confirmed by 50 points
+    out = " ".join(capsys.readouterr().out.split())
+    assert "unconfirmed: moe_routing tokens=64,profile=dsv3" in out
+    assert "`tune revalidate --kernel moe-routing --workload tokens=64,profile=dsv3` on that GPU" in out
     clean = str(tmp_path / "clean.db")
     synthetic_history.build(open_store(clean), plant=False)
     capsys.readouterr()
