@@ -317,8 +317,8 @@ def test_export_prefers_the_gpu_winners_to_a_newer_interpreter_run(tmp_path):
 
 def test_export_replaces_its_pack_but_drops_no_kernel_unasked(tmp_path):
     """A pack of the same GPU is replaced (the files it listed that the new one does not are
-    removed, others kept); an export that would drop a kernel the pack holds is refused
-    unless forced."""
+    removed, others kept); `--kernel` onto a pack of the same environment keeps its other
+    tables; an export that would drop a kernel the pack holds is refused unless forced."""
     from tuner.pack import ExportError, export_pack
 
     store = open_store(str(tmp_path / "h.db"))
@@ -327,6 +327,18 @@ def test_export_replaces_its_pack_but_drops_no_kernel_unasked(tmp_path):
     both = set(json.loads((out / "manifest.json").read_text())["kernels"])
     assert {"mhc", "moe_routing"} <= both
     (out / "README.txt").write_text("notes")
+    # --kernel onto a pack of the same environment: that kernel's table is replaced, the others kept
+    moe = (out / "moe_routing.json").read_bytes()
+    export_pack(store, out, kernels=["mhc"])
+    assert set(json.loads((out / "manifest.json").read_text())["kernels"]) == both
+    assert (out / "moe_routing.json").read_bytes() == moe
+    from tuner.runtime import load_pack
+
+    assert set(load_pack(out, allow_other_gpu=True).tables) == both  # checksums carried over: it loads
+    # a pack of another environment (same GPU) is not merged into: refused unless forced
+    m = json.loads((out / "manifest.json").read_text())
+    m["fingerprint"]["driver"] = "999.0"
+    (out / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(ExportError, match="moe_routing too"):
         export_pack(store, out, kernels=["mhc"])
     assert (out / "moe_routing.json").exists()

@@ -43,32 +43,46 @@ def _pick_environment(store: Store, gpu: str | None) -> Environment:
     return env
 
 
-def _replaced_pack(out: Path, env: Environment, kernels: set[str], left_out: set[str], force: bool) -> list[str]:
+def _replaced_pack(out: Path, env: Environment, kernels: set[str], left_out: set[str], force: bool,
+                   merge: bool) -> tuple[list[str], dict[str, tuple[str, str, dict[str, Any]]]]:
     """What ``out`` holds before an export of ``env``'s ``kernels`` writes there: the file
-    names of the pack it replaces ([] for a new or empty folder). Refuses (``ExportError``)
+    names of the pack it replaces ([] for a new or empty folder), and with ``merge`` (an
+    export of chosen kernels) the tables of its other kernels to keep: (file, sha256, manifest
+    info) each, where the pack was made in this very environment. Refuses (``ExportError``)
     what would lose something, unless ``force``: a folder of other files, a pack made on
-    another GPU, a pack with kernels this export does not carry."""
+    another GPU, a pack with kernels this export neither carries nor keeps."""
     if not out.is_dir() or not any(out.iterdir()):
-        return []
+        return [], {}
     try:
         old = json.loads((out / "manifest.json").read_text())
         old_files = [f for f in old["files"] if Path(f).name == f]
-        old_gpu, old_kernels = (old.get("fingerprint") or {}).get("gpu"), set(old["kernels"])
+        old_fp, old_kernels = old.get("fingerprint") or {}, dict(old["kernels"])
+        old_gpu = old_fp.get("gpu")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         if force:
-            return []
+            return [], {}
         raise ExportError(f"{out} is a folder of other files, not a kernel pack: give a new or empty folder "
                           "(or --force to write the pack among them)") from None
     if not force and old_gpu != env.gpu:
         raise ExportError(f"{out} holds a pack made on {old_gpu or 'an unknown GPU'}, these winners are "
                           f"{env.gpu}'s: give another folder (or --force to replace it)")
-    lacking = old_kernels - kernels
+    keep: dict[str, tuple[str, str, dict[str, Any]]] = {}
+    lacking = set(old_kernels) - kernels
+    if merge and old_fp == env.fingerprint:  # the same environment: its other tables stay as they are
+        for kname in lacking - left_out:
+            info = old_kernels[kname]
+            fname = info.get("file") if isinstance(info, dict) else None
+            digest = old["files"].get(fname) if fname in old_files else None
+            if digest and (out / fname).is_file() and sha256_file(out / fname) == digest:
+                keep[kname] = (fname, digest, info)
+    lacking -= set(keep)
     if not force and lacking:
         why = ("every winner's config is outside today's search space: retune them"
-               if lacking <= left_out else "not tuned in this environment, or left out by --kernel")
+               if lacking <= left_out else "not tuned in this environment, or left out by --kernel and the pack "
+               "was made in another environment")
         raise ExportError(f"{out} holds {', '.join(sorted(lacking))} too, which this export lacks ({why}): "
                           "exporting would drop them (--force drops them)")
-    return old_files
+    return old_files, keep
 
 
 def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | None = None,
@@ -109,7 +123,8 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
                           f"retune {', '.join(sorted(left_out))}")
     if not by_kernel:
         raise ExportError("no winners for the requested kernels")
-    old_files = _replaced_pack(out, env, {k for k in by_kernel if registry.kernels().get(k)}, set(left_out), force)
+    old_files, keep = _replaced_pack(out, env, {k for k in by_kernel if registry.kernels().get(k)}, set(left_out),
+                                     force, merge=bool(kernels))
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
     kinfo: dict[str, Any] = {}
@@ -136,6 +151,8 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
                         "source_hashes": sorted({w.source_hash for w in entries.values()}),
                         "current_source_hash": k.source_hash,
                         "left_out_outside_space": sorted(left_out.get(kname, []))}
+    for kname, (fname, digest, info) in sorted(keep.items()):  # export --kernel: the pack's other tables stay
+        files[fname], kinfo[kname] = digest, info
     manifest = {
         "schema": PACK_SCHEMA, "name": name or out.name, "created": utcnow().isoformat() + "Z",
         "left_out_outside_space": {kname: sorted(keys) for kname, keys in sorted(left_out.items())},

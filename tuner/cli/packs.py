@@ -23,7 +23,8 @@ def export(out: Annotated[Path, typer.Option("--out", help="Pack folder to write
     """Export the tuned winners of one environment as a versioned kernel pack (JSON only).
 
     An existing pack at --out is replaced (files it listed that the new one does not are
-    removed) when it was made on the same GPU and the export carries all its kernels."""
+    removed) when it was made on the same GPU and the export carries all its kernels; with
+    --kernel, a pack made in the same environment keeps its other kernels' tables."""
     from tuner import registry
     from tuner.pack import ExportError, export_pack
     from tuner.store import open_store
