@@ -19,7 +19,7 @@ def list_kernels() -> None:
     """List the kernel families, their workload axes and search-space sizes."""
     table = Table(title="kernels")
     for col in ("command", "workload axes", "parameters", "configs", "default grid"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold")
     for k in registry.kernels().values():
         table.add_row(f"tune {k.cli_name}", ", ".join(f.name for f in dataclasses.fields(k.spec.workload)),
                       ", ".join(k.space), str(k.space.size()), f"{len(k.workloads)} workloads")
