@@ -65,7 +65,7 @@ class Kernel:
         space, evaluated as another config (its canonical form), or refused by the constraints;
         None when it would. ``tune --try`` and ``benchmarks/config_sweep.py`` say it."""
         if not self.space.contains(config):
-            bad = [f"{n}={config[n]!r}" for n in config if n in self.space and config[n] not in self.space[n].values()]
+            bad = [f"{n}={config[n]!r}" for n in config if n in self.space and not self.space.legal(n, config[n])]
             return "outside the search space" + (f" ({', '.join(bad)})" if bad else "")
         canon = self.canonical(config, workload)
         if canon != config:

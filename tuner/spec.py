@@ -27,6 +27,12 @@ def workload_key(workload: Any) -> str:
     return ",".join(f"{k}={v}" for k, v in workload_dict(workload).items())
 
 
+def workload_sort_key(workload: Mapping[str, Any]) -> tuple:
+    """Sorts workloads (their values, in axis order): numbers numerically, the rest as text."""
+    return tuple((0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v))
+                 for v in workload.values())
+
+
 def canonical_workload(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
     """``values`` as the database keys a workload of class ``cls`` (``workload_key``): its
     axes in field order, each coerced to its field's type, an axis added since with a default

@@ -37,7 +37,7 @@ def show(kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. moe_routi
     newest under an earlier one; --all lists every source's."""
     from rich.markup import escape
 
-    from tuner.spec import canonical_workload
+    from tuner.spec import canonical_workload, workload_sort_key
     from tuner.store import Environment, Trial, Winner, open_store
 
     k = registry.get(kernel)
@@ -62,7 +62,7 @@ def show(kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. moe_routi
             if key not in best or w.source_hash == current or best[key][0].source_hash != current:
                 best[key] = (w, env)
         rows = list(best.values())
-    rows.sort(key=lambda r: (r[1].id, _sort_key(shape_of[id(r[0])]), r[0].source_hash != current, r[0].updated))
+    rows.sort(key=lambda r: (r[1].id, workload_sort_key(shape_of[id(r[0])]), r[0].source_hash != current, r[0].updated))
     older = sum(w.source_hash != current for w, _ in rows)
     # several environments of one GPU (a driver or package upgrade) are told apart by their id
     envs = {env.id: env for _, env in rows}
@@ -106,7 +106,3 @@ def show(kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. moe_routi
                       f"`{escape(again)}` on that GPU re-tunes them")
     console.print("trials: " + ", ".join(f"{st.value} {n}" for st, n in counts))
 
-
-def _sort_key(workload: dict) -> tuple:
-    """Numbers numerically, strings as strings, in axis order."""
-    return tuple((1, 0.0, v) if isinstance(v, str) else (0, float(v), "") for v in workload.values())

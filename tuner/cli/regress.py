@@ -62,17 +62,16 @@ def _matches(kernel: str, workload: dict[str, Any], want: dict[str, str]) -> boo
     """``workload`` (of ``kernel``) has every ``axis=value`` of ``want``, values read as the
     axis' type (``table_rows=8M`` is 8388608); an axis the kernel lacks matches nothing."""
     from tuner import registry
-    from tuner.cli.common import parse_count
+    from tuner.cli.common import _axis_value
 
     k = registry.kernels().get(kernel)
     hints = typing.get_type_hints(k.spec.workload) if k else {}
     for axis, text in want.items():
         if axis not in workload:
             return False
-        typ = hints.get(axis, str)
-        try:
-            value = parse_count(text) if typ is int else typ(text)
-        except ValueError:
+        try:  # read as `tune <kernel> --<axis>` reads it
+            value = _axis_value(axis, hints.get(axis, str), text)
+        except CliError:
             return False
         if workload[axis] != value and str(workload[axis]) != text:
             return False
@@ -94,6 +93,7 @@ def revalidate_cmd(pack: PackOption = None, db: DbOption = None,
     step seen once can be confirmed or cleared."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from tuner import registry
     from tuner.revalidate import RevalidateError, entries_from_pack, entries_from_store, revalidate
     from tuner.runtime import gpu_identity
     from tuner.runtime.env import INTERPRETER_GPU
@@ -102,8 +102,6 @@ def revalidate_cmd(pack: PackOption = None, db: DbOption = None,
 
     if rounds < 0 or runners_up < 0:
         raise CliError("--rounds and --runners-up must not be negative")
-    from tuner import registry
-
     names = {registry.get(k).name for k in kernel} if kernel else None  # a misspelt name is an error
     wanted = [_axis_values(w) for w in workload or ()]
     known = {f.name for k in registry.kernels().values() if names is None or k.name in names
@@ -178,10 +176,9 @@ def regressions_cmd(db: DbOption = None,
                     kernel: Annotated[Optional[list[str]], typer.Option("--kernel", help="Only these kernels.")] = None) -> None:
     """List regressions beyond the noise band; exit 1 when there are any (for CI gating)."""
     from tuner.dashboard.detect import detect, regressions
+    from tuner import registry
     from tuner.dashboard.history import load_history
     from tuner.store import open_store
-
-    from tuner import registry
 
     thr = parse_threshold(threshold)
     when = parse_since(since) if since is not None else None

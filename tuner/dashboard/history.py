@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable
 
 from sqlalchemy import select
 
+from tuner.spec import workload_sort_key
 from tuner.store import Environment, Run, Store, Trial, TrialStatus, Winner
 from tuner.store.models import Revalidation
 
@@ -205,21 +206,10 @@ def load_history(store: Store, *, kernels: Iterable[str] | None = None,
             p80_us=win.p80_us or win.median_us, default_us=default_us, floor_us=win.floor_us,
             meaningful=win.meaningful))
 
-    out = sorted(series.values(), key=lambda x: (x.kernel, _workload_sort_key(x.workload), x.gpu))
+    out = sorted(series.values(), key=lambda x: (x.kernel, workload_sort_key(x.workload), x.gpu))
     for sr in out:
         sr.points.sort(key=lambda p: (p.when, p.run_id))
     return out
-
-
-def _workload_sort_key(workload: dict[str, Any]) -> tuple:
-    """Numbers numerically, strings as strings, in field order."""
-    out = []
-    for v in workload.values():
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            out.append((0, float(v), ""))
-        else:
-            out.append((1, 0.0, str(v)))
-    return tuple(out)
 
 
 class Ratios:
@@ -268,7 +258,7 @@ def current_entries(store: Store) -> list[Entry]:
         newest[(w.kernel, w.workload_key, gpu)] = Entry(
             w.kernel, w.workload_key, dict(w.workload), gpu, dict(w.config), w.is_default, w.median_us, w.p20_us,
             w.p80_us, w.default_median_us, w.floor_us, w.noise, w.meaningful, w.source_hash, w.updated)
-    return sorted(newest.values(), key=lambda e: (e.kernel, e.gpu, _workload_sort_key(e.workload)))
+    return sorted(newest.values(), key=lambda e: (e.kernel, e.gpu, workload_sort_key(e.workload)))
 
 
 @dataclass(frozen=True)
