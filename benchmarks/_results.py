@@ -24,3 +24,12 @@ def save_raw(out: Path, stem: str, obj: Any) -> Path:
     path = write_raw(raw_path(out, stem), obj)
     print(f"raw results: {path}")
     return path
+
+
+def target_lines(checks: list[tuple[str, bool, str]]) -> list[str]:
+    """A benchmark's target checks ``(what, met, measured)`` as report lines: ``targets: k/n met``, then one line
+    each (``ok`` or ``MISS``); none when there are no checks."""
+    if not checks:
+        return []
+    lines = [f"targets: {sum(c[1] for c in checks)}/{len(checks)} met"]
+    return lines + [f"  {'ok  ' if c[1] else 'MISS'} {c[0]} ({c[2]})" for c in checks]

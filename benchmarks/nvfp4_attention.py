@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/_results.py (benchmarks is not a package)
 
-from _results import raw_path, write_raw  # noqa: E402
+from _results import raw_path, target_lines, write_raw  # noqa: E402
 
 log = logging.getLogger("bench.nvfp4_attention")
 VERIFY_SEQS = 8  # sequences checked against the (per-sequence, fp32) reference per workload
@@ -179,11 +179,7 @@ def summarize(records: list[dict[str, Any]]) -> list[str]:
             continue
         x = main["median_us"] / r["median_us"] if "median_us" in main else float("nan")
         lines.append(f"{head} {r['median_us']:9.1f} us {r['pct_hbm']:5.1f}% HBM  x{x:.2f}")
-    if checks:
-        ok = sum(c[1] for c in checks)
-        lines.append(f"targets: {ok}/{len(checks)} met")
-        lines += [f"  {'ok  ' if c[1] else 'MISS'} {c[0]} ({c[2]})" for c in checks]
-    return lines
+    return lines + target_lines(checks)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))  # benchmarks/_results.py (benchmarks is not a package)
 
-from _results import raw_path, write_raw  # noqa: E402
+from _results import raw_path, target_lines, write_raw  # noqa: E402
 
 log = logging.getLogger("bench.sparse_mqa")
 VERIFY_SEQS = 4  # sequences checked against the (per-sequence, float64) reference per workload
@@ -269,11 +269,7 @@ def summarize(records: list[dict[str, Any]]) -> list[str]:
                      for x in r["runs"] if x.get("variant")]
             lines.append(f"{p:12} {n:>1} {ctx:>7} {b:>4} base score {r['score_us']:.1f} "
                          f"({r['score_pct_floor']:.0f}%); " + "; ".join(cells))
-    if checks:
-        ok = sum(c[1] for c in checks)
-        lines.append(f"targets: {ok}/{len(checks)} met")
-        lines += [f"  {'ok  ' if c[1] else 'MISS'} {c[0]} ({c[2]})" for c in checks]
-    return lines
+    return lines + target_lines(checks)
 
 
 def main(argv: list[str] | None = None) -> int:

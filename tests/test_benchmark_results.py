@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from _results import raw_path, save_raw, write_raw  # noqa: E402
+from _results import raw_path, save_raw, target_lines, write_raw  # noqa: E402
 
 
 def test_raw_path_creates_folder_and_names_stem_time(tmp_path: Path) -> None:
@@ -32,3 +32,10 @@ def test_save_raw_writes_and_prints_once(tmp_path: Path, capsys) -> None:
     assert path.parent == tmp_path / "out" and re.fullmatch(r"mhc-\d{8}-\d{6}\.json", path.name)
     assert json.loads(path.read_text()) == [{"us": 3.0}]
     assert capsys.readouterr().out == f"raw results: {path}\n"
+
+
+def test_target_lines_count_and_mark_each_check() -> None:
+    from _results import target_lines
+    assert target_lines([]) == []
+    lines = target_lines([("H=16: >= 75% HBM", False, "31%"), ("B=1: >= 20x", True, "23.0x")])
+    assert lines == ["targets: 1/2 met", "  MISS H=16: >= 75% HBM (31%)", "  ok   B=1: >= 20x (23.0x)"]
