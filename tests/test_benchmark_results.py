@@ -35,7 +35,6 @@ def test_save_raw_writes_and_prints_once(tmp_path: Path, capsys) -> None:
 
 
 def test_target_lines_count_and_mark_each_check() -> None:
-    from _results import target_lines
     assert target_lines([]) == []
     lines = target_lines([("H=16: >= 75% HBM", False, "31%"), ("B=1: >= 20x", True, "23.0x")])
     assert lines == ["targets: 1/2 met", "  MISS H=16: >= 75% HBM (31%)", "  ok   B=1: >= 20x (23.0x)"]
