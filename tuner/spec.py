@@ -27,10 +27,16 @@ def workload_key(workload: Any) -> str:
     return ",".join(f"{k}={v}" for k, v in workload_dict(workload).items())
 
 
+def value_sort_key(value: Any) -> tuple:
+    """Sorts one axis' values: numbers numerically (before), the rest as text."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
+
+
 def workload_sort_key(workload: Mapping[str, Any]) -> tuple:
-    """Sorts workloads (their values, in axis order): numbers numerically, the rest as text."""
-    return tuple((0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v))
-                 for v in workload.values())
+    """Sorts workloads (their values, in axis order) by ``value_sort_key``."""
+    return tuple(value_sort_key(v) for v in workload.values())
 
 
 def canonical_workload(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from tuner.cli.common import CliError, DbOption, console, expand_grid, parse_duration
 from tuner.registry import Kernel
-from tuner.spec import workload_sort_key
+from tuner.spec import value_sort_key
 from tuner.study import SAMPLERS, Settings, Tuner, check_sampler
 from tuner.timing import gpu_available
 
@@ -62,7 +62,7 @@ def _axis_params(kernel: Kernel) -> list[inspect.Parameter]:
     params = []
     hints = typing.get_type_hints(kernel.spec.workload)
     for f in dataclasses.fields(kernel.spec.workload):
-        values = sorted({getattr(w, f.name) for w in kernel.workloads}, key=lambda v: workload_sort_key({"v": v}))
+        values = sorted({getattr(w, f.name) for w in kernel.workloads}, key=value_sort_key)
         kind = {int: "values a,b,c or a range lo..hi (K/M suffixes: 8M = 8 << 20)",
                 float: "values a,b,c or a range lo..hi"}.get(hints[f.name], "values a,b,c")
         shown = ", ".join(map(str, values[:8])) + (" ..." if len(values) > 8 else "")
