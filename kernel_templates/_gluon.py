@@ -7,7 +7,7 @@ launcher and search space (``SCORE_GLUON``: the launcher scores with the Triton 
 """
 from __future__ import annotations
 
-from tuner.runtime.env import assumed_target_cc, interpreting, target_cc
+from tuner.runtime.target import Target
 
 try:  # Gluon: Triton >= 3.5
     from triton.experimental import gluon
@@ -35,14 +35,13 @@ except ImportError:  # pragma: no cover - old Triton
         return fn
 
 
-def gluon_available(compile_only: bool = False) -> bool:
-    """Gluon kernels can be built here: Triton has Gluon and (unless ``compile_only``:
-    configs judged for another machine) the interpreter is off."""
-    return gluon is not None and (compile_only or not interpreting())
+def gluon_available(target: Target) -> bool:
+    """Gluon kernels can be built for ``target``: Triton has Gluon and the target is a GPU
+    (the interpreter cannot run them)."""
+    return gluon is not None and not target.interpret
 
 
-def gluon_on_hopper() -> bool:
-    """An sm_90 GPU is visible and Gluon kernels can run: where a ``GLUON`` default applies.
-    Under ``assume_target`` (configs planned for another machine) the target decides, as it
-    does for the search spaces, so the interpreter being on here does not matter."""
-    return gluon_available(compile_only=assumed_target_cc() is not None) and 90 <= target_cc() < 100
+def gluon_on_hopper(target: Target) -> bool:
+    """``target`` is an sm_90 GPU and Gluon kernels can be built for it: where a ``GLUON``
+    default applies."""
+    return gluon_available(target) and 90 <= target.cc < 100

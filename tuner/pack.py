@@ -6,6 +6,7 @@ fingerprint, kernels, the sha256 of every file, the source database and commit) 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +17,8 @@ from sqlalchemy import select
 from tuner import registry
 from tuner.device import git_commit
 from tuner.runtime import PACK_SCHEMA, Pack, PackError, load_pack, sha256_file
-from tuner.runtime import env as runtime_env
 from tuner.runtime.env import INTERPRETER_GPU
+from tuner.runtime.target import INTERPRETER, Target
 from tuner.spec import numeric_axes, workload_from_dict
 from tuner.store import Environment, Store, Winner
 from tuner.store.models import utcnow
@@ -102,16 +103,13 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
     # describes (a parameter added or a value dropped) cannot be loaded as it is: leave it
     # out and say so in the manifest. Its shape is then served like any shape the pack
     # lacks: by the nearest entry, or the default where that entry's default won.
-    # Membership only: constraints may depend on the GPU (sm_100-only variants) and
-    # export can run anywhere; verify-pack checks them on the machine it runs on.
-    # Parameters added since with an ``absent`` value (what the launcher runs a config
-    # without them as) are filled in first: those winners stay in.
+    # Membership only here: verify-pack judges the constraints for the pack's GPU.
     left_out: dict[str, list[str]] = {}
     configs: dict[tuple[str, str], dict[str, Any]] = {}
     for kname, entries in by_kernel.items():
         k = registry.kernels().get(kname)
         for key, w in list(entries.items()):
-            cfg = k.space.complete(w.config) if k is not None else dict(w.config)
+            cfg = dict(w.config)
             if k is not None and not k.space.contains(cfg):
                 left_out.setdefault(kname, []).append(key)
                 del entries[key]
@@ -177,24 +175,25 @@ def verify_pack(path: Path) -> PackReport:
     """Load (checksums, schema) and check every entry's config against the kernel's space."""
     pack = load_pack(path)
     problems: list[str] = []
-    registry.kernels()  # the templates imported as this process runs them, before judging for the pack's GPU
-    with runtime_env.judging_for(_pack_cc(pack)):
-        _check_entries(pack, problems)
+    _check_entries(pack, pack_target(pack), problems)
     return PackReport(pack, problems)
 
 
-def _pack_cc(pack: Pack) -> int | None:
-    """The compute capability the pack was made on (``"9.0"`` -> 90), None if not recorded:
-    target-dependent constraints are judged for that GPU, not for the verifying machine."""
-    cc = (pack.manifest.get("fingerprint") or {}).get("cc")
+def pack_target(pack: Pack) -> Target:
+    """The target the pack was made for: its fingerprint's compute capability and SM count
+    (``"9.0"``, 132 -> sm_90 with 132 SMs), the interpreter where it records no GPU.
+    Target-dependent constraints are judged for that GPU, not for the verifying machine."""
+    fp = pack.manifest.get("fingerprint") or {}
     try:
-        major, minor = str(cc).split(".")
-        return 10 * int(major) + int(minor)
+        major, minor = str(fp.get("cc")).split(".")
+        named = Target.named(f"sm_{int(major)}{int(minor)}")
     except ValueError:
-        return None
+        return INTERPRETER
+    sms = fp.get("sms")
+    return dataclasses.replace(named, sms=sms) if isinstance(sms, int) and not isinstance(sms, bool) and sms > 0 else named
 
 
-def _check_entries(pack: Pack, problems: list[str]) -> None:
+def _check_entries(pack: Pack, target: Target, problems: list[str]) -> None:
     for kname, table in pack.tables.items():
         k = registry.kernels().get(kname)
         if k is None:
@@ -206,11 +205,11 @@ def _check_entries(pack: Pack, problems: list[str]) -> None:
             except (KeyError, TypeError, ValueError) as ex:
                 problems.append(f"{kname} {e.get('workload')}: bad workload ({ex})")
                 continue
-            cfg = k.space.complete(e["config"])  # a key added since the export: its absent value, as launched
-            if not k.space.contains(cfg):
-                problems.append(f"{kname} {e['workload']}: config {cfg} is outside the search space")
-            elif not k.constraints(cfg, w):
-                problems.append(f"{kname} {e['workload']}: config {cfg} violates the constraints")
+            cfg = e["config"]
+            why = k.refusal(cfg, w, target)
+            if why is not None:
+                problems.append(f"{kname} {e['workload']}: config {cfg} is {why}" if why.startswith("outside")
+                                else f"{kname} {e['workload']}: config {cfg}: {why}")
 
 
 __all__ = ["ExportError", "PackError", "PackReport", "export_pack", "verify_pack"]

@@ -1,11 +1,13 @@
 """Kernel name -> its KernelSpec and search space, discovered from the two folders.
 
-A family is `kernel_templates/<k>.py` exporting ``SPEC`` plus `search_spaces/<k>.py`
-exporting ``SPACE``, ``constraints``, ``WORKLOADS`` and ``SMALL_WORKLOADS``. Modules of
-`kernel_templates` without a ``SPEC`` (shared helpers such as ``nvfp4``) are skipped.
+A family is `kernel_templates/<k>` (a module, or a package whose ``__init__`` exports the
+API) exporting ``SPEC`` plus `search_spaces/<k>.py` exporting ``SPACE``, ``constraints``,
+``WORKLOADS`` and ``SMALL_WORKLOADS``. Modules of `kernel_templates` without a ``SPEC``
+(shared helpers such as ``nvfp4``) are skipped.
 """
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import importlib
@@ -18,6 +20,7 @@ from typing import Any, Callable
 
 import kernel_templates
 import search_spaces
+from tuner.runtime.target import Target
 from tuner.space import Space
 from tuner.spec import KernelSpec
 
@@ -37,7 +40,7 @@ class Kernel:
 
     spec: KernelSpec
     space: Space
-    constraints: Callable[[dict[str, Any], Any], bool]
+    constraints: Callable[[dict[str, Any], Any, Target], bool]
     workloads: tuple[Any, ...]
     small_workloads: tuple[Any, ...]
     template: ModuleType
@@ -51,50 +54,95 @@ class Kernel:
     def cli_name(self) -> str:
         return self.spec.name.replace("_", "-")
 
-    def canonical(self, config: dict[str, Any], workload: Any) -> dict[str, Any]:
-        """``config`` with the knobs its own choices make irrelevant (another top-k path's,
-        say) at the values the search space pins them to: the space module's optional
-        ``canonical(config, workload)``. The study evaluates a draw in this form, so a draw
-        that differs from a measured config only there is a duplicate, not a rejection.
-        Configs the constraints admit come back unchanged."""
-        fn = getattr(self.space_module, "canonical", None)
-        return fn(config, workload) if fn else dict(config)
+    def canonical(self, config: dict[str, Any], workload: Any, target: Target) -> dict[str, Any]:
+        """``config`` as it runs on ``target`` (``Space.canonical``: knobs that do not apply
+        pinned, values snapped). The study evaluates a draw in this form, so a draw that
+        differs from a measured config only there is a duplicate, not a rejection."""
+        return self.space.canonical(config, workload, target)
 
-    def refusal(self, config: dict[str, Any], workload: Any) -> str | None:
-        """Why a study would not measure ``config`` (completed) for ``workload``: outside the
-        space, evaluated as another config (its canonical form), or refused by the constraints;
-        None when it would. ``tune --try`` and ``benchmarks/config_sweep.py`` say it."""
+    def admits(self, config: dict[str, Any], workload: Any, target: Target) -> bool:
+        """A study would measure ``config``: in the space, canonical, and within the constraints."""
+        return self.refusal(config, workload, target) is None
+
+    def refusal(self, config: dict[str, Any], workload: Any, target: Target) -> str | None:
+        """Why a study would not measure ``config`` (completed) for ``workload`` on ``target``:
+        outside the space, evaluated as another config (its canonical form), or refused by the
+        constraints; None when it would. ``tune --try`` and ``benchmarks/config_sweep.py`` say it."""
         if not self.space.contains(config):
             bad = [f"{n}={config[n]!r}" for n in config if n in self.space and not self.space.legal(n, config[n])]
+            bad += [f"{n} unknown" for n in config if n not in self.space]
+            bad += [f"{n} missing" for n in self.space if n not in config]
             return "outside the search space" + (f" ({', '.join(bad)})" if bad else "")
-        canon = self.canonical(config, workload)
+        canon = self.canonical(config, workload, target)
         if canon != config:
             moved = ", ".join(f"{n} {config[n]!r} -> {canon[n]!r}" for n in config if canon.get(n) != config[n])
             return f"the search space evaluates it as another config ({moved})"
-        if not self.constraints(config, workload):
+        if not self.constraints(config, workload, target):
             return "refused by the search space's constraints"
         return None
 
-    def default_config(self, workload: Any) -> dict[str, Any]:
-        """The template's default for ``workload``, completed with the space's ``absent`` values as
-        stored and exported configs are: a knob newer than the heuristic runs as that value (an
-        uncompleted default fell outside the space and was never measured: session 22)."""
-        return self.space.complete(self.spec.default_config(workload))
+    def default_config(self, workload: Any, target: Target) -> dict[str, Any]:
+        """The template's default for ``workload`` on ``target``."""
+        return dict(self.spec.default_config(workload, target))
 
     def feasible(self, workload: Any) -> str | None:
         """Why ``workload`` cannot run here (e.g. memory), or None when it can."""
         fn = getattr(self.template, "feasible", None)
         return fn(workload) if fn else None
 
+    def modules(self) -> list[ModuleType]:
+        """The modules whose code makes this family's behaviour: the template (every module of
+        its package), the search space, and the template's ``SOURCE_DEPENDENCIES``."""
+        mods = [self.template]
+        if hasattr(self.template, "__path__"):
+            for info in sorted(pkgutil.walk_packages(self.template.__path__, self.template.__name__ + "."),
+                               key=lambda i: i.name):
+                mods.append(importlib.import_module(info.name))
+        mods.append(self.space_module)
+        mods += [importlib.import_module(d) for d in getattr(self.template, "SOURCE_DEPENDENCIES", ())]
+        return mods
+
     @functools.cached_property
     def source_hash(self) -> str:
-        """sha256 over the template's and the search space's source (first 16 hex)."""
+        """The tuning key of the family's code (first 16 hex of a sha256): ``code_digest`` of
+        each of ``modules()``, so comments, docstrings and formatting never move it."""
         h = hashlib.sha256()
-        for mod in (self.template, self.space_module):
-            h.update(inspect.getsource(mod).encode())
-        for dep in getattr(self.template, "SOURCE_DEPENDENCIES", ()):
-            h.update(inspect.getsource(importlib.import_module(dep)).encode())
+        for mod in self.modules():
+            h.update(mod.__name__.encode() + b"\0" + code_digest(inspect.getsource(mod)).encode() + b"\0")
         return h.hexdigest()[:16]
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    """``tree`` without its string-only expression statements (docstrings of modules, classes
+    and functions, and the attribute docstrings after an assignment): they never run."""
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list):
+            kept = [n for n in body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+                                            and isinstance(n.value.value, str))]
+            node.body = kept or [ast.Pass()]
+    return tree
+
+
+def code_digest(source: str) -> str:
+    """sha256 of what ``source`` does: its syntax tree without docstrings or positions.
+    Comments, blank lines, formatting and prose never reach it; any change to the code does."""
+    tree = _strip_docstrings(ast.parse(source))
+    return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()
+
+
+def legacy_source_hash(kernel: "Kernel") -> str:
+    """The tuning key as it was computed before ``code_digest``: the raw source text of the
+    template module, the search space and the dependencies. Kept so stored entries of code
+    that did not change can be carried over to today's key (``tuner.store`` migration 0003)."""
+    if hasattr(kernel.template, "__path__"):
+        return ""  # a package never had a text key
+    h = hashlib.sha256()
+    for mod in (kernel.template, kernel.space_module):
+        h.update(inspect.getsource(mod).encode())
+    for dep in getattr(kernel.template, "SOURCE_DEPENDENCIES", ()):
+        h.update(inspect.getsource(importlib.import_module(dep)).encode())
+    return h.hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=1)

@@ -23,6 +23,7 @@ from sqlalchemy import select
 
 from tuner import registry, roofline
 from tuner.device import git_commit
+from tuner.runtime.target import Target
 from tuner.spec import TrialResult, canonical_workload, workload_from_dict
 from tuner.store import Environment, Run, Store, Trial, TrialStatus, Winner
 from tuner.store.models import Revalidation, utcnow
@@ -245,7 +246,7 @@ def _one(store: Store, worker: Worker, k, e: PackEntry, run_id: int, env: Enviro
     except (KeyError, TypeError, ValueError) as ex:
         skipped.append(f"{e.kernel} {e.workload_key}: bad workload ({ex})")
         return None
-    default = k.default_config(w)  # completed, as the pack's configs are (export completes them)
+    default = k.default_config(w, Target.of())
     configs = [("winner", e.config)]
     if _ck(default) != _ck(e.config):
         configs.append(("default", default))

@@ -5,18 +5,22 @@ A search space is a ``Space``: an ordered mapping from a kernel's constexpr / la
 (``BLOCK_T``, ``num_warps``, ...) to a parameter. Optuna sees every parameter under its
 exact name, so its own tables, ours and the packs all use the same keys.
 
-A parameter added to a space after configs were tuned can say what those configs ran as
-(``absent=``: the value the launcher uses when the key is missing); ``Space.complete``
-fills it in, so winners tuned on the older source stay loadable instead of being left out.
-Declare it only where those winners still stand: nvfp4_attention's D_CHUNKS has none, because
-its pre-D_CHUNKS winners are old defaults (D_CHUNKS 1) that today's default beats (H64 B=16
-128K: 2150.9 us stored against 1569 us for today's D_CHUNKS 4, H200 run 27).
+Which knob matters when is declared here and nowhere else: a parameter's ``when(config,
+workload, target)`` says where it applies (elsewhere it is pinned to ``off``), and its
+``snap(value, config, workload, target)`` maps a value to the one that runs the same
+(a block larger than the tokens is the tokens' block). ``Space.canonical`` applies both;
+a draw that differs from a measured config only there is a duplicate, not a new trial.
 """
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
+
+Cond = Callable[[Mapping[str, Any], Any, Any], bool]
+"""``when(config, workload, target)``: the parameter applies to this config."""
+Snap = Callable[[Any, Mapping[str, Any], Any, Any], Any]
+"""``snap(value, config, workload, target)``: the value that runs the same as ``value`` here."""
 
 
 @dataclass(frozen=True)
@@ -24,7 +28,9 @@ class Choice:
     """One of a fixed list of values (ints, strings, bools)."""
 
     choices: tuple[Any, ...]
-    absent: Any = None  # what a config without this parameter ran as (None: such a config is invalid)
+    when: Cond | None = None
+    off: Any = None
+    snap: Snap | None = None
 
     def values(self) -> tuple[Any, ...]:
         return self.choices
@@ -39,7 +45,9 @@ class Pow2:
 
     lo: int
     hi: int
-    absent: Any = None
+    when: Cond | None = None
+    off: Any = None
+    snap: Snap | None = None
 
     def __post_init__(self) -> None:
         for v in (self.lo, self.hi):
@@ -66,7 +74,9 @@ class IntRange:
     lo: int
     hi: int
     step: int = 1
-    absent: Any = None
+    when: Cond | None = None
+    off: Any = None
+    snap: Snap | None = None
 
     def values(self) -> tuple[int, ...]:
         return tuple(range(self.lo, self.hi + 1, self.step))
@@ -79,7 +89,9 @@ class IntRange:
 class Bool:
     """True or False."""
 
-    absent: Any = None
+    when: Cond | None = None
+    off: Any = False
+    snap: Snap | None = None
 
     def values(self) -> tuple[bool, ...]:
         return (False, True)
@@ -89,6 +101,11 @@ class Bool:
 
 
 Param = Choice | Pow2 | IntRange | Bool
+
+
+def off_value(p: Param) -> Any:
+    """The value a parameter is pinned to where its ``when`` fails: ``off``, else its first value."""
+    return p.off if p.off is not None else p.values()[0]
 
 
 def _same_kind(value: Any, choice: Any) -> bool:
@@ -118,10 +135,20 @@ class Space(dict):
             n *= len(p.values())
         return n
 
-    def complete(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """``config`` with every missing parameter that declares an ``absent`` value filled
-        with it (a config tuned before the parameter existed, as the launcher runs it)."""
-        return {**{n: p.absent for n, p in self.items() if n not in config and p.absent is not None}, **config}
+    def canonical(self, config: Mapping[str, Any], workload: Any, target: Any) -> dict[str, Any]:
+        """``config`` as it runs on ``target`` for ``workload``: each parameter whose ``when``
+        fails pinned to its ``off`` value, the others through their ``snap``, in declaration
+        order (a ``when`` sees the earlier parameters already canonical). Keys outside the
+        space are kept as given (``contains`` tells them)."""
+        c = dict(config)
+        for name, p in self.items():
+            if name not in c:
+                continue
+            if p.when is not None and not p.when(c, workload, target):
+                c[name] = off_value(p)
+            elif p.snap is not None:
+                c[name] = p.snap(c[name], c, workload, target)
+        return c
 
     def legal(self, name: str, value: Any) -> bool:
         """``value`` is one of parameter ``name``'s values, of its type (``True`` is not 1)."""

@@ -90,7 +90,8 @@ class KernelSpec:
     make_inputs: Callable[[Any, str, int], dict[str, Any]]
     reference: Callable[..., Any]
     launch: Callable[..., Any]
-    default_config: Callable[[Any], Config]
+    default_config: Callable[[Any, Any], Config]
+    """``default_config(workload, target)``: the heuristic for a ``tuner.runtime.target.Target``."""
     cost: Callable[[Any], tuple[float, float]]
     verify: Callable[[Any, Any, dict[str, Any]], None]
     baselines: Mapping[str, Callable[..., Any]] = field(default_factory=dict)

@@ -26,6 +26,7 @@ from tuner import roofline
 from tuner.device import fingerprint, fingerprint_hash, git_commit
 from tuner.registry import Kernel
 from tuner.runtime.env import INTERPRETER_GPU
+from tuner.runtime.target import Target
 from tuner.spec import TrialResult, numeric_axes, workload_dict, workload_key
 from tuner.store import Environment, Run, Store, Trial, TrialStatus, Winner
 from tuner.store.models import utcnow
@@ -138,6 +139,7 @@ class Tuner:
     def __init__(self, store: Store, kernel: Kernel, settings: Settings,
                  on_event: Callable[[str, dict[str, Any]], None] | None = None) -> None:
         self.store, self.kernel, self.settings = store, kernel, settings
+        self.target = Target.of()  # the GPU the worker runs on (or the interpreter)
         self.on_event = on_event or (lambda kind, info: None)
         self.env = ensure_environment(store)
         self.meaningful = self.env.gpu != INTERPRETER_GPU
@@ -233,7 +235,14 @@ class Tuner:
             return dict(min(ok, key=lambda t: t.median_us).config)
         return dict(earlier[0]) if earlier else default
 
-    def _earlier_bests(self, wkey: str, limit: int = 2) -> list[dict[str, Any]]:
+    def _carried(self, config: dict[str, Any], workload: Any) -> dict[str, Any] | None:
+        """A config stored under an earlier source as today's space runs it: knobs the space no
+        longer has dropped, then canonical; None when it is not a config of today's space."""
+        cfg = self.kernel.canonical({n: v for n, v in config.items() if n in self.kernel.space}, workload,
+                                    self.target)
+        return cfg if self.kernel.admits(cfg, workload, self.target) else None
+
+    def _earlier_bests(self, wkey: str, wkey_workload: Any, limit: int = 2) -> list[dict[str, Any]]:
         """The fastest distinct configs this workload measured here under earlier sources of the
         template: a re-tune after a change re-times them first, so a short search cannot lose
         an old winner it never revisits (run 21: dsv3 T=16's 6.9 us two-launch config)."""
@@ -247,9 +256,9 @@ class Tuner:
         for t in rows:
             if len(out) == limit:
                 break
-            cfg = self.kernel.space.complete(t.config)
-            if t.config_key not in out and self.kernel.space.contains(cfg):
-                out[t.config_key] = cfg
+            cfg = self._carried(t.config, wkey_workload)
+            if cfg is not None and config_key(cfg) not in out:
+                out[config_key(cfg)] = cfg
         return list(out.values())
 
     def _tune_one(self, workload: Any, worker: Worker, storage, deadline: float) -> Outcome:
@@ -276,18 +285,17 @@ class Tuner:
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
             if t.state == TrialState.RUNNING:  # left running by a killed process
                 storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        # each completed like a stored config: a knob newer than a stored winner runs as its absent value
-        # (without this such winners of a kernel with a newer knob were silently never measured: session 22)
-        default = k.default_config(workload)
-        earlier = self._earlier_bests(wkey)
+        default = k.default_config(workload, self.target)
+        earlier = self._earlier_bests(wkey, workload)
         base = self._try_base(seen, earlier, default)
         tried = [dict(base, **dict(t)) for t in s.tries]
-        if not (k.space.contains(default) and k.constraints(default, workload)):
+        if not k.admits(default, workload, self.target):
             log.warning("%s %s: the default config is outside the search space or refused by its constraints, so "
                         "it is not measured and a winner is not compared with it: %s", k.name, wkey, default)
         asked = set()  # the default and the tries: measured even where the trials already reach n_trials
-        for i, cfg in enumerate(map(k.space.complete, [default, *tried, *earlier, *self._neighbours(workload)])):
-            why = k.refusal(cfg, workload) if i <= len(tried) else None
+        neighbours = [c for c in map(lambda c: self._carried(c, workload), self._neighbours(workload)) if c]
+        for i, cfg in enumerate([default, *tried, *earlier, *neighbours]):
+            why = k.refusal(cfg, workload, self.target) if i <= len(tried) else None
             if why and i > 0:
                 log.warning("%s %s: --try %s is not measured: %s", k.name, wkey, json.dumps(dict(s.tries[i - 1])), why)
             if k.space.contains(cfg) and config_key(cfg) not in seen:
@@ -306,9 +314,9 @@ class Tuner:
         while (evaluated < n_trials and (since_best < s.patience or asked - seen.keys())
                and (time.monotonic() < deadline or evaluated == 0)):
             trial = study.ask()
-            cfg = k.canonical(k.space.suggest(trial), workload)
+            cfg = k.canonical(k.space.suggest(trial), workload, self.target)
             ck = config_key(cfg)
-            if not k.constraints(cfg, workload):
+            if not k.constraints(cfg, workload, self.target):
                 study.tell(trial, state=TrialState.PRUNED)
                 if ck not in seen:
                     seen[ck] = self._record(wkey, wd, cfg, TrialResult("pruned", meaningful=self.meaningful), floor,

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from tuner.runtime.env import interpreting
+from tuner.runtime.target import Target
 
 TIMING_METHOD = 2
 """How trials are timed. Bump it with any change that moves the numbers of an unchanged
@@ -53,7 +53,7 @@ def _quantiles(samples: Sequence[float], meaningful: bool) -> Timing:
 
 
 def gpu_available() -> bool:
-    return torch.cuda.is_available() and not interpreting()
+    return not Target.of().interpret
 
 
 _flush_buf: torch.Tensor | None = None

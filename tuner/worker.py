@@ -43,10 +43,10 @@ class _Evaluator:
     def __init__(self) -> None:
         import torch
 
-        from tuner.runtime.env import interpreting
+        from tuner.runtime.target import Target
 
         self.torch = torch
-        self.device = "cuda" if torch.cuda.is_available() and not interpreting() else "cpu"
+        self.device = "cpu" if Target.of().interpret else "cuda"
         self.cache: dict[tuple, tuple[dict[str, Any], Any]] = {}
 
     def _inputs(self, kernel, workload, seed: int):

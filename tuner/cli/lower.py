@@ -16,7 +16,8 @@ from tuner.cli.common import CliError, console
 
 app = typer.Typer()
 
-TARGETS = {"sm_90": 90, "sm_90a": 90, "sm_100": 100, "sm_100a": 100, "sm_120": 120}
+TARGETS = ("sm_90", "sm_90a", "sm_100", "sm_100a", "sm_120")
+"""The GPU targets ``lower`` compiles for (``tuner.runtime.target.NAMED``)."""
 
 # Instruction classes worth knowing about, as they appear in PTX.
 CLASSES = {
@@ -61,20 +62,20 @@ def lower_one(fn, signature: dict[str, str], constexprs: dict[str, Any], arch: i
     return {"classes": {k: v for k, v in found.items() if v}, "shared": getattr(c.metadata, "shared", None)}
 
 
-def lower_kernel(kernel, arch: int, configs: list[tuple[Any, dict]]) -> list[dict[str, Any]]:
+def lower_kernel(kernel, target, configs: list[tuple[Any, dict]]) -> list[dict[str, Any]]:
     """Compile each distinct (kernel function, signature, constexprs) of the given configs."""
     fn_sigs = getattr(kernel.template, "lower_signatures", None)
     if fn_sigs is None:
         raise CliError(f"{kernel.name} has no lower_signatures(); it cannot be compiled ahead of time")
     done: dict[str, dict[str, Any]] = {}
     for workload, cfg in configs:
-        for fn, sig, cx in fn_sigs(workload, cfg):
+        for fn, sig, cx in fn_sigs(workload, cfg, target):
             key = json.dumps([fn.__name__, sig, {k: repr(v) for k, v in cx.items()}, cfg.get("num_warps", 4),
                               cfg.get("num_stages", 3), repr(sorted(getattr(sig, "attrs", {}).items())),
                               getattr(sig, "options", {})], sort_keys=True)
             if key in done:
                 continue
-            r = lower_one(fn, sig, cx, arch, cfg.get("num_warps", 4), cfg.get("num_stages", 3))
+            r = lower_one(fn, sig, cx, target.cc, cfg["num_warps"], cfg["num_stages"])
             done[key] = {"function": fn.__name__, "config": cfg, **r}
     return list(done.values())
 
@@ -88,12 +89,13 @@ def lower(kernel: Annotated[str, typer.Argument(help="Kernel name.")],
     Configs are planned as on that target (its defaults; Gluon kernels where it runs them),
     and each launch compiled as the JIT would specialize it there."""
     from tuner import registry
-    from tuner.runtime.env import assume_target, interpreting
+    from tuner.runtime.target import Target
     from tuner.spec import workload_from_dict
 
     if target not in TARGETS:
         raise CliError(f"--target: unknown {target!r} (choose from {', '.join(TARGETS)})")
-    if interpreting():
+    tgt = Target.named(target)
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         # The interpreter patches triton.language in this process; compile in a clean one.
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         cmd = [sys.executable, "-m", "tuner.cli.main", "lower", kernel, "--target", target]
@@ -103,8 +105,7 @@ def lower(kernel: Annotated[str, typer.Argument(help="Kernel name.")],
             raise CliError((r.stderr.strip().splitlines() or ["lowering failed"])[-1].removeprefix("error: "))
         return
     k = registry.get(kernel)
-    with assume_target(TARGETS[target]):  # plan (defaults, Gluon or not) as the target GPU would
-        configs = [(w, k.spec.default_config(w)) for w in k.workloads]
+    configs = [(w, k.spec.default_config(w, tgt)) for w in k.workloads]  # planned as the target GPU would
     if pack is not None:
         from tuner.runtime import PackError, load_pack
 
@@ -115,8 +116,8 @@ def lower(kernel: Annotated[str, typer.Argument(help="Kernel name.")],
         table = p.tables.get(k.name)
         for e in table.entries if table else []:
             configs.append((workload_from_dict(k.spec.workload, e["workload"]), e["config"]))
-    with console.status(f"compiling {k.name} for {target}"), assume_target(TARGETS[target]):
-        results = lower_kernel(k, TARGETS[target], configs)
+    with console.status(f"compiling {k.name} for {target}"):
+        results = lower_kernel(k, tgt, configs)
     table = Table(title=f"{k.name} lowered for {target}: {len(results)} distinct kernels")
     for col in ("function", "config", "shared B", "instruction classes"):
         table.add_column(col)

@@ -112,16 +112,17 @@ def _tries(specs: list[str] | None, kernel: Kernel) -> tuple[tuple[tuple[str, An
 def run_preflight(kernel: Kernel, axes: dict[str, str | None], tries: tuple[tuple[tuple[str, Any], ...], ...],
               target: str, pack: str | None) -> int:
     """``--preflight``: each workload's default and tries as the study on ``target`` would take
-    them (``Kernel.refusal`` under ``judging_for``), over the pack's entry where it has one (a
+    them (``Kernel.refusal`` for that ``Target``), over the pack's entry where it has one (a
     re-tune after a source change lays tries over the fastest earlier config, which the pack
     holds); 1 when any is refused. Needs no GPU and touches no database."""
     from tuner import runtime
-    from tuner.cli.lower import TARGETS
-    from tuner.runtime.env import judging_for
+    from tuner.runtime.target import NAMED, Target
     from tuner.spec import workload_dict, workload_key
 
-    if target not in TARGETS:
-        raise CliError(f"--preflight: unknown target {target!r} (choose from {', '.join(TARGETS)})")
+    if target not in NAMED or target == "interpreter":
+        raise CliError(f"--preflight: unknown target {target!r} (choose from "
+                       f"{', '.join(n for n in NAMED if n != 'interpreter')})")
+    tgt = Target.named(target)
     quiet = logging.getLogger("tuner.runtime")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # "made on another GPU" is the point here, not news
@@ -136,18 +137,17 @@ def run_preflight(kernel: Kernel, axes: dict[str, str | None], tries: tuple[tupl
     for col in ("workload", "config", "laid over", "verdict"):
         table.add_column(col)
     refused = 0
-    with judging_for(TARGETS[target]):
-        for w in workloads:
-            default = kernel.default_config(w)
-            base, how = default, "default"
-            entry = table_of.entry(kernel.name, workload_dict(w)) if table_of is not None else None
-            if entry is not None:
-                base, how = kernel.space.complete(entry["config"]), "pack entry"
-            for label, cfg, over in [("default", default, "-"), *[
-                    (json.dumps(dict(t)), kernel.space.complete(dict(base, **dict(t))), how) for t in tries]]:
-                why = kernel.refusal(cfg, w)  # (not feasible(): memory is the target machine's, unknown here)
-                refused += why is not None
-                table.add_row(workload_key(w), label, over, f"[red]{why}[/red]" if why else "[green]measured[/green]")
+    for w in workloads:
+        default = kernel.default_config(w, tgt)
+        base, how = default, "default"
+        entry = table_of.entry(kernel.name, workload_dict(w)) if table_of is not None else None
+        if entry is not None:
+            base, how = dict(entry["config"]), "pack entry"
+        for label, cfg, over in [("default", default, "-"), *[
+                (json.dumps(dict(t)), dict(base, **dict(t)), how) for t in tries]]:
+            why = kernel.refusal(cfg, w, tgt)  # (not feasible(): memory is the target machine's, unknown here)
+            refused += why is not None
+            table.add_row(workload_key(w), label, over, f"[red]{why}[/red]" if why else "[green]measured[/green]")
     console.print(table)
     console.print(f"{refused} refused" if refused else "all measured")
     return 1 if refused else 0

@@ -121,7 +121,10 @@ def registry_defaults() -> Callable[[str, dict[str, Any]], dict[str, Any] | None
                 from tuner.spec import workload_from_dict
 
                 k = registry.kernels().get(kernel)
-                cache[key] = k.default_config(workload_from_dict(k.spec.workload, workload)) if k else None
+                from tuner.runtime.target import Target
+
+                cache[key] = (k.default_config(workload_from_dict(k.spec.workload, workload), Target.of())
+                              if k else None)
             except Exception as e:  # noqa: BLE001 - a kernel that cannot say its default has no default line
                 log.debug("no default config for %s %s: %s", kernel, workload, e)
                 cache[key] = None

@@ -23,15 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from tuner.runtime.env import gpu_identity, interpreting
+from tuner.runtime.env import gpu_identity
+from tuner.runtime.target import Target
 
 __all__ = ["PackError", "Pack", "Selection", "load_pack", "use_pack", "active_pack", "select",
-           "register_defaults", "gpu_identity", "interpreting", "PACK_SCHEMA", "sha256_file"]
+           "register_defaults", "gpu_identity", "Target", "PACK_SCHEMA", "sha256_file"]
 
 log = logging.getLogger("tuner.runtime")
 
 PACK_SCHEMA = 1
-_DEFAULTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+_DEFAULTS: dict[str, Callable[[dict[str, Any], Target], dict[str, Any]]] = {}
 
 
 class PackError(Exception):
@@ -48,14 +49,24 @@ class Selection:
     """The pack entry's workload that supplied the config (None for defaults)."""
 
 
-def register_defaults(kernel: str, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-    """Kernel templates register their default-config heuristic (workload dict -> config)."""
+def register_defaults(kernel: str, fn: Callable[[dict[str, Any], Target], dict[str, Any]]) -> None:
+    """Kernel templates register their default-config heuristic ((workload dict, target) -> config)."""
     _DEFAULTS[kernel] = fn
 
 
-def _default(kernel: str, workload: Mapping[str, Any]) -> Selection:
+def _default(kernel: str, workload: Mapping[str, Any], target: Target | None) -> Selection:
     fn = _DEFAULTS.get(kernel)
-    return Selection(dict(fn(dict(workload))) if fn else {}, "default", None)
+    if fn is None:  # the family's module registers its heuristic when imported
+        import importlib
+
+        try:
+            importlib.import_module(f"kernel_templates.{kernel}")
+        except ImportError:
+            pass
+        fn = _DEFAULTS.get(kernel)
+        if fn is None:
+            raise KeyError(f"no kernel family {kernel!r} (known: {', '.join(sorted(_DEFAULTS)) or 'none'})")
+    return Selection(dict(fn(dict(workload), target or Target.of())), "default", None)
 
 
 def sha256_file(path: Path) -> str:
@@ -103,12 +114,14 @@ class Pack:
     def name(self) -> str:
         return self.manifest.get("name", self.path.name)
 
-    def select(self, kernel: str, workload: Mapping[str, Any]) -> Selection:
-        """The config for ``kernel`` at ``workload`` (a dict of axis -> value). Cached."""
-        key = (kernel, tuple(workload.items()))
+    def select(self, kernel: str, workload: Mapping[str, Any], target: Target | None = None) -> Selection:
+        """The config for ``kernel`` at ``workload`` (a dict of axis -> value) on ``target``
+        (None: the device at hand), whose defaults fill what the pack lacks. Cached."""
+        target = target or Target.of()
+        key = (kernel, tuple(workload.items()), target)
         sel = self._cache.get(key)
         if sel is None:
-            sel = self._cache[key] = self._lookup(kernel, workload)
+            sel = self._cache[key] = self._lookup(kernel, workload, target)
         c = self.counters.get(kernel)
         if c is None:
             c = self.counters[kernel] = Counter()
@@ -126,19 +139,19 @@ class Pack:
         except (KeyError, TypeError, ValueError):
             return None
 
-    def _lookup(self, kernel: str, workload: Mapping[str, Any]) -> Selection:
+    def _lookup(self, kernel: str, workload: Mapping[str, Any], target: Target) -> Selection:
         table = self.tables.get(kernel)
         if not self.usable:
-            return _default(kernel, workload)
+            return _default(kernel, workload, target)
         if table is None:
             self._warn_once(kernel, f"pack {self.name!r} has no entries for kernel {kernel!r}; using defaults")
-            return _default(kernel, workload)
+            return _default(kernel, workload, target)
         try:
             key = _table_key(table, workload)
         except (KeyError, TypeError, ValueError):
             self._warn_once(kernel, f"workload {dict(workload)} does not name the axes of {kernel!r} "
                                     f"({', '.join(table.categorical + table.numeric)}); using defaults")
-            return _default(kernel, workload)
+            return _default(kernel, workload, target)
         ckey, nkey = key[:len(table.categorical)], key[len(table.categorical):]
         hit = table.exact.get(key)
         if hit is not None:
@@ -155,7 +168,7 @@ class Pack:
             # Where the tuner kept the default, the default heuristic is what was learnt:
             # this workload's own default, not a config sized for another shape (engram
             # host_thp T=4096 ran 2.6x slower on the T=256 default than on its own).
-            return _default(kernel, workload)
+            return _default(kernel, workload, target)
         return Selection(dict(best["config"]), "nearest", best["workload"])
 
     def _warn_once(self, key: str, msg: str) -> None:
@@ -269,9 +282,10 @@ def active_pack() -> Pack | None:
     return _ACTIVE
 
 
-def select(kernel: str, workload: Mapping[str, Any]) -> Selection:
-    """Select through the active pack, or the kernel's default when none is active."""
+def select(kernel: str, workload: Mapping[str, Any], target: Target | None = None) -> Selection:
+    """Select through the active pack, or the kernel's default for ``target`` (None: the
+    device at hand) when none is active."""
     pack = _ACTIVE if _ACTIVE_FROM_ENV else active_pack()
     if pack is None:
-        return _default(kernel, workload)
-    return pack.select(kernel, workload)
+        return _default(kernel, workload, target)
+    return pack.select(kernel, workload, target)

@@ -106,7 +106,9 @@ def gpu_identity() -> dict[str, Any]:
         "cuda": torch.version.cuda or "",
         "python": platform.python_version(),
     }
-    if torch.cuda.is_available() and not interpreting():
+    from tuner.runtime.target import Target
+
+    if not Target.of().interpret:
         p = torch.cuda.get_device_properties(0)
         ident.update(gpu=p.name, cc=f"{p.major}.{p.minor}", sms=p.multi_processor_count,
                      memory_gb=round(p.total_memory / 2**30, 1),
