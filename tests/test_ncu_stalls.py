@@ -1,4 +1,5 @@
-"""benchmarks/ncu_stalls.py without a GPU: on run 124's committed profile and on bad input."""
+"""benchmarks/ncu_stalls.py without a GPU: on a committed profile (the nvfp4 GL_WS kernel at 64 heads on an H200,
+trimmed to the instructions with samples) and on bad input."""
 from __future__ import annotations
 
 import subprocess
@@ -10,7 +11,7 @@ import pytest
 from benchmarks.ncu_stalls import _opcode, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN124 = ROOT / "benchmarks/results/run124/sass_ws64.csv"
+PROFILE = ROOT / "benchmarks/results/ncu_sass_nvfp4_gl_ws_h64.csv"
 
 
 def test_opcode() -> None:
@@ -19,10 +20,10 @@ def test_opcode() -> None:
     assert _opcode("") == "?"
 
 
-def test_run124_profile() -> None:
-    """The GL_WS kernel at 64 heads (run 124): the MMA partition spinning on its `ready` barrier
+def test_gl_ws_profile() -> None:
+    """The GL_WS kernel at 64 heads: the MMA partition spinning on its `ready` barrier
     is the hottest instruction, a branch stalled on the long scoreboard (the try_wait)."""
-    s = summarize(RUN124.read_text(), min_share=0.05)
+    s = summarize(PROFILE.read_text(), min_share=0.05)
     assert s["samples"] == 25904
     assert s["reasons"][0][0] == "long_sb" and 0.45 < s["reasons"][0][1] < 0.47
     assert 0.9 < sum(v for _, v in s["reasons"]) <= 1.0  # a few samples carry no reason column
@@ -45,7 +46,7 @@ def test_bad_file_is_one_line_exit_2(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("top", ["3"])
 def test_cli_report(top: str) -> None:
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks/ncu_stalls.py"), str(RUN124), "--top", top,
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks/ncu_stalls.py"), str(PROFILE), "--top", top,
                         "--min-share", "0.02"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     out = r.stdout.splitlines()
