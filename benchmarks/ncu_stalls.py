@@ -8,7 +8,7 @@ Prints the stall reasons over all samples, the samples by opcode (with each opco
 reasons), and the instructions holding at least ``--min-share`` of the samples. A warp-
 specialised kernel's partitions show up as separate code regions: the ``try_wait`` branch
 (``SYNCS.PHASECHK`` then ``@!P BRA``) a partition spins on names the barrier it waits for
-(runs 122 and 124 found the nvfp4 GL_WS kernel's wall that way).
+(that is how the nvfp4 GL_WS kernel's wall was found).
 
 Exit status: 2 for a file that is not such a CSV (one line).
 """

@@ -99,6 +99,6 @@ def test_main_verifies_and_times_in_the_worker(monkeypatch: pytest.MonkeyPatch, 
     assert all(len(r["rounds_us"]) == 2 and r["min_us"] <= r["median_us"] <= r["max_us"] for r in rows[:2])
     assert rows[2]["status"] != "ok" and "BLOCK_N" in rows[2]["error"] and rows[2]["rounds_us"] == []
     # a config outside the space is swept but named as one the tuner would not pick (a sweep's winner
-    # there cannot become a pack entry: session 27's SPLIT_K 20)
+    # there cannot become a pack entry)
     assert "BLOCK_N=8: the tuner would not pick it: outside the search space (BLOCK_N=8)" in out
     assert rows[2]["tuner_refuses"].startswith("outside the search space") and "tuner_refuses" not in rows[0]
