@@ -4,6 +4,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
+from tuner.runtime.target import INTERPRETER, Target
 from tuner.space import Bool, Choice, IntRange, Pow2, Space
 
 
@@ -37,51 +38,67 @@ def test_suggestions_use_the_kernel_names_and_legal_values():
         study.tell(t, 1.0)
 
 
+TARGETS = [Target.named("sm_90"), Target.named("sm_100"), INTERPRETER]
+
+
 @pytest.mark.parametrize("name", ["engram", "mhc", "moe_routing", "nvfp4_attention", "sparse_mqa"])
-def test_canonical_is_legal_idempotent_and_keeps_admitted_configs(name):
-    """What the study evaluates for a draw (``Kernel.canonical``): legal values, a fixed point,
-    and any config the constraints already admit (every default among them) unchanged."""
+def test_canonical_is_legal_idempotent_and_defaults_are_admitted(name):
+    """What the study evaluates for a draw (``Kernel.canonical``): legal values and a fixed
+    point, on every target; each target's default is canonical, in the space and admitted."""
     import random
 
     from tuner.registry import kernels
 
     k = kernels()[name]
     rng = random.Random(7)
-    for w in list(k.workloads)[::7] + list(k.small_workloads):
-        default = dict(k.spec.default_config(w))
-        assert k.canonical(default, w) == default, w
-        for _ in range(300):
-            c = {p: rng.choice(v.values()) for p, v in k.space.items()}
-            cc = k.canonical(c, w)
-            assert k.space.contains(cc) and k.canonical(cc, w) == cc, (w, c, cc)
-            if k.constraints(c, w):
-                assert cc == c, (w, c, cc)
+    for t in TARGETS:
+        for w in list(k.workloads)[::11] + list(k.small_workloads):
+            default = k.default_config(w, t)
+            assert k.refusal(default, w, t) is None, (t.name, w, default, k.refusal(default, w, t))
+            for _ in range(60):
+                c = {p: rng.choice(v.values()) for p, v in k.space.items()}
+                cc = k.canonical(c, w, t)
+                assert k.space.contains(cc) and k.canonical(cc, w, t) == cc, (t.name, w, c, cc)
 
 
 def test_canonical_makes_sparse_draws_admissible():
-    """sparse_mqa pins each top-k path's unused knobs: a uniform draw was admitted ~1 time in
-    1000, so studies ended on their rejection streak with a handful of trials; its canonical
-    form is admitted most of the time (shapes where the register and split limits bite less)."""
+    """sparse_mqa pins each path's unused knobs: a uniform draw is rarely admitted as drawn,
+    so studies would end on their rejection streak with a handful of trials; its canonical
+    form is admitted most of the time."""
     import random
 
     from kernel_templates.sparse_mqa import Workload
     from tuner.registry import kernels
 
     k = kernels()["sparse_mqa"]
+    t = Target.named("sm_90")
     rng = random.Random(0)
     for w in (Workload(1, 32768, 1, "dsv32"), Workload(32, 131072, 1, "dsv41-flash"), Workload(8, 8192, 2, "dsv32")):
-        draws = [{p: rng.choice(v.values()) for p, v in k.space.items()} for _ in range(1000)]
-        raw = sum(k.constraints(c, w) for c in draws)
-        canon = sum(k.constraints(k.canonical(c, w), w) for c in draws)
-        assert canon > 300 and canon > 20 * raw, (w, raw, canon)
+        draws = [{p: rng.choice(v.values()) for p, v in k.space.items()} for _ in range(400)]
+        raw = sum(k.admits(c, w, t) for c in draws)
+        canon = sum(k.admits(k.canonical(c, w, t), w, t) for c in draws)
+        assert canon > 100 and canon > 5 * max(raw, 1), (w, raw, canon)
 
 
-def test_complete_fills_only_parameters_with_an_absent_value():
-    """``Space.complete``: a config tuned before a parameter existed gets the parameter's
-    ``absent`` value; parameters without one stay missing (the config is then outside the
-    space), and values the config has are never replaced."""
-    sp = Space(A=Pow2(1, 4), B=Choice(("x", "y"), absent="x"), C=Bool(absent=False), D=IntRange(0, 2))
-    assert sp.complete({"A": 2, "D": 1}) == {"A": 2, "B": "x", "C": False, "D": 1}
-    assert sp.contains(sp.complete({"A": 2, "D": 1}))
-    assert sp.complete({"A": 2, "B": "y", "C": True, "D": 0}) == {"A": 2, "B": "y", "C": True, "D": 0}
-    assert not sp.contains(sp.complete({"B": "y", "D": 0}))  # A has no absent value
+def test_when_pins_a_knob_that_does_not_apply_and_snap_maps_duplicates():
+    """``when`` / ``off`` / ``snap``: evaluated in declaration order, each ``when`` seeing the
+    earlier knobs already canonical; knobs without them unchanged."""
+    sp = Space(BLOCK=Pow2(1, 64, snap=lambda v, c, w, t: min(v, w)),
+               FUSED=Bool(when=lambda c, w, t: c["BLOCK"] > 2),
+               MODE=Choice(("a", "b"), when=lambda c, w, t: c["FUSED"]),
+               STAGES=IntRange(1, 3, when=lambda c, w, t: not t.interpret, off=2))
+    gpu = Target.named("sm_90")
+    assert sp.canonical({"BLOCK": 64, "FUSED": True, "MODE": "b", "STAGES": 3}, 4, gpu) == \
+        {"BLOCK": 4, "FUSED": True, "MODE": "b", "STAGES": 3}
+    assert sp.canonical({"BLOCK": 64, "FUSED": True, "MODE": "b", "STAGES": 3}, 2, gpu) == \
+        {"BLOCK": 2, "FUSED": False, "MODE": "a", "STAGES": 3}  # FUSED pinned, so MODE too
+    assert sp.canonical({"BLOCK": 8, "FUSED": True, "MODE": "b", "STAGES": 3}, 64, INTERPRETER)["STAGES"] == 2
+
+
+def test_targets_are_values_not_switches():
+    """A ``Target`` is named or taken from a device; unknown names fail with the known ones."""
+    assert Target.named("sm_90").cc == 90 and Target.named("sm_90").sms == 132
+    assert Target.named("sm_100a").cc == 100 and not Target.named("sm_100").interpret
+    assert Target.of("cpu") == INTERPRETER and INTERPRETER.interpret
+    with pytest.raises(ValueError, match="sm_90"):
+        Target.named("sm_91")
