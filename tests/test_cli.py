@@ -13,6 +13,19 @@ from pathlib import Path
 import pytest
 
 from tuner.cli.main import main
+from tuner.runtime.target import INTERPRETER, Target
+
+
+class _Moe:
+    """The moe_routing Kernel, looked up when first used (the registry imports every family)."""
+
+    def __getattr__(self, name):
+        from tuner import registry
+
+        return getattr(registry.get("moe_routing"), name)
+
+
+MOE = _Moe()
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -184,7 +197,7 @@ def test_show_gives_one_row_a_workload_today_s_source_first(tmp_path, capsys):
         run = Run(kind="tune", kernel="moe_routing", environment_id=env.id, source_hash=cur, settings={})
         s.add(run)
         s.flush()
-        cfg = dict(k.spec.default_config(k.workloads[0]), num_warps=1)
+        cfg = dict(k.default_config(k.workloads[0], Target.of()), num_warps=1)
         for tokens, src, us in ((16, "old", 9.0), (16, cur, 5.0), (4, "old", 7.0), (1024, cur, 30.0)):
             s.add(Winner(kernel="moe_routing", workload_key=f"tokens={tokens},profile=dsv3", environment_id=env.id,
                          workload={"tokens": tokens, "profile": "dsv3"}, config=cfg, median_us=us, p20_us=us,
@@ -303,8 +316,8 @@ def test_retune_after_a_source_change_retimes_the_earlier_best_first(tmp_path):
     db = str(tmp_path / "r.db")
     assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--db", db) == 0
     wl = mr.Workload(3, "dsv3")
-    default = mr.default_config(wl)
-    other = next(c for c in ms.SPACE.grid() if c != default and ms.constraints(c, wl))
+    default = mr.default_config(wl, INTERPRETER)
+    other = next(c for c in ms.SPACE.grid() if c != default and MOE.admits(c, wl, INTERPRETER))
     con = sqlite3.connect(db)
     run_id, wd = con.execute("SELECT run_id, workload FROM tuner_trials").fetchone()
     con.execute("UPDATE tuner_runs SET source_hash = 'an-older-source'")
@@ -332,8 +345,8 @@ def test_try_measures_the_given_config_right_after_the_default(tmp_path):
     from search_spaces import moe_routing as ms
 
     wl = mr.Workload(3, "dsv3")
-    default = mr.default_config(wl)
-    others = [c for c in ms.SPACE.grid() if c != default and ms.constraints(c, wl)
+    default = mr.default_config(wl, INTERPRETER)
+    others = [c for c in ms.SPACE.grid() if c != default and MOE.admits(c, wl, INTERPRETER)
               and sum(c[k] != default[k] for k in c) == 1][:2]
     overs = [{k: v for k, v in c.items() if default[k] != v} for c in others]
     db = str(tmp_path / "r.db")
@@ -380,21 +393,17 @@ def test_preflight_says_what_a_tune_on_the_target_would_measure(tmp_path, capsys
     assert "1 refused" in capsys.readouterr().out  # the ring fits an SM once (gl_resident)
 
 
-def test_judging_for_a_target_sets_the_interpreter_aside(monkeypatch):
+def test_constraints_are_judged_for_the_target_given():
     """verify-pack and --preflight judge configs for a GPU: fused MoE routing configs of many
-    programs are refused where the interpreter would run them here (their grid barrier would
-    deadlock) and admitted when judged for sm_90; the interpreter setting is back afterwards."""
+    programs are refused for the interpreter (their grid barrier would deadlock there) and
+    admitted for sm_90, in the same process, with nothing switched."""
     from kernel_templates.moe_routing import Workload
     from search_spaces.moe_routing import SPACE, constraints
-    from tuner.runtime.env import interpreting, judging_for
+    from tuner.runtime.target import INTERPRETER, Target
 
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
     w = Workload(4096, "dsv3")
-    with judging_for(90):
-        assert not interpreting()
-        admitted = [c for c in SPACE.grid() if c["FUSED"] and constraints(c, w)]
-    assert interpreting()
-    refused_here = [c for c in admitted if not constraints(c, w)]
+    admitted = [c for c in SPACE.grid() if c["FUSED"] and constraints(c, w, Target.named("sm_90"))]
+    refused_here = [c for c in admitted if not constraints(c, w, INTERPRETER)]
     assert admitted and refused_here, (len(admitted), len(refused_here))
 
 
@@ -428,10 +437,10 @@ def test_retune_tries_run_past_trials_over_the_best_so_far(tmp_path):
     db = str(tmp_path / "r.db")
     assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--db", db) == 0
     wl = mr.Workload(3, "dsv3")
-    default = mr.default_config(wl)
-    other = next(c for c in ms.SPACE.grid() if c != default and ms.constraints(c, wl))
+    default = mr.default_config(wl, INTERPRETER)
+    other = next(c for c in ms.SPACE.grid() if c != default and MOE.admits(c, wl, INTERPRETER))
     over = next({k: v} for k in ms.SPACE for v in ms.SPACE[k].values()
-                if v != other[k] and ms.constraints(dict(other, **{k: v}), wl) and dict(other, **{k: v}) != default)
+                if v != other[k] and MOE.admits(dict(other, **{k: v}), wl, INTERPRETER) and dict(other, **{k: v}) != default)
     con = sqlite3.connect(db)
     run_id, wd = con.execute("SELECT run_id, workload FROM tuner_trials").fetchone()
     con.execute("INSERT INTO tuner_trials (run_id, kernel, workload_key, workload, config, config_key, phase, status, "
@@ -449,38 +458,6 @@ def test_retune_tries_run_past_trials_over_the_best_so_far(tmp_path):
     assert new == [dict(other, **over)]  # two trials held already: only the try ran
 
 
-def test_default_and_tries_complete_a_knob_the_heuristic_predates(tmp_path, monkeypatch):
-    """A parameter with an ``absent`` value that the default heuristic does not name (one added
-    after it) runs as that value: the default and each try are still measured first. Without the
-    completion the default was outside the space and silently never measured (session 22).
-    Patched on the Kernel class: the CLI keeps the Kernel objects it registered its commands with."""
-    import dataclasses
-
-    from kernel_templates import moe_routing as mr
-    from search_spaces import moe_routing as ms
-    from tuner import registry
-    from tuner.space import Bool
-
-    wl = mr.Workload(3, "dsv3")
-    full = mr.default_config(wl)
-    monkeypatch.setitem(ms.SPACE, "FUSED", Bool(absent=full["FUSED"]))
-    lean = dataclasses.replace(mr.SPEC, default_config=lambda w: {k: v for k, v in mr.default_config(w).items()
-                                                                  if k != "FUSED"})
-    real = registry.Kernel.default_config
-    assert real(dataclasses.replace(registry.get("moe_routing"), spec=lean), wl) == full
-    monkeypatch.setattr(registry.Kernel, "default_config", lambda self, w: real(
-        dataclasses.replace(self, spec=lean) if self.name == "moe_routing" else self, w))
-    over = {"num_warps": next(v for v in ms.SPACE["num_warps"].values() if v != full["num_warps"])}
-    assert ms.constraints(dict(full, **over), wl)
-    db = str(tmp_path / "r.db")
-    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "2", "--patience", "2",
-                "--try", json.dumps(over), "--db", db) == 0
-    con = sqlite3.connect(db)
-    tried = [json.loads(c) for (c,) in con.execute("SELECT config FROM tuner_trials WHERE phase = 'search' ORDER BY id")]
-    con.close()
-    assert tried[:2] == [full, dict(full, **over)]
-
-
 def test_a_default_outside_the_space_is_reported(tmp_path, monkeypatch, caplog):
     """A default the search space cannot hold is never measured; the study says so (one warning
     a workload) instead of tuning on without it (session 22 lost its defaults silently)."""
@@ -489,8 +466,8 @@ def test_a_default_outside_the_space_is_reported(tmp_path, monkeypatch, caplog):
     from tuner import registry
 
     real = registry.Kernel.default_config
-    monkeypatch.setattr(registry.Kernel, "default_config", lambda self, w: {  # FUSED has no absent value
-        k: v for k, v in real(self, w).items() if k != "FUSED" or self.name != "moe_routing"})
+    monkeypatch.setattr(registry.Kernel, "default_config", lambda self, w, t: {
+        k: v for k, v in real(self, w, t).items() if k != "FUSED" or self.name != "moe_routing"})
     with caplog.at_level(logging.WARNING, logger="tuner.study"):
         assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--patience", "1",
                     "--db", str(tmp_path / "r.db")) == 0
@@ -657,13 +634,13 @@ import json
 from kernel_templates import mhc, sparse_mqa
 from tuner import registry
 from tuner.cli.lower import lower_kernel
-from tuner.runtime.env import assume_target
+from tuner.runtime.target import Target
 out = {}
 for arch in (90, 100):
+    t = Target.named(f"sm_{arch}")
     for name, wl in (("mhc", mhc.Workload("seam", 1024, 5120)), ("sparse_mqa", sparse_mqa.Workload(1, 524288, 1, "dsv32"))):
         k = registry.get(name)
-        with assume_target(arch):  # as `tune lower --target` plans and compiles
-            res = lower_kernel(k, arch, [(wl, k.spec.default_config(wl))])
+        res = lower_kernel(k, t, [(wl, k.spec.default_config(wl, t))])  # as `tune lower --target` plans and compiles
         out[f"{name} {arch}"] = {r["function"]: sorted(r["classes"]) for r in res}
 print(json.dumps(out))
 """

@@ -15,6 +15,7 @@ from sqlalchemy import inspect, select
 from tuner.cli.main import main
 from tuner.dashboard.detect import detect_series, regressions
 from tuner.dashboard.history import Point, Series, load_history
+from tuner.runtime.target import INTERPRETER
 from tuner.spec import TrialResult
 from tuner.store import Environment, Run, TrialStatus, Winner, open_store
 from tuner.store.models import Revalidation
@@ -208,7 +209,7 @@ def _one_winner(db: str, gpu: str = "cpu-interpreter") -> dict:
     from kernel_templates.moe_routing import Workload
 
     k = registry.get("moe_routing")
-    default = dict(k.spec.default_config(Workload(3, "dsv3")))
+    default = k.default_config(Workload(3, "dsv3"), INTERPRETER)
     winner = dict(default, num_warps=2 if default["num_warps"] != 2 else 1)
     store = open_store(db)
     with store.session() as s:
@@ -382,38 +383,9 @@ def test_revalidate_a_pack_through_the_real_worker_in_the_interpreter(tmp_path):
     assert {x.role for x in rows} == {"winner", "default"} and all(x.status == TrialStatus.ok for x in rows)
 
 
-def test_export_fills_parameters_added_with_an_absent_value(tmp_path, monkeypatch):
-    """A parameter added to a space with ``absent=`` (what the launcher runs a config without
-    it as): a winner tuned before it existed is exported with that value filled in, not left
-    out, and the pack verifies."""
-    import dataclasses
-
-    from tuner import registry
-    from tuner.pack import export_pack, verify_pack
-
-    db = str(tmp_path / "r.db")
-    _one_winner(db)
-    store = open_store(db)
-    with store.session() as s:
-        w = s.scalars(select(Winner)).one()
-        stages = w.config["num_stages"]
-        w.config = {k: v for k, v in w.config.items() if k != "num_stages"}
-        s.commit()
-    space = registry.kernels()["moe_routing"].space
-    monkeypatch.setitem(space, "num_stages", dataclasses.replace(space["num_stages"], absent=stages))
-    out = export_pack(store, tmp_path / "pack")
-    m = json.loads((out / "manifest.json").read_text())
-    assert m["kernels"]["moe_routing"]["entries"] == 1 and m["left_out_outside_space"] == {}
-    (entry,) = json.loads((out / "moe_routing.json").read_text())["entries"]
-    assert entry["config"]["num_stages"] == stages
-    assert verify_pack(out).problems == []
-
-
-def test_verify_accepts_a_pack_exported_before_a_parameter_was_added(tmp_path, monkeypatch):
-    """A pack exported before its space gained a parameter with ``absent=`` still verifies: its
-    configs run as the launcher completes them (the same fill as export's); an absent value
-    outside the space, or a new parameter without one, is still a problem (the completed
-    config is the one named)."""
+def test_verify_names_a_pack_config_that_lacks_a_parameter_added_since(tmp_path, monkeypatch):
+    """A pack exported before its space gained a parameter no longer describes how to run it:
+    verify-pack names the entry (outside the search space, the missing knob named)."""
     from tuner import registry
     from tuner.pack import export_pack, verify_pack
     from tuner.space import Choice
@@ -423,12 +395,8 @@ def test_verify_accepts_a_pack_exported_before_a_parameter_was_added(tmp_path, m
     out = export_pack(open_store(db), tmp_path / "pack")
     assert verify_pack(out).problems == []
     space = registry.kernels()["moe_routing"].space
-    monkeypatch.setitem(space, "NEW_KNOB", Choice((0, 1), absent=0))
-    assert verify_pack(out).problems == []  # the pack lacks NEW_KNOB: run as 0
-    monkeypatch.setitem(space, "NEW_KNOB", Choice((1, 2), absent=3))
-    assert any("outside the search space" in p and "'NEW_KNOB': 3" in p for p in verify_pack(out).problems)
-    monkeypatch.setitem(space, "NEW_KNOB", Choice((0, 1)))  # no absent value: the old pack cannot say how it ran
-    assert any("outside the search space" in p for p in verify_pack(out).problems)
+    monkeypatch.setitem(space, "NEW_KNOB", Choice((0, 1)))
+    assert any("outside the search space" in p and "NEW_KNOB missing" in p for p in verify_pack(out).problems)
 
 
 def test_export_leaves_out_winners_outside_todays_space(tmp_path, capsys):

@@ -12,6 +12,7 @@ import pytest
 
 from tuner import runtime
 from tuner.runtime import PackError, gpu_identity, load_pack, sha256_file
+from tuner.runtime.target import INTERPRETER
 
 ENTRIES = [
     {"workload": {"tokens": 1, "profile": "dsv3"}, "config": {"BLOCK_T": 1, "num_warps": 1}},
@@ -193,7 +194,7 @@ def test_moe_routing_takes_its_config_from_the_active_pack(tmp_path, monkeypatch
     mr.verify(out, mr.reference(**inputs), inputs)
     runtime.use_pack(None)
     mr.moe_routing(inputs["logits"], inputs["bias"], **args)
-    assert seen[-1] == mr.default_config(mr.Workload(5, "dsv41-flash"))
+    assert seen[-1] == mr.default_config(mr.Workload(5, "dsv41-flash"), INTERPRETER)
     assert torch.equal(out.topk_ids, mr.reference(**inputs).topk_ids)
 
 
