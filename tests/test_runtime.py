@@ -39,7 +39,7 @@ def write_pack(root: Path, *, gpu: str | None = None, entries=ENTRIES, kernel: s
 
 @pytest.fixture(autouse=True)
 def _defaults():
-    runtime.register_defaults("toy", lambda w: {"BLOCK_T": 2, "num_warps": 4, "tokens_seen": w.get("tokens")})
+    runtime.register_defaults("toy", lambda w, t: {"BLOCK_T": 2, "num_warps": 4, "tokens_seen": w.get("tokens")})
     yield
     runtime.use_pack(None)
 
@@ -75,7 +75,7 @@ def test_nearest_entry_that_kept_the_default_gives_this_workloads_default(tmp_pa
 
 def test_unknown_kernel_warns_once_and_defaults(tmp_path, caplog):
     pack = load_pack(write_pack(tmp_path / "p"))
-    runtime.register_defaults("other", lambda w: {"X": 1})
+    runtime.register_defaults("other", lambda w, t: {"X": 1})
     with caplog.at_level(logging.WARNING, logger="tuner.runtime"):
         for t in (1, 2, 3):
             assert pack.select("other", {"tokens": t}).how == "default"
@@ -152,7 +152,7 @@ def _run(code: str, env_extra: dict[str, str] | None = None) -> subprocess.Compl
 def test_tuner_pack_env_var(tmp_path):
     p = write_pack(tmp_path / "p")
     code = ("from tuner import runtime\n"
-            "runtime.register_defaults('toy', lambda w: {})\n"
+            "runtime.register_defaults('toy', lambda w, t: {})\n"
             "print(runtime.select('toy', {'tokens': 64, 'profile': 'dsv3'}).how)")
     r = _run(code, {"TUNER_PACK": str(p)})
     assert r.returncode == 0, r.stderr
