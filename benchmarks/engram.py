@@ -125,7 +125,7 @@ def _copy_ceilings(reps: int) -> dict[str, float]:
 
 def offset_arg(arg: Any, nbytes: int) -> Any:
     """A Triton pointer argument ``nbytes`` past ``arg`` (a uint8 tensor or a UVA pointer)."""
-    from kernel_templates.engram import _UVAPointer
+    from kernel_templates.engram.table import _UVAPointer
 
     if isinstance(arg, _UVAPointer):
         return _UVAPointer(arg.data_ptr() + nbytes, arg.dtype)
@@ -168,9 +168,9 @@ def hash_rows(params: dict[str, Any], tokens: Any) -> Any:
 
 def zipf_rows(params: dict[str, Any], T: int) -> tuple[Any, Any]:
     """The benchmark's input for T tokens: Zipfian tokens (seed T) on the GPU and their rows."""
-    from kernel_templates import engram as E
+    from kernel_templates.engram import hash as EH
 
-    tok = E.zipf_tokens(E.token_shape(T), seed=T).to("cuda")
+    tok = EH.zipf_tokens(EH.token_shape(T), seed=T).to("cuda")
     return tok, hash_rows(params, tok)
 
 
@@ -201,7 +201,7 @@ def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int, rounds: int 
     as ``variants``."""
     import torch
 
-    from kernel_templates.engram import EngramPrefetcher, prefetch_config
+    from kernel_templates.engram.prefetch import EngramPrefetcher, prefetch_config
 
     pcfg = prefetch_config(cfg, placement=table.placement, rows=rows.numel()) if cap else cfg  # what submit() runs
     kw = {} if priority is None else {"priority": priority}
@@ -333,9 +333,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from kernel_templates import engram as E
+    from kernel_templates.engram import hash as EH, lookup as EL, table as ET
     from search_spaces.engram import WORKLOADS
     from tuner import runtime
     from tuner.runtime.env import gpu_identity
+    from tuner.runtime.target import Target
     from tuner.spec import workload_dict
     from tuner.timing import bench, bench_kernel, gpu_available
 
@@ -349,7 +351,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                               "gather_ceilings": {}, "overlap": []}
     hbm_bw = result["ceilings"]["d2d_bytes_per_s"]
     for size in sizes:
-        params = E.make_params(size, seed=0, device="cuda")
+        params = EH.make_params(size, seed=0, device="cuda")
         for placement in placements:
             with E.EngramTable(size, placement, "cuda").fill_random_(seed=0) as table:
                 key = f"{table.placement}/{size}"
@@ -365,13 +367,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     inputs = {"table": table, "rows": rows}
                     ref = E.reference(**inputs)
                     sel = pack.select("engram", workload_dict(wl)) if pack else None
-                    configs = {"default": E.default_config(wl)}
+                    configs = {"default": E.default_config(wl, Target.of(table.device))}
                     if sel is not None and sel.how != "default":
                         configs["tuned"] = sel.config
                     times = {}
                     for name, cfg in configs.items():
-                        E.verify(E.launch(config=cfg, **inputs), ref, inputs)
-                        times[name] = bench_kernel(E.SPEC, lambda: E.launch(config=cfg, **inputs), reps=args.reps)
+                        E.verify(EL.launch(config=cfg, **inputs), ref, inputs)
+                        times[name] = bench_kernel(E.SPEC, lambda: EL.launch(config=cfg, **inputs), reps=args.reps)
                     base = E.baselines["torch_eager"]
                     E.verify(base(**inputs), ref, inputs)
                     t_base = bench(lambda: base(**inputs), graph=table.placement == "hbm",  # host: syncs, no graph
@@ -383,13 +385,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     if ceil is None:
                         floor_us = nbytes / hbm_bw * 1e6
                     else:
-                        floor_us = n * E.ROW_BYTES / ceil["random_gather_bytes_per_s"] * 1e6
+                        floor_us = n * ET.ROW_BYTES / ceil["random_gather_bytes_per_s"] * 1e6
                     result["rows"].append({
                         "tokens": T, "placement": table.placement, "requested": placement, "table_rows": size,
                         "config": configs[best], "how": sel.how if sel else "default",
                         "kernel": _t(times[best]), "default": _t(times["default"]), "torch_eager": _t(t_base),
                         "hash": _t(t_hash), "floor_us": floor_us, "gb_per_s": nbytes / us / 1e3,
-                        "read_gb_per_s": n * E.ROW_BYTES / us / 1e3, "rows_per_s": n / us * 1e6,
+                        "read_gb_per_s": n * ET.ROW_BYTES / us / 1e3, "rows_per_s": n / us * 1e6,
                         "hbm_fraction": nbytes / us / 1e3 / (hbm_bw / 1e9), "speedup_vs_eager": t_base.median_us / us})
                     if table.placement != "hbm" and T in args.overlap_tokens and size == max(sizes):
                         try:

@@ -126,18 +126,18 @@ def traffic_launch(table: Any, rows: Any, kind: str, cfg: dict[str, Any], progra
     ``sink [programs, ROWS * 256]`` int32 (read: each program's element-wise sums of its tiles)."""
     import torch
 
-    from kernel_templates import engram as E
-    from tuner.runtime.env import interpreting
+    from kernel_templates.engram import table as ET
+    from tuner.runtime.target import Target
 
     flat = rows.reshape(-1)
     n = flat.numel()
-    out = torch.empty(n, E.D, dtype=torch.bfloat16 if kind == "write" else torch.uint8, device=table.device)
-    sink = torch.zeros(programs, cfg["ROWS"] * E.D, dtype=torch.int32, device=table.device)
+    out = torch.empty(n, ET.D, dtype=torch.bfloat16 if kind == "write" else torch.uint8, device=table.device)
+    sink = torch.zeros(programs, cfg["ROWS"] * ET.D, dtype=torch.int32, device=table.device)
     codes, _ = table.kernel_args()
     meta = dict(num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    if table.device.type == "cuda" and not interpreting() and cfg.get("NUM_CTAS", 1) > 1:
+    if table.device.type == "cuda" and not Target.of(table.device).interpret and cfg.get("NUM_CTAS", 1) > 1:
         meta["num_ctas"] = cfg["NUM_CTAS"]
-    _traffic_kernel[(programs,)](codes, flat, out, sink, n, table.codes.stride(0), D=E.D, ROWS=cfg["ROWS"],
+    _traffic_kernel[(programs,)](codes, flat, out, sink, n, table.codes.stride(0), D=ET.D, ROWS=cfg["ROWS"],
                                  VEC=cfg["VEC"], KIND=TRAFFIC_KINDS.index(kind), **meta)
     return out, sink
 
@@ -147,15 +147,16 @@ def stage_dequant(table: Any, stage: Any, rows: Any) -> Any:
     -> ``[*rows.shape, 256]`` bf16, the lookup's output; scales are read from the table by row."""
     import torch
 
-    from kernel_templates import engram as E
+    from kernel_templates._host import cdiv
+    from kernel_templates.engram import table as ET
 
     flat = rows.reshape(-1)
-    out = torch.empty(*rows.shape, E.D, dtype=torch.bfloat16, device=table.device)
+    out = torch.empty(*rows.shape, ET.D, dtype=torch.bfloat16, device=table.device)
     if flat.numel():
         block = 64
         _, scales = table.kernel_args()
-        _stage_dequant_kernel[(E.cdiv(flat.numel(), block),)](stage, scales, flat, out, flat.numel(),
-                                                               table.scales.stride(0), D=E.D, N_SCALES=E.N_SCALES,
+        _stage_dequant_kernel[(cdiv(flat.numel(), block),)](stage, scales, flat, out, flat.numel(),
+                                                               table.scales.stride(0), D=ET.D, N_SCALES=ET.N_SCALES,
                                                                ROWS=block, num_warps=8)
     return out
 
@@ -241,7 +242,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from engram import _equal_layer, zipf_rows  # benchmarks/engram.py
     from kernel_templates import engram as E
+    from kernel_templates.engram import hash as EH, prefetch as EP
     from tuner import runtime
+    from tuner.runtime.target import Target
     from tuner.spec import workload_dict
     from tuner.timing import bench, gpu_available
 
@@ -249,19 +252,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         print("engram_overlap_probe.py needs a CUDA GPU (and TRITON_INTERPRET unset)", file=sys.stderr)
         raise SystemExit(2)
     pack = runtime.load_pack(args.pack) if args.pack else None
-    params = E.make_params(args.table_rows, seed=0, device="cuda")
+    params = EH.make_params(args.table_rows, seed=0, device="cuda")
     out: dict[str, Any] = {"placement": args.placement, "tokens": args.tokens, "table_rows": args.table_rows,
                            "cases": []}
     with E.EngramTable(args.table_rows, args.placement, "cuda").fill_random_(seed=0) as table:
         wl = E.Workload(args.tokens, table.placement, args.table_rows)
         sel = pack.select("engram", workload_dict(wl)) if pack else None
-        base = sel.config if sel is not None else E.default_config(wl)
+        target = Target.of(table.device)
+        base = sel.config if sel is not None else E.default_config(wl, target)
         _, rows = zipf_rows(params, args.tokens)
         ref = E.reference(table, rows)
-        sms = torch.cuda.get_device_properties(0).multi_processor_count
         for c, over in ((c, o) for c in args.clusters for o in [{}, *args.override]):
-            cfg = dict(E.prefetch_config(base, table.placement, clusters=c, sms=sms), **over)  # the tile, unstaged
-            pf = E.EngramPrefetcher(table, config=cfg)
+            cfg = dict(EP.prefetch_config(base, table.placement, clusters=c, target=target), **over)  # the tile, unstaged
+            pf = EP.EngramPrefetcher(table, config=cfg)
             E.verify(pf.submit(rows).wait(), ref, {})
             alone = _spans(pf, rows, None, "lookup", args.reps)
             shape, gemms = _equal_layer(alone["lookup_us"], args.reps)
@@ -270,9 +273,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "alone": {**alone, **_spans(pf, rows, layer, "layer", args.reps)},
                     "both": _spans(pf, rows, layer, "both", args.reps)}
             out["cases"].append(case)
-        cfg = E.prefetch_config(base, table.placement, clusters=args.clusters[0], sms=sms)
+        cfg = EP.prefetch_config(base, table.placement, clusters=args.clusters[0], target=target)
         for kind in args.traffic:
-            tr = _Traffic(table, kind, cfg, sms)
+            tr = _Traffic(table, kind, cfg, target.sms)
             case = {"clusters": args.clusters[0], "traffic": kind, "config": cfg}
             if kind == "stage":
                 E.verify(tr.submit(rows).wait(), ref, {})  # the staged design returns the lookup's output

@@ -45,15 +45,16 @@ def vmm_table(src: Any, mem: Any) -> Any:
     """An ``EngramTable`` of placement ``host`` whose rows live in ``mem.tensor`` (a uint8 view of
     at least the table's bytes, a ``VmmHostBuffer``'s), filled with a copy of ``src``'s rows."""
     from kernel_templates import engram as E
+    from kernel_templates.engram import table as ET
 
     t = E.EngramTable.__new__(E.EngramTable)
     # Only the descriptive fields: nothing the source table owns (registration, mapping) is shared.
     for k in ("device", "num_rows", "requested_placement", "placement", "reason"):
         setattr(t, k, getattr(src, k))
     t.pinned, t.registered, t._mmap, t._reg_ptr, t.huge_page_bytes = True, False, None, 0, 0
-    data = mem.tensor[:src.num_rows * E.ROW_BYTES].view(src.num_rows, E.ROW_BYTES)
+    data = mem.tensor[:src.num_rows * ET.ROW_BYTES].view(src.num_rows, ET.ROW_BYTES)
     data.copy_(src.data)
-    t._data, t._codes, t._scales = data, data[:, :E.D], data[:, E.D:]
+    t._data, t._codes, t._scales = data, data[:, :ET.D], data[:, ET.D:]
     return t
 
 
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from engram import zipf_rows  # benchmarks/engram.py
     from kernel_templates import engram as E
+    from kernel_templates.engram import hash as EH, table as ET
     from tuner.timing import gpu_available
 
     if not gpu_available():
@@ -82,12 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     path = raw_path(args.out, "engram_page_probe")  # rewritten after every size
     lines = [f"{'rows':>7} {'T':>6} {'memory':<7} {'config':<8} {'us':>9} {'GB/s':>7}"]
     for size in [parse_count(s) for s in args.rows.split(",")]:
-        params = E.make_params(size, seed=0, device="cuda")
+        params = EH.make_params(size, seed=0, device="cuda")
         t0 = time.time()
         src = E.EngramTable(size, "host", "cuda").fill_random_(seed=0)
         mem = vt = None
         try:
-            mem = VmmHostBuffer(size * E.ROW_BYTES)
+            mem = VmmHostBuffer(size * ET.ROW_BYTES)
             vt = vmm_table(src, mem)
             result.setdefault("vmm", {})[size] = {"location": mem.location, "granularity": mem.granularity}
             print(f"{size >> 20}M rows: tables ready in {time.time() - t0:.1f} s; vmm location {mem.location}, "
@@ -125,18 +127,20 @@ def _time_rows(args: argparse.Namespace, E: Any, result: dict[str, Any], lines: 
     the default config, and where it dedups (sorts the rows) the same without."""
     import torch
 
+    from kernel_templates.engram import lookup as EL, table as ET
+    from tuner.runtime.target import Target
     from tuner.timing import bench_kernel
 
-    cfgs = {"default": E.default_config(E.Workload(T, "host", size))}
+    cfgs = {"default": E.default_config(E.Workload(T, "host", size), Target.of(src.device))}
     if cfgs["default"]["DEDUP"]:  # sorted rows against the hashed order (DEDUP tiles are <= 16 rows)
         cfgs["no-dedup"] = {**cfgs["default"], "DEDUP": False}
     for name, cfg in cfgs.items():
-        out = E.launch(config=cfg, table=src, rows=rows)
+        out = EL.launch(config=cfg, table=src, rows=rows)
         E.verify(out, E.reference(table=src, rows=rows), {"table": src, "rows": rows})
         tables = [("pinned", src)]
         if vt is not None:
             try:
-                same = torch.equal(out, E.launch(config=cfg, table=vt, rows=rows))
+                same = torch.equal(out, EL.launch(config=cfg, table=vt, rows=rows))
             except Exception as e:  # a launcher that cannot use the mapping: keep the pinned rows
                 print(f"vmm lookup failed: {str(e).splitlines()[0]}", flush=True)
                 result["vmm"][size]["launch_error"] = str(e)
@@ -145,8 +149,8 @@ def _time_rows(args: argparse.Namespace, E: Any, result: dict[str, Any], lines: 
                     raise SystemExit(f"vmm lookup differs from pinned at {size} rows, T={T}, {name}")
                 tables.append(("vmm", vt))
         for memname, table in tables:
-            tm = bench_kernel(E.SPEC, lambda: E.launch(config=cfg, table=table, rows=rows), reps=args.reps)
-            nbytes = rows.numel() * E.ROW_BYTES
+            tm = bench_kernel(E.SPEC, lambda: EL.launch(config=cfg, table=table, rows=rows), reps=args.reps)
+            nbytes = rows.numel() * ET.ROW_BYTES
             rec = {"table_rows": size, "tokens": T, "window": win, "memory": memname, "config_name": name,
                    "config": cfg, "median_us": tm.median_us, "gb_per_s": nbytes / tm.median_us / 1e3}
             result["rows"].append(rec)

@@ -108,13 +108,15 @@ def part_lookup(points: list[tuple[str, int]], rows_out: list, budget: float) ->
     import torch
 
     from kernel_templates import engram as E
+    from kernel_templates.engram import hash as EH, lookup as EL
+    from tuner.runtime.target import Target
     from tuner.timing import bench_kernel
 
     from engram import zipf_rows  # benchmarks/engram.py
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     size = 8 << 20
-    params = E.make_params(size, seed=0, device="cuda")
+    params = EH.make_params(size, seed=0, device="cuda")
     keep: dict = {}
     per_point = budget / max(1, len(points))
     tables: dict = {}
@@ -127,15 +129,15 @@ def part_lookup(points: list[tuple[str, int]], rows_out: list, budget: float) ->
         ref = E.reference(**inputs)
         wl = E.Workload(T, table.placement, size)
         nbytes, _ = E.cost(wl)
-        cfgs = [E.default_config(wl)] + _configs(placement, rows.numel(), sms)
+        cfgs = [E.default_config(wl, Target.of("cuda"))] + _configs(placement, rows.numel(), sms)
         t0 = time.time()
         for i, cfg in enumerate(cfgs):
             if time.time() - t0 > per_point:
                 break
-            progs = E.grid_programs(rows.numel(), cfg, sms)
+            progs = EL.grid_programs(rows.numel(), cfg, sms)
             try:
-                E.verify(E.launch(config=cfg, **inputs), ref, inputs)
-                t = bench_kernel(E.SPEC, lambda: E.launch(config=cfg, **inputs), reps=30).median_us
+                E.verify(EL.launch(config=cfg, **inputs), ref, inputs)
+                t = bench_kernel(E.SPEC, lambda: EL.launch(config=cfg, **inputs), reps=30).median_us
                 status = "ok"
             except Exception as e:  # noqa: BLE001 - a failing variant is a result, not the end
                 t, status = float("nan"), f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
@@ -182,26 +184,28 @@ def part_overlap_configs(points: list[tuple[str, int]], configs: list[dict], siz
     import torch
 
     from kernel_templates import engram as E
+    from kernel_templates.engram import hash as EH, lookup as EL
+    from tuner.runtime.target import Target
 
     from engram import _overlap, zipf_rows  # benchmarks/engram.py
 
-    params = E.make_params(size, seed=0, device="cuda")
+    params = EH.make_params(size, seed=0, device="cuda")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for placement, T in points:
         table = E.EngramTable(size, placement, "cuda").fill_random_(seed=0)
         if uniform:
             g = torch.Generator(device="cuda").manual_seed(T)
-            rows = torch.randint(0, size, (*E.token_shape(T), E.ROWS_PER_TOKEN), device="cuda", generator=g)
+            rows = torch.randint(0, size, (*EH.token_shape(T), EH.ROWS_PER_TOKEN), device="cuda", generator=g)
         else:
             _, rows = zipf_rows(params, T)
         inputs = {"table": table, "rows": rows}
         ref = E.reference(**inputs)
         for over in configs:
-            cfg = dict(E.default_config(E.Workload(T, table.placement, size)), **over)
-            E.verify(E.launch(config=cfg, **inputs), ref, inputs)
+            cfg = dict(E.default_config(E.Workload(T, table.placement, size), Target.of("cuda")), **over)
+            E.verify(EL.launch(config=cfg, **inputs), ref, inputs)
             ov = _overlap(table, rows, cfg, 30, rounds=1, cap=False)
             line = {"part": "overlap", "placement": placement, "tokens": T, "priority": 0, "uniform_rows": uniform,
-                    "programs": E.grid_programs(rows.numel(), cfg, sms), **ov}
+                    "programs": EL.grid_programs(rows.numel(), cfg, sms), **ov}
             print(json.dumps(line), flush=True)
             rows_out.append(line)
 

@@ -140,7 +140,8 @@ def _tables(rows: int) -> list[tuple[str, Any, Any, Any]]:
     """(name, uint8 table of rows x 264 B, kernel pointer arg, closer)."""
     import torch
 
-    from kernel_templates.engram import ROW_BYTES, EngramTable
+    from kernel_templates.engram import EngramTable
+    from kernel_templates.engram.table import ROW_BYTES
 
     nbytes = rows * ROW_BYTES
     out: list[tuple[str, Any, Any, Any]] = []
@@ -165,7 +166,7 @@ def _tables(rows: int) -> list[tuple[str, Any, Any, Any]]:
 
 
 def _uva(host: Any) -> Any:
-    from kernel_templates.engram import _UVAPointer
+    from kernel_templates.engram.table import _UVAPointer
 
     return _UVAPointer(host.data_ptr(), host.dtype)
 
@@ -186,7 +187,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from engram import _gather_kernel, offset_arg  # benchmarks/engram.py: the ceiling's 264-B row gather
-    from kernel_templates.engram import ROW_BYTES
+    from kernel_templates.engram.table import ROW_BYTES
     from tuner.timing import bench
 
     kern = _gather_kernel()

@@ -127,6 +127,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from engram import _gather_kernel as engram_gather, offset_arg, zipf_rows
     from engram_sweep import _gather_strided
     from kernel_templates import engram as E
+    from kernel_templates.engram import hash as EH, lookup as EL, table as ET
+    from tuner.runtime.target import Target
     from tuner import runtime
 
     nv = PcieRx()
@@ -138,16 +140,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     table = E.EngramTable(n_rows, "host", "cuda").fill_random_(seed=0)
     flat = table.data.view(-1)
     uva = table.kernel_arg()
-    uva_sc = offset_arg(uva, E.D)
+    uva_sc = offset_arg(uva, ET.D)
     g = torch.Generator(device="cuda").manual_seed(1)
     n = 6144
     gather264 = engram_gather()
     gather = _gather_strided()  # W bytes a row from the pointer given
     sets = [torch.randint(0, n_rows, (n,), device="cuda", generator=g) for _ in range(args.cold_sets)]
-    n256 = n_rows * E.ROW_BYTES // 256
+    n256 = n_rows * ET.ROW_BYTES // 256
     idx256 = torch.randint(0, n256, (n,), device="cuda", generator=g)
     seq = torch.arange(1 << 17, device="cuda")
-    dst = torch.empty(1 << 17, E.ROW_BYTES, dtype=torch.uint8, device="cuda")
+    dst = torch.empty(1 << 17, ET.ROW_BYTES, dtype=torch.uint8, device="cuda")
 
     def check(got: Any, want: Any) -> None:
         if not torch.equal(got.cpu().reshape(-1)[: want.numel()], want.reshape(-1)):
@@ -158,7 +160,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     def g264(idx: Any) -> Any:
         grid = (min(4 * sms, -(-idx.numel() // 64)),)
-        return lambda: gather264[grid](uva, uva_sc, idx, dst, idx.numel(), E.ROW_BYTES, E.ROW_BYTES, ROWS=64,
+        return lambda: gather264[grid](uva, uva_sc, idx, dst, idx.numel(), ET.ROW_BYTES, ET.ROW_BYTES, ROWS=64,
                                        num_warps=4)
 
     def gnb(idx: Any, stride: int, off: int, nb: int, rows: int) -> Any:
@@ -174,26 +176,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cold_i[0] += 1
 
     pack = runtime.load_pack(args.pack) if args.pack else None
-    params = E.make_params(n_rows, seed=0, device="cuda")
+    params = EH.make_params(n_rows, seed=0, device="cuda")
     _, rows = zipf_rows(params, 256)
     wl = E.Workload(256, "host", n_rows)
     sel = pack.select("engram", {"tokens": 256, "placement": "host", "table_rows": n_rows}) if pack else None
-    cfg = sel.config if sel is not None else E.default_config(wl)
+    cfg = sel.config if sel is not None else E.default_config(wl, Target.of("cuda"))
     distinct = int(torch.unique(rows).numel())
 
     # (name, one call, rows a call, useful bytes a row, check)
     cases = [
-        ("sequential", g264(seq), seq.numel(), E.ROW_BYTES,
+        ("sequential", g264(seq), seq.numel(), ET.ROW_BYTES,
          lambda: (g264(seq)(), check(dst, data.index_select(0, seq.cpu())))),
-        ("random264 warm", g264(sets[0]), n, E.ROW_BYTES,
+        ("random264 warm", g264(sets[0]), n, ET.ROW_BYTES,
          lambda: (g264(sets[0])(), check(dst, data.index_select(0, sets[0].cpu())))),
-        ("random264 cold", cold, n, E.ROW_BYTES, None),
+        ("random264 cold", cold, n, ET.ROW_BYTES, None),
         ("aligned256", gnb(idx256, 256, 0, 256, 64), n, 256,
          lambda: (gnb(idx256, 256, 0, 256, 64)(), check(dst, by256.index_select(0, idx256.cpu())))),
-        ("scales8", gnb(sets[0], E.ROW_BYTES, E.D, 8, 256), n, 8,
-         lambda: (gnb(sets[0], E.ROW_BYTES, E.D, 8, 256)(), check(dst, data[:, E.D:].index_select(0, sets[0].cpu())))),
-        (f"lookup T=256 ({distinct} distinct)", lambda: E.launch(config=cfg, table=table, rows=rows), distinct,
-         E.ROW_BYTES, lambda: E.verify(E.launch(config=cfg, table=table, rows=rows), E.reference(table, rows),
+        ("scales8", gnb(sets[0], ET.ROW_BYTES, ET.D, 8, 256), n, 8,
+         lambda: (gnb(sets[0], ET.ROW_BYTES, ET.D, 8, 256)(), check(dst, data[:, ET.D:].index_select(0, sets[0].cpu())))),
+        (f"lookup T=256 ({distinct} distinct)", lambda: EL.launch(config=cfg, table=table, rows=rows), distinct,
+         ET.ROW_BYTES, lambda: E.verify(EL.launch(config=cfg, table=table, rows=rows), E.reference(table, rows),
                                        {"table": table, "rows": rows})),
     ]
     for name, call, rows_a_call, useful, chk in cases:

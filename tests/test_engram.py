@@ -18,14 +18,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernel_templates import engram as E
+from kernel_templates.engram import hash as EH
+from kernel_templates.engram import lookup as EL
+from kernel_templates.engram import prefetch as EP
+from kernel_templates.engram.reference import reference, reference_hash
+from kernel_templates.engram import table as ET
 from search_spaces import engram as S
+from tuner.runtime.target import Target
 from conftest import run_clean
 
 ROOT = Path(__file__).resolve().parents[1]
 # The device kernels run on: mirrors tests/conftest.py (which sets TRITON_INTERPRET=1 without a GPU
 # before this module is imported). Module-scoped fixtures cannot take the function-scoped `device`.
 DEV = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0") else "cpu"
-_P = E.make_params(4096, seed=3, vocab=300, classes=200)  # small vocab: many repeated n-grams
+TGT = Target.of(DEV)
+SM90, SM100 = Target.named("sm_90"), Target.named("sm_100")
+_P = EH.make_params(4096, seed=3, vocab=300, classes=200)  # small vocab: many repeated n-grams
 _HYP = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -42,7 +50,7 @@ def _hash(tokens: torch.Tensor, pad_id: int, p: dict = _P, config: dict | None =
     """(kernel, reference) rows for ``tokens``, both run on DEV and returned on the CPU."""
     p = _on(p, DEV)
     args = (tokens.to(DEV), p["comp"], p["multipliers"], p["primes"], p["offsets"])
-    return E.engram_hash(*args, pad_id=pad_id, config=config).cpu(), E.reference_hash(*args, pad_id=pad_id).cpu()
+    return E.engram_hash(*args, pad_id=pad_id, config=config).cpu(), reference_hash(*args, pad_id=pad_id).cpu()
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +63,11 @@ def table():
 # ----------------------------------------------------------------------------- hash
 
 @pytest.mark.parametrize("B,L,pad_id,config", [
-    (1, 1, 0, None), (3, 7, 5, None), (2, 37, 299, None), (5, 2, 11, {"BLOCK_T": 4, "num_warps": 1}),
-    (4, 3, 1, {"BLOCK_T": 2, "num_warps": 2}),
+    (1, 1, 0, None), (3, 7, 5, None), (2, 37, 299, None), (5, 2, 11, {"BLOCK_T": 4, "num_warps": 1, "num_stages": 1}),
+    (4, 3, 1, {"BLOCK_T": 2, "num_warps": 2, "num_stages": 1}),
 ])
 def test_hash_matches_reference(B, L, pad_id, config, device):
-    tokens = E.zipf_tokens((B, L), seed=B * 100 + L, vocab=300).to(device)
+    tokens = EH.zipf_tokens((B, L), seed=B * 100 + L, vocab=300).to(device)
     p = _on(_P, device)
     out, ref = _hash(tokens, pad_id, p, config)
     assert out.dtype == torch.int64 and out.shape == (B, L, 24)
@@ -96,13 +104,16 @@ def test_hash_property_random_streams(B, L, pad_id, data):
     assert ((out >= lo) & (out < lo + _P["primes"].flatten())).all()
 
 
-def test_hash_bad_ids_stay_in_bounds():
+def test_hash_bad_ids_are_class_zero():
+    """An id outside [0, V) (-1, V, far past it) hashes as compressed class 0, in the reference
+    (no wrap to the last row, no IndexError) and in the kernel alike."""
     zero_id = int((_P["comp"] == 0).nonzero()[0, 0])
-    tokens = torch.tensor([[4, -1, 9, 300, 1000]])
-    p = _on(_P, DEV)
-    out = E.engram_hash(tokens.to(DEV), p["comp"], p["multipliers"], p["primes"], p["offsets"], pad_id=2).cpu()
+    tokens = torch.tensor([[4, -1, 9, 300, 1000], [-5, 7, 299, 0, 1 << 40]])
+    out, ref = _hash(tokens, 2)
+    assert torch.equal(out, ref)
     fixed = torch.where((tokens < 0) | (tokens >= 300), zero_id, tokens)
-    assert torch.equal(out, _hash(fixed, 2)[1])
+    assert torch.equal(ref, _hash(fixed, 2)[1])
+    assert not torch.equal(ref, _hash(torch.where(tokens < 0, 299, tokens).clamp(max=299), 2)[1])
 
 
 def test_hash_validation():
@@ -137,9 +148,9 @@ def test_lookup_matches_gather_dequant(table, config, shape):
     rows = torch.randint(0, 64, shape, generator=g)  # few distinct rows: long duplicate runs for DEDUP
     rows.view(-1)[::3] = torch.randint(0, table.num_rows, rows.view(-1)[::3].shape, generator=g)
     rows = rows.to(DEV)
-    out = E.launch(config=config, table=table, rows=rows)
+    out = EL.launch(config=config, table=table, rows=rows)
     assert out.shape == (*shape, 256) and out.dtype == torch.bfloat16
-    E.verify(out, E.reference(table, rows), {})
+    E.verify(out, reference(table, rows), {})
 
 
 @pytest.mark.parametrize("wl", S.SMALL_WORKLOADS + [E.Workload(5, "host", 4096)], ids=str)
@@ -147,8 +158,8 @@ def test_spec_inputs_default_config_and_baseline(wl, device):
     inputs = E.make_inputs(wl, device, seed=1)
     try:
         assert inputs["table"].requested_placement == wl.placement
-        ref = E.reference(**inputs)
-        E.verify(E.launch(config=E.default_config(wl), **inputs), ref, inputs)
+        ref = reference(**inputs)
+        E.verify(EL.launch(config=E.default_config(wl, TGT), **inputs), ref, inputs)
         E.verify(E.engram_lookup(inputs["table"], inputs["rows"]), ref, inputs)  # config from runtime.select
         E.verify(E.baselines["torch_eager"](**inputs), ref, inputs)
     finally:
@@ -160,47 +171,52 @@ def test_spec_inputs_default_config_and_baseline(wl, device):
 @_HYP
 def test_lookup_property(table, rows, config):
     r = torch.tensor(rows, dtype=torch.int64, device=DEV)
-    E.verify(E.launch(config=config, table=table, rows=r), E.reference(table, r), {})
+    E.verify(EL.launch(config=config, table=table, rows=r), reference(table, r), {})
 
 
 def test_out_of_range_rows_read_nothing(table):
     rows = torch.tensor([[3, -1, 4096, 5, 1 << 40, 3]], device=DEV)
     for cfg in (_cfg(), _cfg(dedup=True)):
-        out = E.launch(config=cfg, table=table, rows=rows)
+        out = EL.launch(config=cfg, table=table, rows=rows)
         assert (out[0, [1, 2, 4]] == 0).all()
         good = rows[:, [0, 3, 5]]
-        assert torch.equal(out[:, [0, 3, 5]].float().cpu(), E.reference(table, good).cpu())
+        assert torch.equal(out[:, [0, 3, 5]].float().cpu(), reference(table, good).cpu())
 
 
 def test_empty_rows(table):
-    out = E.launch(config=_cfg(), table=table, rows=torch.empty(0, 24, dtype=torch.int64, device=DEV))
+    out = EL.launch(config=_cfg(), table=table, rows=torch.empty(0, 24, dtype=torch.int64, device=DEV))
     assert out.shape == (0, 24, 256)
 
 
 def test_verify_catches_a_wrong_value(table):
     rows = torch.arange(48, device=DEV).view(2, 24)
-    out = E.launch(config=_cfg(), table=table, rows=rows)
+    out = EL.launch(config=_cfg(), table=table, rows=rows)
     out[1, 3, 100] += 1.0
     with pytest.raises(AssertionError, match="embeddings"):
-        E.verify(out, E.reference(table, rows), {})
+        E.verify(out, reference(table, rows), {})
 
 
 def test_launch_validation(table):
     rows = torch.zeros(2, 24, dtype=torch.int64, device=DEV)
     with pytest.raises(ValueError, match="int64"):
-        E.launch(config=_cfg(), table=table, rows=rows.int())
+        EL.launch(config=_cfg(), table=table, rows=rows.int())
     with pytest.raises(ValueError, match="VEC"):
-        E.launch(config=_cfg(vec=16), table=table, rows=rows)
+        EL.launch(config=_cfg(vec=16), table=table, rows=rows)
     with pytest.raises(ValueError, match="lacks"):
-        E.launch(config={"ROWS": 8}, table=table, rows=rows)
+        EL.launch(config={"ROWS": 8}, table=table, rows=rows)
     with pytest.raises(ValueError, match="NUM_CTAS"):
-        E.launch(config=dict(_cfg(), NUM_CTAS=3), table=table, rows=rows)
+        EL.launch(config=dict(_cfg(), NUM_CTAS=3), table=table, rows=rows)
+    for knob, bad in (("ROWS", 0), ("ROWS", 12), ("num_warps", 3), ("DEDUP", 1), ("STREAM", "yes"),
+                      ("GRID_SM_FRAC", 0), ("GRID_SM_FRAC", -0.5), ("CHUNK_ROWS", -24), ("num_stages", 0),
+                      ("VEC", 8.0)):
+        with pytest.raises(ValueError, match=knob):
+            EL.launch(config=dict(_cfg(), **{knob: bad}), table=table, rows=rows)
     with pytest.raises(ValueError, match="EngramTable"):
-        E.launch(config=_cfg(), table=table.data, rows=rows)
+        EL.launch(config=_cfg(), table=table.data, rows=rows)
     closed = E.EngramTable(64, "hbm", DEV)
     closed.close()
     with pytest.raises(ValueError, match="closed"):
-        E.launch(config=_cfg(), table=closed, rows=rows)
+        EL.launch(config=_cfg(), table=closed, rows=rows)
 
 
 # ----------------------------------------------------------------------------- table placements
@@ -211,7 +227,7 @@ def test_host_thp_real_mapping_on_cpu(caplog):
     if t.placement == "host":  # this machine gave no huge pages: the fallback said why
         assert t.reason and "huge" in caplog.text
         pytest.skip(f"no huge pages here: {t.reason}")
-    assert t.data.data_ptr() % E.HUGE_PAGE == 0 and t.data.shape == (9000, 264)
+    assert t.data.data_ptr() % ET.HUGE_PAGE == 0 and t.data.shape == (9000, 264)
     assert t.huge_page_bytes > 0 and not t.registered
     assert "not registered" in t.reason and "not registered" in caplog.text
     t.data[-1] = 7  # writable to the last byte
@@ -233,21 +249,21 @@ def test_host_thp_falls_back_to_host(why, monkeypatch, tmp_path, caplog):
     if why == "never":
         f = tmp_path / "enabled"
         f.write_text("always madvise [never]\n")
-        monkeypatch.setattr(E, "THP_SYSFS", str(f))
+        monkeypatch.setattr(ET, "THP_SYSFS", str(f))
     elif why == "missing":
-        monkeypatch.setattr(E, "THP_SYSFS", str(tmp_path / "absent"))
+        monkeypatch.setattr(ET, "THP_SYSFS", str(tmp_path / "absent"))
     elif why == "madvise":
-        monkeypatch.setattr(E, "THP_SYSFS", str(tmp_path / "enabled"))
+        monkeypatch.setattr(ET, "THP_SYSFS", str(tmp_path / "enabled"))
         (tmp_path / "enabled").write_text("always [madvise] never\n")
 
         class NoAdvice(mmap.mmap):
             def madvise(self, *a):
                 raise OSError(22, "Invalid argument")
-        monkeypatch.setattr(E.mmap, "mmap", NoAdvice)
+        monkeypatch.setattr(ET.mmap, "mmap", NoAdvice)
     else:
-        monkeypatch.setattr(E, "THP_SYSFS", str(tmp_path / "enabled"))
+        monkeypatch.setattr(ET, "THP_SYSFS", str(tmp_path / "enabled"))
         (tmp_path / "enabled").write_text("[always] madvise never\n")
-        monkeypatch.setattr(E, "_anon_huge_bytes", lambda start, length: 0)
+        monkeypatch.setattr(ET, "_anon_huge_bytes", lambda start, length: 0)
     caplog.set_level(logging.INFO, "kernel_templates.engram")
     with E.EngramTable(100, "host_thp", DEV) as t:  # on a GPU the fallback is plain pinned memory
         assert t.requested_placement == "host_thp" and t.placement == "host"
@@ -256,7 +272,7 @@ def test_host_thp_falls_back_to_host(why, monkeypatch, tmp_path, caplog):
         assert want in t.reason and "host_thp unavailable" in caplog.text
         t.fill_random_(1)  # still a working table
         rows = torch.tensor([0, 99, 5], device=DEV)
-        E.verify(E.launch(config=_cfg(), table=t, rows=rows), E.reference(t, rows), {})
+        E.verify(EL.launch(config=_cfg(), table=t, rows=rows), reference(t, rows), {})
     assert t.closed
 
 
@@ -270,7 +286,7 @@ class _FakeCuda:
         self.calls.append("register")
         if self.fail:
             raise RuntimeError("cudaErrorHostMemoryAlreadyRegistered")
-        assert ptr % E.HUGE_PAGE == 0 and n % E.HUGE_PAGE == 0
+        assert ptr % ET.HUGE_PAGE == 0 and n % ET.HUGE_PAGE == 0
         self.live[ptr] = n
 
     def unregister(self, ptr: int) -> None:
@@ -280,12 +296,12 @@ class _FakeCuda:
 
 def _fake_cuda(monkeypatch, fail: bool = False) -> _FakeCuda:
     fake = _FakeCuda(fail)
-    monkeypatch.setattr(E, "_registers_with_cuda", lambda device: True)
-    monkeypatch.setattr(E, "_host_register", fake.register)
-    monkeypatch.setattr(E, "_host_unregister", fake.unregister)
-    monkeypatch.setattr(E, "_pinned_empty", lambda n: torch.empty(n, E.ROW_BYTES, dtype=torch.uint8))
-    monkeypatch.setattr(E, "_anon_huge_bytes", lambda start, length: length)  # independent of this host
-    monkeypatch.setattr(E, "_thp_unavailable", lambda: None)
+    monkeypatch.setattr(ET, "_registers_with_cuda", lambda device: True)
+    monkeypatch.setattr(ET, "_host_register", fake.register)
+    monkeypatch.setattr(ET, "_host_unregister", fake.unregister)
+    monkeypatch.setattr(ET, "_pinned_empty", lambda n: torch.empty(n, ET.ROW_BYTES, dtype=torch.uint8))
+    monkeypatch.setattr(ET, "_anon_huge_bytes", lambda start, length: length)  # independent of this host
+    monkeypatch.setattr(ET, "_thp_unavailable", lambda: None)
     return fake
 
 
@@ -331,7 +347,7 @@ def test_uva_pointer_is_what_triton_specializes():
     from triton._C.libtriton import native_specialize_impl
     from triton.backends.compiler import BaseBackend
 
-    assert native_specialize_impl(BaseBackend, E._UVAPointer(1 << 21, torch.uint8), False, True, True) == ("*u8", "D")
+    assert native_specialize_impl(BaseBackend, ET._UVAPointer(1 << 21, torch.uint8), False, True, True) == ("*u8", "D")
 
 
 @pytest.fixture(scope="module")
@@ -346,12 +362,12 @@ def test_host_split_layout(split_table, table):
     [rows, 8] apart on the device; the same rows as the packed table filled from the same seed."""
     t = split_table
     assert t.split and t.placement == "host_split" and t.codes.shape == (4096, 256) and t.scales.shape == (4096, 8)
-    assert t.codes.data_ptr() % E.SPLIT_ALIGN == 0 and t.codes.stride() == (256, 1) and t.scales.stride() == (8, 1)
+    assert t.codes.data_ptr() % ET.SPLIT_ALIGN == 0 and t.codes.stride() == (256, 1) and t.scales.stride() == (8, 1)
     assert t.scales.device == torch.device(DEV) and t.codes.device.type == "cpu"
     assert torch.equal(t.gather_packed(torch.arange(4096)), table.data.cpu().to(t.codes.device))
     with pytest.raises(ValueError, match="no packed"):
         t.data
-    packed = E.pack_rows(torch.randn(3, 256))
+    packed = ET.pack_rows(torch.randn(3, 256))
     t2 = E.EngramTable(16, "host_split", DEV)
     t2.write_(5, packed)
     assert torch.equal(t2.gather_packed(torch.arange(5, 8)), packed)
@@ -369,36 +385,36 @@ def test_host_split_lookup_matches_gather_dequant(split_table, config):
     rows.view(-1)[::3] = torch.randint(0, split_table.num_rows, rows.view(-1)[::3].shape, generator=g)
     rows.view(-1)[7] = -1  # out of range: zeros, no read
     rows = rows.to(DEV)
-    out = E.launch(config=config, table=split_table, rows=rows)
+    out = EL.launch(config=config, table=split_table, rows=rows)
     good = rows.clamp(min=0)
-    ref = E.reference(split_table, good)
+    ref = reference(split_table, good)
     ref.view(-1, 256)[7] = 0
     E.verify(out, ref, {})
-    E.verify(E.baselines["torch_eager"](table=split_table, rows=good), E.reference(split_table, good), {})
+    E.verify(E.baselines["torch_eager"](table=split_table, rows=good), reference(split_table, good), {})
 
 
 def test_vec16_only_for_split_rows(table, split_table):
     rows = torch.zeros(2, 24, dtype=torch.int64, device=DEV)
     with pytest.raises(ValueError, match="VEC"):
-        E.launch(config=_cfg(vec=16), table=table, rows=rows)
+        EL.launch(config=_cfg(vec=16), table=table, rows=rows)
     with pytest.raises(ValueError, match="VEC"):
-        E.launch(config=_cfg(vec=32), table=split_table, rows=rows)
+        EL.launch(config=_cfg(vec=32), table=split_table, rows=rows)
     for p, ok in (("host_split", True), ("host", False), ("hbm", False)):
         wl = E.Workload(256, p, 1 << 20)
-        cfg = dict(E.default_config(wl), VEC=16)
-        assert S.constraints(cfg, wl) == ok, p
+        cfg = dict(E.default_config(wl, TGT), VEC=16)
+        assert S.constraints(cfg, wl, TGT) == ok, p
 
 
 # ----------------------------------------------------------------------------- prefetch
 
 def test_prefetch_several_in_flight(table):
-    pf = E.EngramPrefetcher(table, config=_cfg(dedup=True))
+    pf = EP.EngramPrefetcher(table, config=_cfg(dedup=True))
     batches = [torch.randint(0, table.num_rows, (2, n, 24), generator=torch.Generator().manual_seed(n)).to(DEV)
                for n in (1, 3, 2)]
     handles = [pf.submit(r) for r in batches]
     for r, h in reversed(list(zip(batches, handles))):
         out = h.wait()
-        E.verify(out, E.reference(table, r), {})  # copies to the host: the lookup has finished
+        E.verify(out, reference(table, r), {})  # copies to the host: the lookup has finished
         assert h.ready()  # wait() never blocks the host, so ask only after the copy
     assert len({h.wait().data_ptr() for h in handles}) == 3, "each handle owns its output"
 
@@ -406,18 +422,18 @@ def test_prefetch_several_in_flight(table):
 # ----------------------------------------------------------------------------- inputs, space, lowering
 
 def test_params_and_inputs():
-    p = E.make_params(8 << 20, seed=0)
+    p = EH.make_params(8 << 20, seed=0)
     primes = p["primes"].flatten().tolist()
-    assert len(set(primes)) == 24 and all(E._is_prime(x) for x in primes) and sum(primes) <= 8 << 20
+    assert len(set(primes)) == 24 and all(EH._is_prime(x) for x in primes) and sum(primes) <= 8 << 20
     offs = p["offsets"].flatten()
     assert offs[0] == 0 and torch.equal(offs[1:], torch.cumsum(p["primes"].flatten(), 0)[:-1])
     m = p["multipliers"]
-    assert (m % 2 == 1).all() and int(m.max()) * (E.CLASSES - 1) < 2**63
+    assert (m % 2 == 1).all() and int(m.max()) * (EH.CLASSES - 1) < 2**63
     comp = p["comp"]
-    assert comp.shape == (E.VOCAB,) and comp.dtype == torch.int32 and int(comp.max()) == E.CLASSES - 1
-    tok = E.zipf_tokens((4, 512), seed=0)
-    counts = torch.bincount(tok.flatten(), minlength=E.VOCAB)
-    assert counts.max() > 40 * tok.numel() / E.VOCAB * 10, "Zipfian: a few ids dominate"
+    assert comp.shape == (EH.VOCAB,) and comp.dtype == torch.int32 and int(comp.max()) == EH.CLASSES - 1
+    tok = EH.zipf_tokens((4, 512), seed=0)
+    counts = torch.bincount(tok.flatten(), minlength=EH.VOCAB)
+    assert counts.max() > 40 * tok.numel() / EH.VOCAB * 10, "Zipfian: a few ids dominate"
     wl = E.Workload(16, "hbm", 4096)
     inputs = E.make_inputs(wl, DEV, seed=2)
     rows, data = inputs["rows"], inputs["table"].data
@@ -428,38 +444,59 @@ def test_params_and_inputs():
     assert E.cost(wl) == (16 * 24 * 264 + 16 * 24 * 512, 16 * 24 * 256)
 
 
-def test_space_matches_kernel_and_defaults(monkeypatch):
+def test_space_matches_kernel_and_defaults():
     import inspect
 
-    params = inspect.signature(E._engram_lookup_kernel.fn).parameters
+    params = inspect.signature(EL._engram_lookup_kernel.fn).parameters
     constexprs = {n for n, p in params.items() if "constexpr" in str(p.annotation)}
     # RAW is the staged prefetch's copy mode (``stage``), not a tuning axis
     assert set(S.SPACE) == (constexprs - {"D", "N_SCALES", "RAW"}) | {"num_warps", "num_stages"}
     for w in S.WORKLOADS + S.SMALL_WORKLOADS:
-        cfg = E.default_config(w)
-        assert S.SPACE.contains(cfg) and S.constraints(cfg, w), w
+        cfg = E.default_config(w, TGT)
+        assert S.SPACE.contains(cfg) and S.constraints(cfg, w, TGT), w
     assert E.feasible(S.SMALL_WORKLOADS[0]) is None
-    with monkeypatch.context() as m:  # the interpreter's size cap (on a GPU host this table may fit)
-        m.setattr(E, "interpreting", lambda: True)
-        assert "interpreter" in E.feasible(S.WORKLOADS[-1])
+    # the interpreter's size cap (on a GPU host this table may fit)
+    assert "interpreter" in E.feasible(S.WORKLOADS[-1], Target.named("interpreter"))
     assert len(S.WORKLOADS) == 48
+
+
+def test_feasible_and_limits_refuse_nonsense():
+    """Workloads the kernels cannot run are refused with a reason (the study skips them) and the
+    CLI's axis limits refuse them up front: a table too small for 24 prime sub-tables, no tokens,
+    row ids past int32, an unknown placement."""
+    assert E.feasible(E.Workload(3, "hbm", EH.MIN_TABLE_ROWS), Target.named("interpreter")) is None
+    for wl, why in ((E.Workload(3, "hbm", 1), "table_rows"), (E.Workload(3, "hbm", EH.MIN_TABLE_ROWS - 1), "table_rows"),
+                    (E.Workload(0, "hbm", 4096), "tokens"), (E.Workload(3, "hbm", 1 << 31), "table_rows"),
+                    (E.Workload(E.MAX_TOKENS + 1, "hbm", 4096), "tokens"), (E.Workload(3, "disk", 4096), "placement")):
+        assert why in E.feasible(wl, Target.named("interpreter")), wl
+    with pytest.raises(ValueError, match="too small"):
+        EH.table_primes(EH.MIN_TABLE_ROWS - 1)
+    assert EH.table_primes(EH.MIN_TABLE_ROWS).numel() == 24
+    assert S.LIMITS["table_rows"][0] == EH.MIN_TABLE_ROWS and S.LIMITS["tokens"] == (1, E.MAX_TOKENS)
+    from tuner.cli.common import CliError, expand_grid
+
+    with pytest.raises(CliError, match="outside"):
+        expand_grid(E.Workload, list(S.SMALL_WORKLOADS), {"table_rows": "1"}, S.LIMITS)
 
 
 _LOWER = r"""
 import json, triton
 from triton.backends.compiler import GPUTarget
 from kernel_templates import engram as E
+from kernel_templates.engram import hash as EH, lookup as EL, prefetch as EP
+from tuner.runtime.target import Target
+SM90 = Target.named("sm_90")
 done = []
 for wl in (E.Workload(4096, "host_thp", 8 << 20), E.Workload(64, "hbm", 32 << 20)):
-    cfg = E.default_config(wl)
-    for fn, sig, cx in E.lower_signatures(wl, cfg):
+    cfg = E.default_config(wl, SM90)
+    for fn, sig, cx in EL.lower_signatures(wl, cfg):
         for cc in (90, 100):
             triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
                            options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
             done.append(["lookup", cx["DEDUP"], cc])
 wl = E.Workload(4096, "host", 8 << 20)
-pre = E.prefetch_config(E.default_config(wl), sms=132)  # two-CTA clusters
-for fn, sig, cx in E.lower_signatures(wl, pre):
+pre = EP.prefetch_config(E.default_config(wl, SM90), target=SM90)  # two-CTA clusters
+for fn, sig, cx in EL.lower_signatures(wl, pre):
     for cc in (90, 100):
         k = triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx),
                            target=GPUTarget("cuda", cc, 32),
@@ -467,18 +504,18 @@ for fn, sig, cx in E.lower_signatures(wl, pre):
                                     "num_ctas": pre["NUM_CTAS"]})
         assert ".reqnctapercluster 2" in k.asm["ptx"] and "%cluster_ctarank" in k.asm["ptx"]
         done.append(["prefetch", cx["DEDUP"], cc])
-for fn, sig, cx in E.lower_signatures(wl, dict(pre, STREAM=True)):  # evict-first reads, streaming stores
+for fn, sig, cx in EL.lower_signatures(wl, dict(pre, STREAM=True)):  # evict-first reads, streaming stores
     k = triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", 90, 32),
                        options={"num_warps": pre["num_warps"], "num_stages": pre["num_stages"], "num_ctas": 2})
     assert "L1::evict_first" in k.asm["ptx"] and "st.global.cs" in k.asm["ptx"]
     done.append(["stream", cx["STREAM"], 90])
-for fn, sig, cx in E.lower_signatures(wl, dict(pre, STREAM=True, STAGE=True)):  # a staged prefetch's raw copy
+for fn, sig, cx in EL.lower_signatures(wl, dict(pre, STREAM=True, STAGE=True)):  # a staged prefetch's raw copy
     for cc in (90, 100):
         k = triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
                            options={"num_warps": pre["num_warps"], "num_stages": pre["num_stages"], "num_ctas": 2})
         assert cx["RAW"] and "e4m3" not in k.asm["ptx"] and "bf16" not in k.asm["ptx"]  # bytes copied, nothing decoded
         done.append(["stage", cx["RAW"], cc])
-fn, sig, cx = E.lower_hash_signature(E.hash_config(256))
+fn, sig, cx = EH.lower_hash_signature(EH.hash_config(256))
 for cc in (90, 100):
     triton.compile(triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", cc, 32),
                    options={"num_warps": 4})
@@ -500,13 +537,15 @@ import json, os, re, subprocess, tempfile, triton
 from triton.backends.compiler import GPUTarget
 from tuner import lowering
 from kernel_templates import engram as E
+from kernel_templates.engram import lookup as EL, table as ET
 from search_spaces import engram as S
+from tuner.runtime.target import Target
 cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 width = {"b8": 1, "u8": 1, "b16": 2, "u16": 2, "b32": 4, "u32": 4, "b64": 8, "u64": 8}
 seen, out = set(), []
 for wl in S.WORKLOADS:
-    cfg = E.default_config(wl)
-    for fn, sig, cx in E.lower_signatures(wl, cfg):
+    cfg = E.default_config(wl, Target.named("sm_90"))
+    for fn, sig, cx in EL.lower_signatures(wl, cfg):
         key = json.dumps([cx, cfg["num_warps"], cfg["num_stages"]], sort_keys=True)
         if key in seen:
             continue
@@ -527,7 +566,7 @@ for wl in S.WORKLOADS:
                 sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
             m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", res)
             res = dict(reg=int(m[1]), stack=int(m[2]), local=int(m[4]), stl=len(re.findall(r"\bSTL", sass)))
-        out.append(dict(cfg=cfg, split=wl.placement in E.SPLIT_PLACEMENTS, loads=loads, stores=stores, usage=res,
+        out.append(dict(cfg=cfg, split=wl.placement in ET.SPLIT_PLACEMENTS, loads=loads, stores=stores, usage=res,
                         ptx_local="st.local" in ptx))
 print(json.dumps(out))
 """
@@ -545,10 +584,10 @@ def test_sm90_defaults_load_wide_store_16b_no_spills():
         vec = 16 if d["split"] else 8
         assert cfg["VEC"] == vec, cfg
         threads = 32 * cfg["num_warps"]
-        value_bytes = cfg["ROWS"] * E.D // threads           # table values per thread per tile
+        value_bytes = cfg["ROWS"] * ET.D // threads           # table values per thread per tile
         assert max(d["loads"]) == vec, (cfg, d["loads"])     # never wider than the row alignment
         # Everything narrower than 8 B is at most the scale bytes (8 per row) a thread holds.
-        assert sum(b for b in d["loads"] if b < 8) <= max(1, cfg["ROWS"] * E.N_SCALES // threads), (cfg, d["loads"])
+        assert sum(b for b in d["loads"] if b < 8) <= max(1, cfg["ROWS"] * ET.N_SCALES // threads), (cfg, d["loads"])
         assert d["loads"].count(vec) * vec >= value_bytes, (cfg, d["loads"])
         assert set(d["stores"]) == {16} and len(d["stores"]) * 16 == 2 * value_bytes, (cfg, d["stores"])
         assert not d["ptx_local"], cfg
@@ -593,17 +632,17 @@ def test_page_probe_vmm_table_copies_rows_and_owns_nothing():
 
     n = 67
     src = E.EngramTable(n, "host", "cpu").fill_random_(seed=5)
-    mem = types.SimpleNamespace(tensor=torch.zeros(n * E.ROW_BYTES + 100, dtype=torch.uint8))
+    mem = types.SimpleNamespace(tensor=torch.zeros(n * ET.ROW_BYTES + 100, dtype=torch.uint8))
     t = P.vmm_table(src, mem)
     assert isinstance(t, E.EngramTable) and t.data.data_ptr() == mem.tensor.data_ptr()
     assert not t.registered and t._mmap is None
-    rows = torch.randint(0, n, (2, 3, E.ROWS_PER_TOKEN), generator=torch.Generator().manual_seed(2))
-    cfg = E.default_config(E.Workload(6, "host", n))
-    want = E.launch(config=cfg, table=src, rows=rows)
-    assert torch.equal(E.launch(config=cfg, table=t, rows=rows), want)
+    rows = torch.randint(0, n, (2, 3, EH.ROWS_PER_TOKEN), generator=torch.Generator().manual_seed(2))
+    cfg = E.default_config(E.Workload(6, "host", n), TGT)
+    want = EL.launch(config=cfg, table=src, rows=rows)
+    assert torch.equal(EL.launch(config=cfg, table=t, rows=rows), want)
     t.close()
     assert t.closed and not src.closed
-    assert torch.equal(E.launch(config=cfg, table=src, rows=rows), want)
+    assert torch.equal(EL.launch(config=cfg, table=src, rows=rows), want)
     src.close()
 
 
@@ -615,11 +654,11 @@ def test_benchmark_gather_kernel_gathers_rows():
 
     rows, n = 50, 37
     g = torch.Generator().manual_seed(3)
-    buf = torch.randint(0, 256, (rows * E.ROW_BYTES,), dtype=torch.uint8, generator=g)
+    buf = torch.randint(0, 256, (rows * ET.ROW_BYTES,), dtype=torch.uint8, generator=g)
     idx = torch.randint(0, rows, (n,), generator=g)
-    dst = torch.zeros(n, E.ROW_BYTES, dtype=torch.uint8)
-    B._gather_kernel()[(3,)](buf, B.offset_arg(buf, 256), idx, dst, n, E.ROW_BYTES, E.ROW_BYTES, ROWS=16)
-    assert torch.equal(dst, buf[idx[:, None] * E.ROW_BYTES + torch.arange(E.ROW_BYTES)[None, :]])
+    dst = torch.zeros(n, ET.ROW_BYTES, dtype=torch.uint8)
+    B._gather_kernel()[(3,)](buf, B.offset_arg(buf, 256), idx, dst, n, ET.ROW_BYTES, ET.ROW_BYTES, ROWS=16)
+    assert torch.equal(dst, buf[idx[:, None] * ET.ROW_BYTES + torch.arange(ET.ROW_BYTES)[None, :]])
 
 
 def test_benchmark_overlap_rounds_summary():
@@ -772,17 +811,17 @@ def _default_and_dedup_flipped(wl: E.Workload) -> list[dict]:
     a flip to DEDUP above S._MAX_DEDUP_ROWS rows (hbm's default tile is 32) would not compile on
     Triton 3.6, so the flipped tile shrinks to that many rows (warps as default_config sizes them
     for it) and takes the smallest grid fraction giving the same grid, as default_config does."""
-    cfg = E.default_config(wl)
+    cfg = E.default_config(wl, TGT)
     flip = dict(cfg, DEDUP=not cfg["DEDUP"])
     if flip["DEDUP"] and flip["ROWS"] > S._MAX_DEDUP_ROWS:
         rows = S._MAX_DEDUP_ROWS
         flip.update(ROWS=rows, num_warps=max(1, min(8, rows // 8)))
-        n, sms = wl.tokens * E.ROWS_PER_TOKEN, E.sm_count_hint()
-        want = E.grid_programs(n, flip, sms)
-        flip["GRID_SM_FRAC"] = min(f for f in E.GRID_SM_FRACS
-                                   if E.grid_programs(n, dict(flip, GRID_SM_FRAC=f), sms) == want)
+        n, sms = wl.tokens * EH.ROWS_PER_TOKEN, TGT.sms
+        want = EL.grid_programs(n, flip, sms)
+        flip["GRID_SM_FRAC"] = min(f for f in EL.GRID_SM_FRACS
+                                   if EL.grid_programs(n, dict(flip, GRID_SM_FRAC=f), sms) == want)
     for c in (cfg, flip):
-        assert S.SPACE.contains(c) and S.constraints(c, wl), (wl, c)
+        assert S.SPACE.contains(c) and S.constraints(c, wl, TGT), (wl, c)
     assert {cfg["DEDUP"], flip["DEDUP"]} == {False, True}
     return [cfg, flip]
 
@@ -797,7 +836,7 @@ def test_placement_configs_are_admitted(placement):
     expect = (32, 8) if placement == "hbm" else (64, 16)
     assert (default["ROWS"], default["num_warps"]) == expect
     assert (flipped["ROWS"], flipped["num_warps"]) == (16, 2)
-    assert not S.constraints(dict(default, DEDUP=True), _gpu_workload(placement))  # the plain flip
+    assert not S.constraints(dict(default, DEDUP=True), _gpu_workload(placement), TGT)  # the plain flip
 
 
 # ----------------------------------------------------------------------------- GPU only
@@ -811,11 +850,11 @@ def test_gpu_lookup_every_placement(placement):
         assert t.placement in (placement, "host")
         if t.placement != "hbm":
             assert t.codes.device.type == "cpu" and t.codes.is_pinned()
-            assert isinstance(t.kernel_args()[0], E._UVAPointer)
+            assert isinstance(t.kernel_args()[0], ET._UVAPointer)
             assert (t.scales.device.type == "cuda") == t.split  # host_split: the scales in HBM
-        ref = E.reference(**inputs)
+        ref = reference(**inputs)
         for cfg in _default_and_dedup_flipped(wl):
-            E.verify(E.launch(config=cfg, **inputs), ref, inputs)
+            E.verify(EL.launch(config=cfg, **inputs), ref, inputs)
         E.verify(E.baselines["torch_eager"](**inputs), ref, inputs)
     assert not t.registered
 
@@ -823,16 +862,16 @@ def test_gpu_lookup_every_placement(placement):
 @pytest.mark.gpu
 def test_gpu_prefetch_streams_several_in_flight():
     with E.EngramTable(1 << 20, "host_thp", "cuda").fill_random_(1) as t:
-        pf = E.EngramPrefetcher(t)
+        pf = EP.EngramPrefetcher(t)
         batches = [torch.randint(0, t.num_rows, (4, n, 24), device="cuda") for n in (64, 256, 16)]
-        assert pf.stream.priority == E.PREFETCH_PRIORITY
-        assert E.EngramPrefetcher(t, priority=-1).stream.priority < 0
+        assert pf.stream.priority == EP.PREFETCH_PRIORITY
+        assert EP.EngramPrefetcher(t, priority=-1).stream.priority < 0
         handles = [pf.submit(r) for r in batches]
         x = torch.randn(4096, 4096, device="cuda")
         for _ in range(5):
             x = x @ x.T / 4096  # main-stream work while the lookups run
         for r, h in zip(batches, handles):
-            E.verify(h.wait(), E.reference(t, r), {})
+            E.verify(h.wait(), reference(t, r), {})
         torch.cuda.synchronize()
 
 
@@ -841,7 +880,7 @@ def test_gpu_staged_prefetch_in_flight_beside_tiles():
     """host_split: a T=4096 lookup (staged: its dequant runs at wait()) in flight with two short
     ones (the tile), main-stream work between, waited out of order; each equals the reference."""
     with E.EngramTable(1 << 20, "host_split", "cuda").fill_random_(2) as t:
-        pf = E.EngramPrefetcher(t)
+        pf = EP.EngramPrefetcher(t)
         batches = [torch.randint(0, t.num_rows, shape, device="cuda") for shape in ((1, 4096, 24), (4, 64, 24),
                                                                                      (2, 2048, 24))]
         handles = [pf.submit(r) for r in batches]
@@ -850,7 +889,7 @@ def test_gpu_staged_prefetch_in_flight_beside_tiles():
         for _ in range(5):
             x = x @ x.T / 4096
         for i in (2, 0, 1):
-            E.verify(handles[i].wait(), E.reference(t, batches[i]), {})
+            E.verify(handles[i].wait(), reference(t, batches[i]), {})
         # a second wait() on another stream orders after the first one's dequant and returns its output
         side = torch.cuda.Stream()
         with torch.cuda.stream(side):
@@ -858,34 +897,34 @@ def test_gpu_staged_prefetch_in_flight_beside_tiles():
             copy = again.clone()  # on `side`: reads the output only after the dequant
         torch.cuda.synchronize()
         assert again is handles[0].wait()
-        E.verify(copy, E.reference(t, batches[0]), {})
+        E.verify(copy, reference(t, batches[0]), {})
 
 
 def test_prefetch_config_runs_host_tables_as_two_cta_clusters():
     """A host-table prefetch runs PREFETCH_CLUSTERS programs of two-CTA clusters (whole SM
     pairs) with the prefetch tile; an HBM-table prefetch keeps the pack's config."""
-    wide = E.default_config(E.Workload(4096, "host", 1 << 20))
-    pre = E.prefetch_config(wide, sms=132)
-    assert pre == dict(wide, **E.PREFETCH_TILE, GRID_SM_FRAC=E.PREFETCH_CLUSTERS / 132, STAGE=False)
-    assert pre["NUM_CTAS"] == 2 and E.grid_programs(4096 * E.ROWS_PER_TOKEN, pre, 132) == E.PREFETCH_CLUSTERS
-    assert E.grid_programs(4096 * E.ROWS_PER_TOKEN, E.prefetch_config(wide, clusters=3, sms=148), 148) == 3
-    assert E.grid_programs(5, pre, 132) == 1  # fewer rows than a tile: one program
-    hbm = E.default_config(E.Workload(4096, "hbm", 1 << 20))
-    assert E.prefetch_config(hbm, placement="hbm") == hbm  # HBM gathers keep every SM
+    wide = E.default_config(E.Workload(4096, "host", 1 << 20), SM90)
+    pre = EP.prefetch_config(wide, target=SM90)
+    assert pre == dict(wide, **EP.PREFETCH_TILE, GRID_SM_FRAC=EP.PREFETCH_CLUSTERS / 132, STAGE=False)
+    assert pre["NUM_CTAS"] == 2 and EL.grid_programs(4096 * EH.ROWS_PER_TOKEN, pre, 132) == EP.PREFETCH_CLUSTERS
+    assert EL.grid_programs(4096 * EH.ROWS_PER_TOKEN, EP.prefetch_config(wide, clusters=3, target=SM100), 148) == 3
+    assert EL.grid_programs(5, pre, 132) == 1  # fewer rows than a tile: one program
+    hbm = E.default_config(E.Workload(4096, "hbm", 1 << 20), SM90)
+    assert EP.prefetch_config(hbm, placement="hbm") == hbm  # HBM gathers keep every SM
     with pytest.raises(ValueError, match="clusters"):
-        E.prefetch_config(wide, clusters=0)
+        EP.prefetch_config(wide, clusters=0)
 
 
 def test_prefetch_config_stages_long_host_split_lookups():
     """STAGE where run 96 measured it hiding more: host_split from T=4096 on; not host / host_thp, not T=256."""
-    wide = E.default_config(E.Workload(4096, "host_split", 1 << 20))
-    long, short = 4096 * E.ROWS_PER_TOKEN, 256 * E.ROWS_PER_TOKEN
-    assert E.STAGE_MIN_ROWS == long
-    assert E.prefetch_config(wide, "host_split", sms=132, rows=long)["STAGE"] is True
-    assert E.prefetch_config(wide, "host_split", sms=132, rows=short)["STAGE"] is False
+    wide = E.default_config(E.Workload(4096, "host_split", 1 << 20), SM90)
+    long, short = 4096 * EH.ROWS_PER_TOKEN, 256 * EH.ROWS_PER_TOKEN
+    assert EP.STAGE_MIN_ROWS == long
+    assert EP.prefetch_config(wide, "host_split", target=SM90, rows=long)["STAGE"] is True
+    assert EP.prefetch_config(wide, "host_split", target=SM90, rows=short)["STAGE"] is False
     for placement in ("host", "host_thp"):
-        assert E.prefetch_config(wide, placement, sms=132, rows=long)["STAGE"] is False
-    assert "STAGE" not in E.prefetch_config(wide, "hbm", rows=long)
+        assert EP.prefetch_config(wide, placement, target=SM90, rows=long)["STAGE"] is False
+    assert "STAGE" not in EP.prefetch_config(wide, "hbm", rows=long)
 
 
 @pytest.mark.parametrize("placement", ["hbm", "host_split"])
@@ -897,20 +936,20 @@ def test_overlap_probe_traffic_kernels(placement):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import engram_overlap_probe as P
 
-    cfg = dict(E.PREFETCH_TILE, ROWS=32)
+    cfg = dict(EP.PREFETCH_TILE, ROWS=32)
     with E.EngramTable(5000, placement, DEV).fill_random_(seed=5) as t:
         g = torch.Generator().manual_seed(11)
-        rows = torch.randint(0, 5000, (37, E.ROWS_PER_TOKEN), generator=g).to(t.device)
+        rows = torch.randint(0, 5000, (37, EH.ROWS_PER_TOKEN), generator=g).to(t.device)
         flat = rows.reshape(-1).cpu()
-        values = t.codes.index_select(0, flat.to(t.codes.device)).cpu()[:, :E.D]
+        values = t.codes.index_select(0, flat.to(t.codes.device)).cpu()[:, :ET.D]
         _, sink = P.traffic_launch(t, rows, "read", cfg, programs=4)
         assert int(sink.long().sum()) == int(values.long().sum()) > 0  # < 2^31: no int32 wrap
         out, _ = P.traffic_launch(t, rows, "write", cfg, programs=4)
-        want = ((flat[:, None] + torch.arange(E.D)[None, :]) & 127).float().to(torch.bfloat16)
+        want = ((flat[:, None] + torch.arange(ET.D)[None, :]) & 127).float().to(torch.bfloat16)
         assert torch.equal(out.cpu(), want)
         stage, _ = P.traffic_launch(t, rows, "stage", cfg, programs=4)
         assert torch.equal(stage.cpu(), values)
-        assert torch.equal(P.stage_dequant(t, stage, rows).float().cpu(), E.reference(t, rows).float().cpu())
+        assert torch.equal(P.stage_dequant(t, stage, rows).float().cpu(), reference(t, rows).float().cpu())
 
 
 @pytest.mark.parametrize("placement", ["hbm", "host", "host_split"])
@@ -919,7 +958,7 @@ def test_staged_prefetch_equals_reference(placement):
     are, zeros for rows out of range) and ``wait()`` dequantizes them (``unstage``); several
     handles, rows out of range (zeros, as the lookup gives), partial tiles (48 and 240 rows in
     32-row tiles), and a second ``wait()`` returning the same output."""
-    cfg = dict(_cfg(), **E.PREFETCH_TILE, GRID_SM_FRAC=0.5, STAGE=True)
+    cfg = dict(_cfg(), **EP.PREFETCH_TILE, GRID_SM_FRAC=0.5, STAGE=True)
     cfg["ROWS"] = 32
     with E.EngramTable(3000, placement, DEV).fill_random_(seed=9) as t:
         g = torch.Generator().manual_seed(4)
@@ -927,28 +966,28 @@ def test_staged_prefetch_equals_reference(placement):
         batches[1][0, 0, :3] = torch.tensor([-1, 3000, 2999])
         batches = [b.to(t.device) for b in batches]
         for b in batches:
-            vals, scales = E.stage(cfg, t, b)
+            vals, scales = EL.stage(cfg, t, b)
             flat = b.reshape(-1)
             bad = ((flat < 0) | (flat >= 3000)).cpu()
-            assert vals.shape == (flat.numel(), E.D) and scales.shape == (flat.numel(), E.N_SCALES)
+            assert vals.shape == (flat.numel(), ET.D) and scales.shape == (flat.numel(), ET.N_SCALES)
             want = t.gather_packed(flat.clamp(0, 2999)).cpu()
             want[bad] = 0
             assert torch.equal(torch.cat([vals, scales], 1).cpu(), want)
-        pf = E.EngramPrefetcher(t, config=cfg)
+        pf = EP.EngramPrefetcher(t, config=cfg)
         handles = [pf.submit(b) for b in batches]
         for b, h in reversed(list(zip(batches, handles))):
             out = h.wait()
-            want = E.reference(t, b.clamp(0, 2999))
+            want = reference(t, b.clamp(0, 2999))
             want[(b < 0) | (b >= 3000)] = 0
-            assert out.shape == (*b.shape, E.D)
+            assert out.shape == (*b.shape, ET.D)
             E.verify(out, want, {})
             assert h.wait() is out
         with pytest.raises(ValueError, match="DEDUP"):
-            E.stage(dict(cfg, DEDUP=True), t, batches[0])
+            EL.stage(dict(cfg, DEDUP=True), t, batches[0])
         with pytest.raises(ValueError, match="DEDUP"):
-            E.lower_signatures(E.Workload(1, placement, 3000), dict(cfg, DEDUP=True))
+            EL.lower_signatures(E.Workload(1, placement, 3000), dict(cfg, DEDUP=True))
         with pytest.raises(ValueError, match="lacks"):
-            E.unstage({"ROWS": 16}, vals, scales, (vals.shape[0],))
+            EL.unstage({"ROWS": 16}, vals, scales, (vals.shape[0],))
 
 
 def test_prefetch_handle_runs_its_finish_once():
@@ -960,7 +999,7 @@ def test_prefetch_handle_runs_its_finish_once():
         calls.append(1)
         return torch.ones(3)
 
-    h = E.PrefetchHandle(None, None, (torch.zeros(1),), finish=finish)
+    h = EP.PrefetchHandle(None, None, (torch.zeros(1),), finish=finish)
     assert h.ready()
     first = h.wait()
     assert h.wait() is first and len(calls) == 1 and torch.equal(first, torch.ones(3))
