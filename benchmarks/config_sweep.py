@@ -119,9 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{spec.name} {args.workload}: {len(ok)} of {len(rows)} configs verified and timed, {args.rounds} interleaved rounds")
     print("\n".join(table(rows)))
     from tuner.registry import get
-    kernel = get(spec.name)
+    from tuner.runtime.target import Target
+    kernel, target = get(spec.name), Target.of(torch.device("cuda"))
     for r in rows:  # a config the study would not measure cannot become a pack entry: say so under the table
-        why = kernel.refusal(kernel.space.complete(r["config"]), w)
+        why = kernel.refusal(r["config"], w, target)
         if why:
             r["tuner_refuses"] = why
             print(f"  {r['label']}: the tuner would not pick it: {why}")

@@ -104,21 +104,23 @@ def _short(name: str, width: int = 60) -> str:
 
 def resolve_config(kernel_name: str, workload: dict[str, Any], pack: Any = None,
                    overrides: Iterable[dict[str, Any]] = ()) -> tuple[Any, Any, dict[str, Any], str]:
-    """(spec, workload, base config, how) for one workload: the pack's selection (``pack`` a
-    path, loaded once) or the template's default. A ValueError with a one-line message for an
+    """(spec, workload, base config, how) for one workload on the GPU at hand (the interpreter
+    without one): the pack's selection (``pack`` a path, loaded once) or the template's default. A ValueError with a one-line message for an
     unknown kernel, a bad workload or pack, or a key of any of ``overrides`` the kernel does
     not have (a typo would time the base config under another name)."""
     from tuner import runtime
     from tuner.registry import get
+    from tuner.runtime.target import Target
     from tuner.spec import workload_dict
 
+    target = Target.of()
     try:
         kernel = get(kernel_name)
         spec = kernel.spec
         w = spec.workload(**workload)
-        cfg, how = spec.default_config(w), "default"
-        if pack is not None:
-            sel = runtime.load_pack(pack).select(spec.name, workload_dict(w))  # every axis, defaults included
+        cfg, how = spec.default_config(w, target), "default"
+        if pack is not None:  # every axis, defaults included
+            sel = runtime.load_pack(pack).select(spec.name, workload_dict(w), target)
             if sel.how != "default":
                 cfg, how = dict(sel.config), sel.how
     except (KeyError, TypeError, ValueError, runtime.PackError) as e:

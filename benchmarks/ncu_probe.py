@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from tuner import registry
+    from tuner.runtime.target import Target
     from tuner.spec import workload_from_dict
 
     k = registry.get(a.kernel)
@@ -42,10 +43,12 @@ def main(argv: list[str] | None = None) -> int:
         if f.name not in axes and f.default is not dataclasses.MISSING:
             axes[f.name] = f.default
     w = workload_from_dict(k.spec.workload, axes)
-    cfg = {**k.spec.default_config(w), **json.loads(a.config)}
-    if not k.constraints(cfg, w):
-        print(f"note: the search space would not admit {cfg}", file=sys.stderr)
     dev = "cuda" if torch.cuda.is_available() else "cpu"
+    target = Target.of(torch.device(dev))
+    cfg = {**k.spec.default_config(w, target), **json.loads(a.config)}
+    why = k.refusal(cfg, w, target)
+    if why:
+        print(f"note: the tuner would not measure {cfg}: {why}", file=sys.stderr)
     inputs = k.spec.make_inputs(w, dev, 0)
     for _ in range(a.calls):
         k.spec.launch(config=cfg, **inputs)

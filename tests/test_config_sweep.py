@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from benchmarks.config_sweep import parse_args, resolve, summarize, table
+from tuner.runtime.target import INTERPRETER
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,7 +52,7 @@ def test_resolve_bases_and_overrides() -> None:
     spec, w, configs = resolve(a)
     assert spec.name == "sparse_mqa" and w.context == 300
     (label0, base), (label1, over) = configs
-    assert label0 == "base (default)" and base == spec.default_config(w)
+    assert label0 == "base (default)" and base == spec.default_config(w, INTERPRETER)
     assert over == dict(base, LAUNCH_PDL=True, TOPK_SPLITS=2)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.kernel_breakdown import kernel_times, launch_sequence, parse_kv, resolve_config
+from tuner.runtime.target import INTERPRETER
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,6 +58,6 @@ def test_bad_input_exits_2_in_one_line_before_the_gpu(argv: list[str], msg: str)
 
 def test_resolve_config_pack_default_and_overrides() -> None:
     spec, w, cfg, how = resolve_config("mhc", {"op": "seam", "tokens": 64, "dim": 256}, None, [{"SPLIT_K": 2}])
-    assert how == "default" and w.dim == 256 and cfg == spec.default_config(w)
+    assert how == "default" and w.dim == 256 and cfg == spec.default_config(w, INTERPRETER)
     with pytest.raises(ValueError, match="SPLITK: not a config key of mhc"):
         resolve_config("mhc", {"op": "seam", "tokens": 64, "dim": 256}, None, [{"SPLIT_K": 2}, {"SPLITK": 4}])

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from tuner.registry import kernels
+from tuner.runtime.target import Target
 
 CASES = [(k.name, i) for k in kernels().values() for i in range(len(k.small_workloads))]
 
@@ -42,21 +43,22 @@ def test_default_config_never_reads_unwritten_memory(name, i, byte, device, monk
     ref = k.spec.reference(**inputs)
     _poisoning(monkeypatch, byte)
     assert torch.empty(3, dtype=torch.int32, device=device).view(torch.uint8).eq(byte).all()
-    out = k.spec.launch(config=k.spec.default_config(w), **inputs)
+    out = k.spec.launch(config=k.spec.default_config(w, Target.of(device)), **inputs)
     k.spec.verify(out, ref, inputs)
 
 
-def _sampled_configs(k, w, n: int, seed: int) -> list[dict]:
-    """``n`` distinct configs the constraints admit: the default with one to three parameters
-    redrawn (a uniform draw over a space with pinned knobs is rarely admitted)."""
+def _sampled_configs(k, w, target, n: int, seed: int) -> list[dict]:
+    """``n`` distinct configs the tuner would measure on ``target``: the default with one to three
+    parameters redrawn, made canonical (a uniform draw over a space with pinned knobs is rarely admitted)."""
     rng = random.Random(seed)
-    default = dict(k.spec.default_config(w))
+    default = dict(k.spec.default_config(w, target))
     out: list[dict] = []
     for _ in range(400):
         cfg = dict(default)
         for name in rng.sample(sorted(k.space), rng.randint(1, 3)):
             cfg[name] = rng.choice(k.space[name].values())
-        if k.constraints(cfg, w) and cfg not in out:
+        cfg = k.canonical(cfg, w, target)
+        if k.constraints(cfg, w, target) and cfg not in out:
             out.append(cfg)
         if len(out) == n:
             break
@@ -70,7 +72,7 @@ def test_sampled_configs_never_read_unwritten_memory(name, device, monkeypatch):
     w = next(w for w in k.small_workloads if not k.feasible(w))
     inputs = k.spec.make_inputs(w, device, 1)
     ref = k.spec.reference(**inputs)
-    configs = _sampled_configs(k, w, 4, seed=len(name))
+    configs = _sampled_configs(k, w, Target.of(device), 4, seed=len(name))
     assert configs, f"{name}: no admitted config in 400 draws"
     _poisoning(monkeypatch, 0x7F)
     for cfg in configs:
