@@ -18,7 +18,9 @@ class CliError(Exception):
 
 
 DbOption = Annotated[Optional[str], typer.Option(
-    "--db", help="Results database: a SQLAlchemy URL or a SQLite path (default: results.db here).")]
+    "--db", help="Results database: a SQLite path or a SQLAlchemy URL (sqlite:///..., postgresql+psycopg://...). "
+                 "Default: $TUNER_DB or ~/.local/share/tuner/results.db; commands that only read fall back to "
+                 "the checkout's shipped results.db while that does not exist.")]
 
 
 MAX_DURATION_S = 480 * 3600

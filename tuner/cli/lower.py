@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -62,13 +63,15 @@ def lower_one(fn, signature: dict[str, str], constexprs: dict[str, Any], arch: i
     return {"classes": {k: v for k, v in found.items() if v}, "shared": getattr(c.metadata, "shared", None)}
 
 
-def lower_kernel(kernel, target, configs: list[tuple[Any, dict]]) -> list[dict[str, Any]]:
-    """Compile each distinct (kernel function, signature, constexprs) of the given configs."""
+def lower_kernel(kernel, target, configs: list[tuple[Any, dict]],
+                 on_compiled: Any = None) -> list[dict[str, Any]]:
+    """Compile each distinct (kernel function, signature, constexprs) of the given configs;
+    ``on_compiled(n_done, n_configs_done, n_configs, function)`` after each compile."""
     fn_sigs = getattr(kernel.template, "lower_signatures", None)
     if fn_sigs is None:
         raise CliError(f"{kernel.name} has no lower_signatures(); it cannot be compiled ahead of time")
     done: dict[str, dict[str, Any]] = {}
-    for workload, cfg in configs:
+    for i, (workload, cfg) in enumerate(configs):
         for fn, sig, cx in fn_sigs(workload, cfg, target):
             key = json.dumps([fn.__name__, sig, {k: repr(v) for k, v in cx.items()}, cfg.get("num_warps", 4),
                               cfg.get("num_stages", 3), repr(sorted(getattr(sig, "attrs", {}).items())),
@@ -77,6 +80,8 @@ def lower_kernel(kernel, target, configs: list[tuple[Any, dict]]) -> list[dict[s
                 continue
             r = lower_one(fn, sig, cx, target.cc, cfg["num_warps"], cfg["num_stages"])
             done[key] = {"function": fn.__name__, "config": cfg, **r}
+            if on_compiled is not None:
+                on_compiled(len(done), i, len(configs), fn.__name__)
     return list(done.values())
 
 
@@ -99,8 +104,7 @@ def lower(kernel: Annotated[str, typer.Argument(help="Kernel name.")],
         # The interpreter patches triton.language in this process; compile in a clean one.
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         cmd = [sys.executable, "-m", "tuner.cli.main", "lower", kernel, "--target", target]
-        r = subprocess.run(cmd + (["--pack", str(pack)] if pack else []), env=env, capture_output=True, text=True)
-        console.print(r.stdout, end="")
+        r = subprocess.run(cmd + (["--pack", str(pack)] if pack else []), env=env, stderr=subprocess.PIPE, text=True)
         if r.returncode:
             raise CliError((r.stderr.strip().splitlines() or ["lowering failed"])[-1].removeprefix("error: "))
         return
@@ -116,8 +120,14 @@ def lower(kernel: Annotated[str, typer.Argument(help="Kernel name.")],
         table = p.tables.get(k.name)
         for e in table.entries if table else []:
             configs.append((workload_from_dict(k.spec.workload, e["workload"]), e["config"]))
-    with console.status(f"compiling {k.name} for {target}"):
-        results = lower_kernel(k, tgt, configs)
+    t0 = time.monotonic()
+
+    def said(n: int, i: int, total: int, fn: str) -> None:
+        console.print(f"compiled {n}: {fn} (config {i + 1}/{total}, {time.monotonic() - t0:.0f} s)",
+                      highlight=False, soft_wrap=True)
+
+    console.print(f"compiling {k.name} for {target}: {len(configs)} configs", highlight=False)
+    results = lower_kernel(k, tgt, configs, said)
     table = Table(title=f"{k.name} lowered for {target}: {len(results)} distinct kernels")
     for col in ("function", "config", "shared B", "instruction classes"):
         table.add_column(col)

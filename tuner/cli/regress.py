@@ -109,7 +109,7 @@ def revalidate_cmd(pack: PackOption = None, db: DbOption = None,
     for w in wanted:
         if set(w) - known:
             raise CliError(f"--workload: no axis {', '.join(sorted(set(w) - known))} (axes: {', '.join(sorted(known))})")
-    store = open_store(db, create=False)
+    store = open_store(db, create=pack is not None)  # re-times of a pack go to the user's database by default
     gpu = gpu_identity()["gpu"]
     entries = entries_from_pack(pack) if pack is not None else entries_from_store(store, gpu)
     entries = [e for e in entries if names is None or e.kernel in names]

@@ -5,14 +5,15 @@ import dataclasses
 import inspect
 import json
 import logging
+import sys
 import typing
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from tuner.cli.common import CliError, DbOption, console, expand_grid, parse_duration
+from tuner.cli.common import CliError, DbOption, console, err_console, expand_grid, parse_duration
 from tuner.registry import Kernel
 from tuner.spec import value_sort_key
 from tuner.study import SAMPLERS, Settings, Tuner, check_sampler
@@ -185,12 +186,15 @@ def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, pat
         over["budget_s"] = parse_duration(budget)
     settings = Settings.quick(**over) if quick else Settings(**over)
     store = open_store(db)
+    again = "tune " + " ".join(sys.argv[1:]) if sys.argv[1:2] == [kernel.cli_name] else f"tune {kernel.cli_name} ..."
     if not gpu:
         console.print("[yellow]No GPU: running through the Triton interpreter on small workloads; "
                       "times are not meaningful.[/yellow]")
     total = len(workloads) * settings.n_trials
+    tty = console.is_terminal
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[status]}"), console=console, transient=False) as progress:
+                  TimeRemainingColumn(), TextColumn("{task.fields[status]}"), console=console, transient=False,
+                  disable=not tty) as progress:
         task = progress.add_task(kernel.cli_name, total=total, status="")
         base = [0]  # the bar's position where the current workload's share starts
 
@@ -208,8 +212,23 @@ def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, pat
                 # a workload that stopped early (patience, budget) or was tuned already frees its share
                 base[0] += n
                 progress.update(task, completed=min(total, base[0]))
+                if not tty:  # a log: one line a workload
+                    o = info["outcome"]
+                    done_n[0] += 1
+                    console.print(f"[{done_n[0]}/{len(workloads)}] {kernel.name} {o.workload_key}: "
+                                  + (o.skipped or f"{o.evaluated} trials (+{o.new}), best "
+                                     + (f"{o.winner_us:.2f} us" if o.winner_us else "-")
+                                     + (f", default {o.default_us:.2f} us" if o.default_us else "")),
+                                  highlight=False, soft_wrap=True)
 
-        outcomes = Tuner(store, kernel, settings, on_event).run(workloads)
+        done_n = [0]
+        try:
+            outcomes = Tuner(store, kernel, settings, on_event).run(workloads)
+        except KeyboardInterrupt:
+            progress.stop()
+            err_console.print(f"interrupted: every finished trial is kept in {store.shown_url}; "
+                              f"run `{again}` to resume", highlight=False, soft_wrap=True, markup=False)
+            raise typer.Exit(130) from None
     table = Table(title=f"{kernel.name}: {len(outcomes)} workloads"
                   + ("" if gpu else " (interpreter: times not meaningful)"))
     for col in ("workload", "trials (new)", "statuses", "winner us", "default us", "speedup", "winner"):
@@ -220,6 +239,10 @@ def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, pat
                       f"{o.winner_us:.2f}" if o.winner_us else "-", f"{o.default_us:.2f}" if o.default_us else "-",
                       sp, o.skipped or ("default" if o.is_default else "tuned"))
     console.print(table)
+    dbarg = "" if db is None else f" --db {db}"
+    console.print(f"Results: {store.shown_url}\nNext: `tune show {kernel.cli_name}{dbarg}` lists the winners, "
+                  f"`tune export --out packs/mine{dbarg}` writes a pack, `tune dashboard{dbarg}` the history.",
+                  highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer, kernel: Kernel) -> None:

@@ -114,6 +114,11 @@ class Pack:
     def name(self) -> str:
         return self.manifest.get("name", self.path.name)
 
+    def __repr__(self) -> str:
+        n = sum(len(t.entries) for t in self.tables.values())
+        return (f"Pack({self.name!r}, {str(self.path)!r}, {n} entries over {len(self.tables)} kernels, "
+                f"{'usable' if self.usable else 'made for another GPU: defaults'})")
+
     def select(self, kernel: str, workload: Mapping[str, Any], target: Target | None = None) -> Selection:
         """The config for ``kernel`` at ``workload`` (a dict of axis -> value) on ``target``
         (None: the device at hand), whose defaults fill what the pack lacks. Cached."""

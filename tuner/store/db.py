@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -13,8 +14,28 @@ from sqlalchemy.orm import Session, sessionmaker
 log = logging.getLogger(__name__)
 
 VERSION_TABLE = "tuner_alembic_version"
-DEFAULT_URL = "sqlite:///results.db"
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+SHIPPED = Path(__file__).resolve().parents[2] / "results.db"
+"""The measured history a checkout ships (read, never written, unless named with ``--db``)."""
+
+
+def user_db() -> Path:
+    """Where results go by default: ``$TUNER_DB``, else ``$XDG_DATA_HOME/tuner/results.db``
+    (``~/.local/share/tuner/results.db``): never a file of the checkout."""
+    if os.environ.get("TUNER_DB"):
+        return Path(os.environ["TUNER_DB"]).expanduser()
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "tuner" / "results.db"
+
+
+def default_db(*, write: bool) -> str:
+    """The database a command uses without ``--db``: the user's (``user_db``) for commands that
+    record; for commands that only read, the user's once it exists, else the shipped history."""
+    mine = user_db()
+    if write:
+        mine.parent.mkdir(parents=True, exist_ok=True)
+        return str(mine)
+    return str(mine if mine.is_file() or not SHIPPED.is_file() else SHIPPED)
 
 # Tables that may share the database with ours: Optuna's RDB storage.
 _OPTUNA_TABLES = {"studies", "study_directions", "study_user_attributes", "study_system_attributes",
@@ -35,7 +56,7 @@ def redact_url(url: str) -> str:
 def normalize_url(db: str | None) -> str:
     """A SQLAlchemy URL from ``--db``: a URL as is, a bare path as a SQLite file."""
     if db is None:
-        return DEFAULT_URL
+        raise StoreError("no database given")
     if not db.strip():
         raise StoreError("--db: empty (give a SQLite path or a SQLAlchemy URL)")
     if "://" in db:
@@ -93,9 +114,37 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
         command.upgrade(_alembic_config(conn), revision)
 
 
+def head_revision() -> str:
+    """The newest schema revision this code knows."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(_alembic_config(None)).get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The database's schema revision (None before the first migration)."""
+    from sqlalchemy import text
+
+    if VERSION_TABLE not in set(inspect(engine).get_table_names()):
+        return None
+    with engine.connect() as conn:
+        return conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+
+
+def _read_only(url: str) -> Path | None:
+    """The SQLite file of ``url`` when this process cannot write it (or its folder, where SQLite
+    keeps its journal), else None."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = Path(url.removeprefix("sqlite:///").split("?")[0])
+    if path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        return path
+    return None
+
+
 def open_store(db: str | None = None, *, create: bool = True) -> Store:
     """Open (and create or upgrade) the store at ``db``; raise StoreError when unusable."""
-    url = normalize_url(db)
+    url = normalize_url(db if db is not None else default_db(write=create))
     shown = redact_url(url)
     if create and re.fullmatch(r"sqlite(\+\w+)?://(/(:memory:)?)?(\?.*)?", url):
         raise StoreError(f"{shown} is an in-memory database: what a tune measures would be lost with the "
@@ -106,11 +155,16 @@ def open_store(db: str | None = None, *, create: bool = True) -> Store:
             raise StoreError(f"no database at {path}")
         if path.stat().st_size == 0:  # reading it must not write a schema (or a WAL header) into it
             raise StoreError(f"{path} is empty: no tuner database there")
+    ro = None if create else _read_only(url)
     try:
-        engine = create_engine(url)
-    except (SQLAlchemyError, ImportError, ValueError) as e:
+        # a file we may not write: opened immutable (no journal, no WAL index to create)
+        engine = create_engine(f"sqlite:///file:{ro}?mode=ro&immutable=1&uri=true" if ro else url)
+    except ImportError as e:
+        extra = " (install the extra: pip install 'tuner[postgres]')" if "psycopg" in str(e) else ""
+        raise StoreError(f"cannot open database {shown!r}: {e}{extra}") from None
+    except (SQLAlchemyError, ValueError) as e:
         raise StoreError(f"cannot open database {shown!r}: {redact_url(str(e))}") from None
-    if engine.dialect.name == "sqlite":
+    if engine.dialect.name == "sqlite" and ro is None:
         _sqlite_pragmas(engine)
     try:
         tables = set(inspect(engine).get_table_names())
@@ -119,7 +173,12 @@ def open_store(db: str | None = None, *, create: bool = True) -> Store:
             raise StoreError(f"{shown} is not a tuner database (it holds tables {', '.join(sorted(foreign)[:4])})")
         if not tables and not create:  # an empty database: reading it must not write a schema into it
             raise StoreError(f"{shown} is empty: no tuner database there")
-        upgrade(engine)
+        if create or current_revision(engine) != head_revision():
+            if ro is not None:
+                raise StoreError(f"{ro} is read-only and at an older schema "
+                                 f"({current_revision(engine)}, this tuner needs {head_revision()}): "
+                                 "open a writable copy once to upgrade it")
+            upgrade(engine)
     except StoreError:
         raise
     except Exception as e:  # sqlite3.DatabaseError "file is not a database", locked, permissions...
