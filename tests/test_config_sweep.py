@@ -38,12 +38,12 @@ def test_summarize_and_table() -> None:
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message printed without a GPU")
-def test_no_gpu_exits_2_in_one_line() -> None:
-    r = subprocess.run([sys.executable, "benchmarks/config_sweep.py", "sparse_mqa", "--workload",
-                        "batch=1,context=300,next_n=1,profile=dsv32"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 2
-    assert r.stderr.strip() == "config_sweep needs a GPU"
+def test_no_gpu_exits_2_in_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import config_sweep
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert config_sweep.main(["sparse_mqa", "--workload", "batch=1,context=300,next_n=1,profile=dsv32"]) == 2
+    assert capsys.readouterr().err.strip() == "config_sweep needs a GPU"
 
 
 def test_resolve_bases_and_overrides() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.kernel_breakdown import kernel_times, launch_sequence, parse_kv, resolve_config
+from benchmarks.kernel_breakdown import kernel_times, launch_sequence, main, parse_kv, resolve_config
 from tuner.runtime.target import INTERPRETER
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,13 +47,19 @@ def test_launch_sequence_by_position() -> None:
     (["mhc", "--workload", "op=seam,tokens=64,dim=256", "--pack", "/nonexistent/pack"], "/nonexistent/pack"),
     (["mhc", "--workload", "op=seam,tokens=64,dim=256", "--inputs", "eps"], "KEY=VALUE"),
 ])
-def test_bad_input_exits_2_in_one_line_before_the_gpu(argv: list[str], msg: str) -> None:
-    """Checked before any GPU work (so the same line with or without a GPU), no traceback."""
-    r = subprocess.run([sys.executable, "benchmarks/kernel_breakdown.py", *argv], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode == 2
-    line = r.stderr.strip()
-    assert line.startswith("kernel_breakdown: ") and msg in line and "\n" not in line, r.stderr
+def test_bad_input_exits_2_in_one_line_before_the_gpu(argv: list[str], msg: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Checked before any GPU work (so the same line with or without a GPU)."""
+    assert main(argv) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("kernel_breakdown: ") and msg in line and "\n" not in line, line
+
+
+def test_bad_input_from_the_shell_has_no_traceback() -> None:
+    r = subprocess.run([sys.executable, "benchmarks/kernel_breakdown.py", "mhc", "--workload", "op=seam,dimm=256"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.startswith("kernel_breakdown: ") and "dimm" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 def test_resolve_config_pack_default_and_overrides() -> None:
