@@ -26,7 +26,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: the repository root for tuner / kernel_templates
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/_results.py (benchmarks is not a package)
-from _results import save_raw  # noqa: E402
+from _results import RAW_OUT, save_raw  # noqa: E402
 from kernel_breakdown import parse_kv, resolve_config  # noqa: E402
 
 
@@ -38,7 +38,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--config", action="append", default=[], metavar="K=V,...",
                     help="overrides laid over the base config (repeatable: one compared config each)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (default 5)")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    ap.add_argument("--out", type=Path, default=RAW_OUT, help="folder for the raw JSON")
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error("--rounds must be >= 1")

@@ -25,7 +25,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/_results.py (benchmarks is not a package)
 
-from _results import save_raw  # noqa: E402
+from _results import RAW_OUT, save_raw  # noqa: E402
 
 
 def parse_kv(text: str) -> dict[str, Any]:
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--inputs", default="", metavar="K=V,...",
                     help="overrides of make_inputs' scalar arguments, e.g. top_k=0,return_logits=true")
     ap.add_argument("--calls", type=int, default=20, help="profiled calls per workload")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    ap.add_argument("--out", type=Path, default=RAW_OUT, help="folder for the raw JSON")
     args = ap.parse_args(argv)
     try:  # bad input: one line and exit 2, before the GPU is touched
         over, extra = parse_kv(args.config), parse_kv(args.inputs)
