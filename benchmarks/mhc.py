@@ -3,7 +3,7 @@ same eager math in a CUDA graph, and the roofline floor, all measured in ONE run
 
     python benchmarks/mhc.py --pack packs/nvidia-h200 [--op seam] [--tokens 1,64] [--dim 5120]
     python benchmarks/mhc.py --op seam --tokens 1024,4096 --dim 5120 --no-baselines \
-        --variants '{"old": {"SYNC": 0, "BLOCK_T": 64, "SPLIT_K": 4}, "s1": {"SYNC": 1}}'
+        --variants '{"xy1": {"XY_GROUP": 1}, "k8": {"SPLIT_K": 8}}'
 
 ``--variants`` names extra configs, each a partial config laid over the workload's
 default (one outside the space or pruned is skipped); ``name@T`` applies at that T only.
@@ -64,12 +64,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from kernel_templates import mhc
     from search_spaces.mhc import SPACE, WORKLOADS, constraints
     from tuner import runtime
+    from tuner.runtime.target import Target
     from tuner.spec import workload_dict, workload_key
     from tuner.timing import bench, bench_kernel, gpu_available
 
     if not gpu_available():
         raise SystemExit("benchmarks/mhc.py needs a CUDA GPU (and TRITON_INTERPRET unset)")
     pack = runtime.load_pack(args.pack) if args.pack else None
+    target = Target.of("cuda")
     ops = set(args.op.split(","))
     toks = {int(x) for x in args.tokens.split(",")} if args.tokens else None
     dims = {int(x) for x in args.dim.split(",")} if args.dim else None
@@ -80,8 +82,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for wl in wls:
         inputs = mhc.make_inputs(wl, "cuda", 0)
         ref = mhc.reference(**inputs)
-        default = mhc.default_config(wl)
-        sel = pack.select("mhc", workload_dict(wl)) if pack else None
+        default = mhc.default_config(wl, target)
+        sel = pack.select("mhc", workload_dict(wl), target) if pack else None
         tuned = sel.config if sel is not None and sel.how != "default" else None
         # Variants first, in the order given (a config that hangs or crashes the context
         # then costs only what comes after it), then the tuned entry and the default.
@@ -90,7 +92,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if "@" in vname and int(vname.rsplit("@", 1)[1]) != wl.tokens:
                 continue  # name@T: only at that T
             cfg = dict(default, **over)
-            if not SPACE.contains(cfg) or not constraints(cfg, wl):
+            if not SPACE.contains(cfg) or not constraints(cfg, wl, target):
                 print(f"{workload_key(wl)} {vname}: {cfg} outside the space or pruned, skipped", flush=True)
                 continue
             configs[vname] = cfg
