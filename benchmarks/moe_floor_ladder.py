@@ -118,6 +118,7 @@ def ladder(tokens: int, profile: str, device: str, config: dict[str, Any] | None
     import torch
 
     from kernel_templates import moe_routing as mr
+    from tuner.runtime.target import Target
 
     K_ = _kernels()
     wl = mr.Workload(tokens, profile)
@@ -177,7 +178,7 @@ def ladder(tokens: int, profile: str, device: str, config: dict[str, Any] | None
         if time_fn is not None:
             out[name] = time_fn(fn)
     if time_fn is not None:
-        cfg = config or mr.default_config(wl)
+        cfg = config or mr.default_config(wl, Target.of(device))
         mr.verify(mr.launch(config=cfg, **inp), mr.reference(**inp), inp)
         out["routing"] = time_fn(lambda: mr.launch(config=cfg, **inp))
         out["config"] = cfg

@@ -13,7 +13,9 @@ import torch
 import triton
 
 import kernel_templates.moe_routing as mr
+from kernel_templates.moe_routing import chunked
 from tuner import timing
+from tuner.runtime.target import Target
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/_results.py (benchmarks is not a package)
 from _results import write_raw  # noqa: E402
@@ -30,19 +32,19 @@ def phase_launcher(cfg, inputs, phases, n_group_override=None):
     srt = torch.empty(n_sorted, dtype=torch.int32, device=dev)
     eids = torch.empty(max_blocks, dtype=torch.int32, device=dev)
     npad = torch.empty(1, dtype=torch.int32, device=dev)
-    np_, cpp = mr.grid_programs(T, cfg, mr._sm_count(dev))
+    np_, cpp = mr.grid_programs(T, cfg, Target.of(dev).sms)
     cnt = torch.zeros(np_, E, dtype=torch.int32, device=dev)
     cur = torch.empty(np_, E, dtype=torch.int32, device=dev)
     ng = n_group_override or inputs["n_group"]
-    args = (logits, bias, ids, w, ids, srt, eids, npad, cnt, cur, mr._sync_scratch(dev),
+    args = (logits, bias, ids, w, ids, srt, eids, npad, cnt, cur, chunked._sync_scratch(dev),
             T, E, logits.stride(0), n_sorted, max_blocks, inputs["block_m"], cpp, 1.0)
     meta = dict(TOP_K=top_k, N_GROUP=ng, TOPK_GROUP=min(inputs["topk_group"], ng), SCORING=inputs["scoring"],
                 HAS_BIAS=True, RENORM=True, HAS_MAP=False, BLOCK_T=cfg["BLOCK_T"], MAX_PROGRAMS=cfg["MAX_PROGRAMS"],
-                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **mr._meta(E, top_k, ng, cfg["BLOCK_T"]))
+                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], **chunked._meta(E, top_k, ng, cfg["BLOCK_T"]))
 
     def run():
         for ph, fused in phases:
-            mr._moe_routing_kernel[(np_,)](*args, PHASE=ph, FUSED=fused, GRID_SYNC=fused and np_ > 1, **meta)
+            chunked._moe_routing_kernel[(np_,)](*args, PHASE=ph, FUSED=fused, GRID_SYNC=fused and np_ > 1, **meta)
     return run
 
 
@@ -57,7 +59,7 @@ def main() -> None:
         for T in (1, 16, 256, 4096):
             w = mr.Workload(T, prof)
             inputs = mr.make_inputs(w, "cuda", 0)
-            d = mr.default_config(w)
+            d = mr.default_config(w, Target.of("cuda"))
             cfgs = [d] + [dict(d, num_warps=nw) for nw in (1, 2, 8) if nw != d["num_warps"]]
             if T >= 16:
                 cfgs += [dict(d, BLOCK_T=bt, MAX_PROGRAMS=min(128, triton.next_power_of_2(triton.cdiv(T, bt))))

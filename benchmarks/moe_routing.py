@@ -44,11 +44,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
 def _temp_pack(root: Path) -> Path:
     """A minimal valid pack (schema 1) with moe_routing entries, for timing select() without one."""
-    from tuner.runtime import PACK_SCHEMA, gpu_identity
-
     from kernel_templates.moe_routing import Workload, default_config
+    from tuner.runtime import PACK_SCHEMA, gpu_identity
+    from tuner.runtime.target import Target
 
-    entries = [{"workload": {"tokens": t, "profile": p}, "config": default_config(Workload(t, p))}
+    entries = [{"workload": {"tokens": t, "profile": p}, "config": default_config(Workload(t, p), Target.named("sm_90"))}
                for p in PROFILES for t in TOKENS]
     table = {"categorical_axes": ["profile"], "numeric_axes": ["tokens"], "entries": entries}
     data = json.dumps(table).encode()
@@ -90,6 +90,7 @@ def bench_kernels(args: argparse.Namespace) -> dict[str, Any]:
     from kernel_templates import moe_routing as mr
     from tuner import runtime, timing
     from tuner.runtime.env import gpu_identity
+    from tuner.runtime.target import Target
 
     if not timing.gpu_available():
         raise SystemExit("the kernel benchmark needs a CUDA GPU (use --select-only on the CPU)")
@@ -102,7 +103,7 @@ def bench_kernels(args: argparse.Namespace) -> dict[str, Any]:
             wl = mr.Workload(tokens, profile)
             wd = {"tokens": tokens, "profile": profile}
             sel = pack.select("moe_routing", wd) if pack else None
-            cfg = sel.config if sel and sel.how != "default" else mr.default_config(wl)
+            cfg = sel.config if sel and sel.how != "default" else mr.default_config(wl, Target.of("cuda"))
             inputs = mr.make_inputs(wl, "cuda", seed=0)
             mr.verify(mr.launch(config=cfg, **inputs), mr.reference(**inputs), inputs)
             eager = mr.baselines["torch_eager"]

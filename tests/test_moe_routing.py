@@ -11,10 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernel_templates import moe_routing as mr
+from kernel_templates.moe_routing import chunked
 from search_spaces import moe_routing as ms
+from tuner.runtime.target import Target
 from conftest import run_clean
 
 ROOT = Path(__file__).resolve().parents[1]
+TGT = Target.of()  # the interpreter without a GPU
+INTERP = Target.named("interpreter")
 
 
 def _cfg(bt: int, progs: int, fused: bool, nw: int = 4) -> dict:
@@ -68,14 +72,14 @@ def _check_layout(out: mr.MoeRouting, E: int, block_m: int, expert_map: torch.Te
 # ----------------------------------------------------------------------------- kernel vs reference
 
 @pytest.mark.parametrize("profile,tokens", [
-    ("dsv3", 1), ("dsv3", 37), ("dsv3", 129),
+    ("dsv3", 1), ("dsv3", 37), ("dsv3", 65),
     ("dsv4-flash", 3), ("dsv4-flash", 129),
     ("dsv41-flash", 1), ("dsv41-flash", 37),
 ])
 def test_profiles_default_config(profile, tokens, device):
     wl = mr.Workload(tokens, profile)
     inputs = mr.make_inputs(wl, device, seed=tokens)
-    out = _run_and_check(inputs, mr.default_config(wl))
+    out = _run_and_check(inputs, mr.default_config(wl, TGT))
     _check_layout(out, inputs["logits"].shape[1], inputs["block_m"])
 
 
@@ -108,11 +112,11 @@ def test_variants(profile, tokens, block_m, dtype, use_map, config, device):
 
 
 # Direct kernel (fused, T <= BLOCK_T): every profile at 1 to 32 tokens (one warp, a warp per
-# token, several tokens a warp, padded rows), each with two block_m (every block_m per
-# profile), one with a map; grids of one program (it fills all) or with fill programs.
+# token, several tokens a warp, padded rows, the full 32), each with two block_m (every block_m
+# per profile), one with a map; grids of one program (it fills all) or with fill programs.
 DIRECT = [(profile, tokens, block_m, use_map, _cfg(bt, progs, True, nw))
           for p, profile in enumerate(mr.PROFILES)
-          for i, (tokens, bt, progs, nw) in enumerate(((1, 1, 1, 1), (3, 4, 8, 4), (8, 8, 3, 2), (17, 32, 8, 8),
+          for i, (tokens, bt, progs, nw) in enumerate(((1, 1, 1, 1), (3, 4, 8, 4), (8, 8, 3, 2), (11, 16, 8, 2),
                                                        (32, 32, 1, 8)))
           for block_m, use_map in ((mr.BLOCK_MS[(i + p) % 4], False), (mr.BLOCK_MS[(i + p + 2) % 4], True))]
 
@@ -161,7 +165,7 @@ def test_ties_lower_index_wins(device):
     want = [list(range(k)), list(range(k)), list(range(40, 40 + k)), list(range(0, 2 * k, 2)), list(range(k))]
     assert out.topk_ids.cpu().tolist() == want
     assert torch.allclose(out.topk_weights.cpu(), torch.full((T, k), 1.0 / k))
-    assert mr._sync_scratch(logits.device).tolist() == [0, 0], "the last program out resets the barrier counters"
+    assert chunked._sync_scratch(logits.device).tolist() == [0, 0], "the last program out resets the barrier counters"
     assert mr.is_direct(T, _cfg(8, 1, True)), "the checks above ran the direct kernel"
     # equal group scores: lower group index wins too (8 groups of 8, keep 2)
     out = mr.launch(config=_cfg(2, 4, False), logits=logits, bias=None, n_group=8, topk_group=2, **base)
@@ -202,7 +206,7 @@ def test_reference_align_invariants(case):
     _check_layout(fake, E, block_m, emap)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(T=st.integers(1, 24), E=st.sampled_from([8, 24, 48]), k=st.integers(1, 4), block_m=st.sampled_from(mr.BLOCK_MS),
        bt=st.sampled_from([1, 2, 4, 8]), progs=st.sampled_from([1, 2, 8]), with_map=st.booleans(),
        grouped=st.booleans(), with_bias=st.booleans(), seed=st.integers(0, 2**16))
@@ -256,7 +260,7 @@ def test_public_api_and_profiles(device):
 
 def test_launch_rejects_bad_inputs(device):
     inputs = mr.make_inputs(mr.Workload(4, "dsv3"), device, seed=0)
-    cfg = mr.default_config(mr.Workload(4, "dsv3"))
+    cfg = mr.default_config(mr.Workload(4, "dsv3"), TGT)
     for change, msg in [(dict(logits=inputs["logits"].half()), "float32 or bfloat16"),
                         (dict(bias=inputs["bias"][:10]), "bias"),
                         (dict(n_group=7), "n_group"),
@@ -269,46 +273,71 @@ def test_launch_rejects_bad_inputs(device):
             mr.launch(config=cfg, **{**inputs, **change})
 
 
+@pytest.mark.parametrize("knob,bad", [("MAX_PROGRAMS", 0), ("MAX_PROGRAMS", -4), ("MAX_PROGRAMS", 8.0), ("BLOCK_T", 0), ("BLOCK_T", 6), ("num_warps", 0),
+                                      ("FUSED", 1), ("num_stages", 0), ("FUSED", None)])
+def test_launch_rejects_bad_knobs(knob, bad, device):
+    """Every knob's type and range is checked before anything launches: a ValueError naming it."""
+    inputs = mr.make_inputs(mr.Workload(4, "dsv3"), device, seed=0)
+    for cfg in (_cfg(4, 8, True), _cfg(1, 4, False)):  # the direct kernel and the two-launch path
+        with pytest.raises(ValueError, match=knob):
+            mr.launch(config=dict(cfg, **{knob: bad}), **inputs)
+    with pytest.raises(ValueError, match="lacks"):
+        mr.launch(config={"BLOCK_T": 4}, **inputs)
+
+
 def test_spec_cost_and_space():
     spec = mr.SPEC
     assert spec.name == "moe_routing" and spec.launch_bound and "torch_eager" in spec.baselines
     b, f = spec.cost(mr.Workload(64, "dsv3"))
     assert 64 * 256 * 4 < b < 1e6 and f > 0
-    consts = set(inspect.signature(mr._moe_routing_kernel.fn).parameters)
+    consts = set(inspect.signature(chunked._moe_routing_kernel.fn).parameters)
     assert set(ms.SPACE) - {"num_warps", "num_stages"} <= consts
     for wl in ms.WORKLOADS + ms.SMALL_WORKLOADS:
-        cfg = mr.default_config(wl)
+        cfg = mr.default_config(wl, TGT)
         assert ms.SPACE.contains(cfg), cfg
-        assert ms.constraints(cfg, wl), (wl, cfg)
+        assert ms.constraints(cfg, wl, TGT), (wl, cfg)
+        assert ms.SPACE.canonical(cfg, wl, TGT) == cfg, (wl, cfg)
+    # canonical: chunks no larger than the tokens, caps no larger than the chunks (fused: the SMs)
+    sm90 = Target.named("sm_90")
+    canon = ms.SPACE.canonical
+    assert canon(_cfg(32, 1024, True), mr.Workload(5, "dsv3"), sm90) == _cfg(8, 1024, True)  # direct: its own grid
+    assert canon(_cfg(2, 1024, True), mr.Workload(64, "dsv3"), sm90) == _cfg(2, 32, True)
+    assert canon(_cfg(2, 1024, True), mr.Workload(4096, "dsv3"), sm90) == _cfg(2, 256, True)
+    assert canon(_cfg(2, 1024, False), mr.Workload(4096, "dsv3"), sm90) == _cfg(2, 1024, False)
+    assert canon(_cfg(2, 1024, True), mr.Workload(4096, "dsv3"), INTERP) == _cfg(2, 4, True)
     wl = mr.Workload(64, "dsv3")
-    assert not ms.constraints(_cfg(4, 16, True), wl)  # a grid barrier over 16 programs in the interpreter
-    assert not ms.constraints(_cfg(32, 1, False, 1), wl)  # 8192 scores over 32 threads
+    assert not ms.constraints(_cfg(4, 16, True), wl, INTERP)  # a grid barrier over 16 programs in the interpreter
+    assert ms.constraints(_cfg(4, 16, True), wl, Target.named("sm_90"))
+    assert not ms.constraints(_cfg(32, 1, False, 1), wl, TGT)  # 8192 scores over 32 threads
     wl = mr.Workload(8, "dsv41-flash")
-    assert ms.constraints(mr.default_config(wl), wl) and mr.is_direct(8, mr.default_config(wl))
+    assert ms.constraints(mr.default_config(wl, TGT), wl, TGT) and mr.is_direct(8, mr.default_config(wl, TGT))
     wl = mr.Workload(32, "dsv41-flash")  # the direct kernel holds 32 tokens: a tuning option, not the default
     direct32 = dict(BLOCK_T=32, MAX_PROGRAMS=8, FUSED=True, num_warps=8, num_stages=1)
-    assert ms.constraints(direct32, wl) and mr.is_direct(32, direct32) and not mr.is_direct(32, mr.default_config(wl))
+    assert ms.constraints(direct32, wl, TGT) and mr.is_direct(32, direct32) and not mr.is_direct(32, mr.default_config(wl, TGT))
     wl = mr.Workload(4, "dsv41-flash")
-    assert not ms.constraints(_cfg(4, 8, True, 8), wl)  # direct: more warps than tokens split a token
+    assert not ms.constraints(_cfg(4, 8, True, 8), wl, TGT)  # direct: more warps than tokens split a token
 
 
 def test_small_workloads_run(device):
     for wl in ms.SMALL_WORKLOADS:
-        _run_and_check(mr.make_inputs(wl, device, seed=0), mr.default_config(wl))
+        _run_and_check(mr.make_inputs(wl, device, seed=0), mr.default_config(wl, TGT))
 
 
 _LOWER = """
 import json, sys, triton
 from triton.backends.compiler import GPUTarget
 from kernel_templates import moe_routing as mr
+from tuner.runtime.target import Target
+TGT = Target.named("sm_90")
 done = []
+# every launch for sm_90; each kernel kind once for sm_100 too (the first case of each loop)
 for profile, tokens in (("dsv3", 64), ("dsv41-flash", 1024)):
     wl = mr.Workload(tokens, profile)
-    cfg = mr.default_config(wl)
+    cfg = mr.default_config(wl, TGT)
     for fused in (True, False):
         cfg["FUSED"] = fused
         for fn, sig, cx in mr.lower_signatures(wl, cfg):
-            for cc in (90, 100):
+            for cc in ((90, 100) if profile == "dsv3" else (90,)):
                 src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx)
                 triton.compile(src, target=GPUTarget("cuda", cc, 32),
                                options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
@@ -316,10 +345,10 @@ for profile, tokens in (("dsv3", 64), ("dsv41-flash", 1024)):
 # the direct kernel (default configs at T <= DIRECT_MAX_TOKENS: one and 4 warps; 8 warps at T=32, a tuning option)
 for profile, tokens in (("dsv3", 1), ("dsv41-flash", 4), ("dsv3", 32), ("dsv41-flash", 32)):
     wl = mr.Workload(tokens, profile)
-    cfg = mr.default_config(wl) if tokens <= mr.DIRECT_MAX_TOKENS else dict(
+    cfg = mr.default_config(wl, TGT) if tokens <= mr.DIRECT_MAX_TOKENS else dict(
         BLOCK_T=32, MAX_PROGRAMS=8, FUSED=True, num_warps=8, num_stages=1)
     for fn, sig, cx in mr.lower_signatures(wl, cfg):
-        for cc in (90, 100):
+        for cc in ((90, 100) if tokens == 1 else (90,)):
             src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx)
             triton.compile(src, target=GPUTarget("cuda", cc, 32),
                            options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
@@ -328,7 +357,7 @@ for profile, tokens in (("dsv3", 1), ("dsv41-flash", 4), ("dsv3", 32), ("dsv41-f
 wl = mr.Workload(4096, "dsv41-flash")
 cfg = dict(BLOCK_T=4, MAX_PROGRAMS=1024, FUSED=False, num_warps=8, num_stages=2)
 for fn, sig, cx in mr.lower_signatures(wl, cfg):
-    for cc in (90, 100):
+    for cc in ((90, 100) if "PHASE" not in cx else (90,)):
         src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=cx)
         triton.compile(src, target=GPUTarget("cuda", cc, 32),
                        options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
@@ -340,12 +369,12 @@ print(json.dumps(done))
 def test_lower_compiles_sm90_sm100():
     # The interpreter replaces jit functions with uncompilable wrappers: lower in a clean process.
     done = run_clean(_LOWER)
-    # fused: one kernel per target; split: phases 1 and 2 per target; direct: one; 1024 programs: + the scan
-    assert len(done) == 2 * (1 + 2) * 2 + 4 * 2 + 3 * 2
+    # fused: one kernel; split: phases 1 and 2; direct: one; 1024 programs: + the scan (sm_100: one of each)
+    assert len(done) == (2 * (1 + 2) + 3) + 4 + 1 + 3 + 1
     assert {(d[2], d[3]) for d in done if d[0] not in ("prefix", "direct")} == {
         (0, 90), (0, 100), (1, 90), (1, 100), (2, 90), (2, 100)}
-    assert {d[2] for d in done if d[0] == "direct"} == {"_moe_direct_kernel"}
-    assert [d[2] for d in done if d[0] == "prefix"] == [1, 1, "scan", "scan", 2, 2]
+    assert {(d[2], d[3]) for d in done if d[0] == "direct"} == {("_moe_direct_kernel", 90), ("_moe_direct_kernel", 100)}
+    assert [d[2] for d in done if d[0] == "prefix"] == [1, "scan", "scan", 2]
 
 
 @pytest.mark.parametrize("profile,tokens,block_m,use_map,config", [
