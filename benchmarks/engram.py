@@ -237,7 +237,7 @@ def _overlap(table: Any, rows: Any, cfg: dict[str, Any], reps: int, rounds: int 
 
 
 # The layer must last as long as the lookup: a longer one absorbs the lookup's slowdown beside it and
-# inflates the hidden share (run 91: a layer sized on a slow first round ran 11-16% longer than the later
+# inflates the hidden share (measured on an H200: a layer sized on a slow first round ran 11-16% longer than the later
 # rounds' lookups, which then read 96-97% hidden, against 88-92% with equal durations). A round whose
 # lookup has drifted more than this from the last measured layer re-sizes the layer first.
 LAYER_TOLERANCE = 0.02
@@ -451,7 +451,7 @@ def _table(result: dict[str, Any]) -> str:
                          f"{100 * v['hidden_min']:.1f}-{100 * v['hidden_max']:.1f}%), exposed "
                          f"{v['both_us'] - v['layer_us']:.1f} us vs {o['both_us'] - o['layer_us']:.1f}" + _ratio_note(v))
     # Every host placement against the smallest CPU-gather baseline of the host placements (the same rows
-    # gathered on the CPU; one process's baselines have ranged 354-685 us for the same op, run 91), so a slow
+    # gathered on the CPU; one process's baselines have ranged 354-685 us for the same op), so a slow
     # baseline sample cannot make a ratio. host_split's own baseline adds a GPU index_select and a cat.
     host_rows = [r for r in result["rows"] if r["tokens"] == 256 and r["placement"] != "hbm"]
     base256: dict[int, float] = {}

@@ -1,6 +1,6 @@
 """Does a host-table lookup slow down with the table's size, and does the page size matter?
 
-Run 101 measured a 32M-row host table about 2x slower than an 8M one at T = 4096 (not at
+An H200 measured a 32M-row host table about 2x slower than an 8M one at T = 4096 (not at
 T = 256); HBM tables do not slow down. One hypothesis: a random gather over a large table
 misses translation caches (the GPU's, for sysmem mapped in small pages, or the host's). This
 probe times the same lookup (same tokens and config; the rows differ with the table's size,
@@ -16,11 +16,11 @@ one before it is timed (pinned is timed first). ``--window N`` also times the ro
 into the table's first N rows: the same table, the addresses of a smaller one. Probe only:
 nothing here is a template placement.
 
-Runs 102-103 (H200 in a VM): T = 4096 slows 3.2x from 1M to 64M rows; VMM memory (2 MB
+Measured on an H200 in a VM: T = 4096 slows 3.2x from 1M to 64M rows; VMM memory (2 MB
 granularity) is no faster; the 64M table's rows folded into 1M run at the 1M table's speed.
 The cost grows with the spread of the addresses read; which translation limits it is open.
-The same at the lookup kernel as ``host_gather_probe.py`` found for a raw 264-B gather in run
-22 (13.5 -> 43 GB/s as the span shrank from 2 GiB to 0.5 GiB; VMM and THP memory alike).
+The same at the lookup kernel as ``host_gather_probe.py`` found for a raw 264-B gather
+(13.5 -> 43 GB/s as the span shrank from 2 GiB to 0.5 GiB; VMM and THP memory alike).
 
     python3 benchmarks/engram_page_probe.py --rows 1M,8M,32M --tokens 256,4096 --out $OUT
 """

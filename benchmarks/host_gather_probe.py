@@ -4,7 +4,7 @@
 
 The engram benchmark measures a random 264-B row gather from a pinned host table at
 ~13.7 GB/s against 48 GB/s for the same rows read in order, and huge pages (THP,
-registered) change nothing; the row layout does not matter either (run 10, engram_sweep.py:
+registered) change nothing; the row layout does not matter either (engram_sweep.py:
 264-, 256-, 288-B rows 12.6-13.1 GB/s). This probe separates the other candidate limits in
 one run, with the engram benchmark's gather kernel (``engram._gather_kernel``):
 

@@ -454,6 +454,12 @@ def test_space_matches_kernel_and_defaults():
     for w in S.WORKLOADS + S.SMALL_WORKLOADS:
         cfg = E.default_config(w, TGT)
         assert S.SPACE.contains(cfg) and S.constraints(cfg, w, TGT), w
+        assert S.SPACE.canonical(cfg, w, TGT) == cfg, w
+    # canonical: a chunk as large as the rows is none; the smallest grid fraction giving the same grid
+    w = E.Workload(256, "host", 1 << 20)  # 6144 rows
+    cfg = dict(E.default_config(w, SM90), CHUNK_ROWS=6144, GRID_SM_FRAC=16.0, ROWS=64)
+    assert S.SPACE.canonical(cfg, w, SM90) == dict(cfg, CHUNK_ROWS=0, GRID_SM_FRAC=1.0)  # 96 tiles: 0.75 -> 1 * 132
+    assert S.SPACE.canonical(cfg, w, Target.named("interpreter"))["GRID_SM_FRAC"] == 16.0  # 4 SMs: 64 programs
     assert E.feasible(S.SMALL_WORKLOADS[0]) is None
     # the interpreter's size cap (on a GPU host this table may fit)
     assert "interpreter" in E.feasible(S.WORKLOADS[-1], Target.named("interpreter"))
@@ -708,7 +714,7 @@ def test_benchmark_overlap_rounds_summary():
 
 def test_benchmark_overlap_layer_is_resized_when_the_lookup_drifts():
     """A layer more than 2% longer or shorter than the round's lookup is sized again (a longer
-    one absorbs the lookup's slowdown: run 91 read 96-97% hidden with a layer 11-16% long)."""
+    one absorbs the lookup's slowdown: 96-97% hidden was read with a layer 11-16% long)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import engram as B
 
@@ -748,7 +754,7 @@ def test_benchmark_overlap_round_resizes_on_drift(monkeypatch):
 
 def test_benchmark_ten_x_line_takes_the_smallest_host_baseline():
     """Each host placement's T=256 ratio is against the smallest CPU-gather baseline of the host
-    placements (the same rows gathered on the CPU), not its own sample alone (run 91: 684.5 us for
+    placements (the same rows gathered on the CPU), not its own sample alone (684.5 us was measured for
     host beside 360.1 / 353.9 us for the others); HBM rows take no part."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import engram as B
@@ -768,7 +774,7 @@ def test_benchmark_ten_x_line_takes_the_smallest_host_baseline():
 
 def test_clock_spans_reads_phase_and_round_spans(tmp_path):
     """benchmarks/clock_spans.py averages the sampled clocks inside each phase's spans: one
-    (start, end) a phase (sweeps before run 85) or one a round (``_overlap``'s rounds)."""
+    (start, end) a phase (older sweeps) or one a round (``_overlap``'s rounds)."""
     import datetime
     import inspect
 
@@ -916,7 +922,7 @@ def test_prefetch_config_runs_host_tables_as_two_cta_clusters():
 
 
 def test_prefetch_config_stages_long_host_split_lookups():
-    """STAGE where run 96 measured it hiding more: host_split from T=4096 on; not host / host_thp, not T=256."""
+    """STAGE where it was measured hiding more: host_split from T=4096 on; not host / host_thp, not T=256."""
     wide = E.default_config(E.Workload(4096, "host_split", 1 << 20), SM90)
     long, short = 4096 * EH.ROWS_PER_TOKEN, 256 * EH.ROWS_PER_TOKEN
     assert EP.STAGE_MIN_ROWS == long

@@ -65,7 +65,7 @@ def make_inputs(workload: Workload, device: str = "cpu", seed: int = 0) -> dict[
 
 
 def default_config(workload: Workload, target: Target) -> dict[str, Any]:
-    """H200 defaults from a sweep (benchmarks/NOTES.md). HBM: 32-row tiles, 8 warps,
+    """H200 defaults from a sweep (``benchmarks/engram_sweep.py``). HBM: 32-row tiles, 8 warps,
     up to 16 programs per SM (bytes in flight: T=4096 31.0 -> 24.1 us, 74% of HBM). Host:
     PCIe-bound; 64-row tiles, 16 warps, a quarter of the SMs gather as fast as all of them
     (T=256 45.2 us for 33 to 264 programs), leaving the rest to the main stream; dedup

@@ -19,7 +19,7 @@ from tuner.runtime.target import Target
 # overlap benchmark's is 64 clusters of 2 CTAs (128 of the H200's 132 SMs) that fill every
 # register of their SMs. A lookup CTA on an SM breaks that SM's pair, and with 64 of the 66
 # pairs needed, any broken pairs beyond two push clusters into a second wave. Measured on an
-# H200 (benchmarks/NOTES.md): 16 single-CTA programs (1/8 of the SMs) hid 54% of the lookup,
+# H200 (docs/performance.md): 16 single-CTA programs (1/8 of the SMs) hid 54% of the lookup,
 # 4 programs 53%, 132 one-warp programs 0-4%; two 2-CTA clusters (two whole pairs) hid
 # 84-87%. Alone such a prefetch is slower (T=256: ~70 us on 4 SMs vs ~47 us on 16): the
 # price of not stretching the layer beside it.
