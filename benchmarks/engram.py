@@ -168,7 +168,7 @@ def hash_rows(params: dict[str, Any], tokens: Any) -> Any:
 
 def zipf_rows(params: dict[str, Any], T: int) -> tuple[Any, Any]:
     """The benchmark's input for T tokens: Zipfian tokens (seed T) on the GPU and their rows."""
-    from kernel_templates.engram import hash as EH
+    from kernel_templates.engram import hashing as EH
 
     tok = EH.zipf_tokens(EH.token_shape(T), seed=T).to("cuda")
     return tok, hash_rows(params, tok)
@@ -333,7 +333,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from kernel_templates import engram as E
-    from kernel_templates.engram import hash as EH, lookup as EL, table as ET
+    from kernel_templates.engram import hashing as EH, lookup as EL, table as ET
     from search_spaces.engram import WORKLOADS
     from tuner import runtime
     from tuner.runtime.env import gpu_identity

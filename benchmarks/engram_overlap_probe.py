@@ -242,7 +242,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from engram import _equal_layer, zipf_rows  # benchmarks/engram.py
     from kernel_templates import engram as E
-    from kernel_templates.engram import hash as EH, prefetch as EP
+    from kernel_templates.engram import hashing as EH, prefetch as EP
     from tuner import runtime
     from tuner.runtime.target import Target
     from tuner.spec import workload_dict

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from engram import zipf_rows  # benchmarks/engram.py
     from kernel_templates import engram as E
-    from kernel_templates.engram import hash as EH, table as ET
+    from kernel_templates.engram import hashing as EH, table as ET
     from tuner.timing import gpu_available
 
     if not gpu_available():

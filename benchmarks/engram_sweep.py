@@ -108,7 +108,7 @@ def part_lookup(points: list[tuple[str, int]], rows_out: list, budget: float) ->
     import torch
 
     from kernel_templates import engram as E
-    from kernel_templates.engram import hash as EH, lookup as EL
+    from kernel_templates.engram import hashing as EH, lookup as EL
     from tuner.runtime.target import Target
     from tuner.timing import bench_kernel
 
@@ -184,7 +184,7 @@ def part_overlap_configs(points: list[tuple[str, int]], configs: list[dict], siz
     import torch
 
     from kernel_templates import engram as E
-    from kernel_templates.engram import hash as EH, lookup as EL
+    from kernel_templates.engram import hashing as EH, lookup as EL
     from tuner.runtime.target import Target
 
     from engram import _overlap, zipf_rows  # benchmarks/engram.py

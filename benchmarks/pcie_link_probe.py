@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from engram import _gather_kernel as engram_gather, offset_arg, zipf_rows
     from engram_sweep import _gather_strided
     from kernel_templates import engram as E
-    from kernel_templates.engram import hash as EH, lookup as EL, table as ET
+    from kernel_templates.engram import hashing as EH, lookup as EL, table as ET
     from tuner.runtime.target import Target
     from tuner import runtime
 

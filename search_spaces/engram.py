@@ -16,7 +16,7 @@ from typing import Any
 
 from kernel_templates._host import next_power_of_2
 from kernel_templates.engram import MAX_TABLE_ROWS, MAX_TOKENS, Workload
-from kernel_templates.engram.hash import MIN_TABLE_ROWS, ROWS_PER_TOKEN
+from kernel_templates.engram.hashing import MIN_TABLE_ROWS, ROWS_PER_TOKEN
 from kernel_templates.engram.lookup import GRID_SM_FRACS, grid_programs
 from kernel_templates.engram.table import D, SPLIT_PLACEMENTS
 from tuner.runtime.target import Target

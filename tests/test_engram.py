@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernel_templates import engram as E
-from kernel_templates.engram import hash as EH
+from kernel_templates.engram import hashing as EH
 from kernel_templates.engram import lookup as EL
 from kernel_templates.engram import prefetch as EP
 from kernel_templates.engram.reference import reference, reference_hash
@@ -466,6 +466,13 @@ def test_space_matches_kernel_and_defaults():
     assert len(S.WORKLOADS) == 48
 
 
+def test_workloads_hash_and_compare():
+    """Workloads are dict keys and set members (the CLI deduplicates its grid): the package's
+    names must not shadow the builtin ``hash`` its dataclasses call."""
+    w = E.Workload(3, "hbm", 4096)
+    assert len({w, E.Workload(3, "hbm", 4096), E.Workload(4, "hbm", 4096)}) == 2 and hash(w) == hash(E.Workload(3, "hbm", 4096))
+
+
 def test_feasible_and_limits_refuse_nonsense():
     """Workloads the kernels cannot run are refused with a reason (the study skips them) and the
     CLI's axis limits refuse them up front: a table too small for 24 prime sub-tables, no tokens,
@@ -489,7 +496,7 @@ _LOWER = r"""
 import json, triton
 from triton.backends.compiler import GPUTarget
 from kernel_templates import engram as E
-from kernel_templates.engram import hash as EH, lookup as EL, prefetch as EP
+from kernel_templates.engram import hashing as EH, lookup as EL, prefetch as EP
 from tuner.runtime.target import Target
 SM90 = Target.named("sm_90")
 done = []

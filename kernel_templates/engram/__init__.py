@@ -1,7 +1,7 @@
 """Engram: n-gram hashing, FP8 table lookup from GPU or host memory, async prefetch.
 
 KERNELS.md section 6. The public API: ``EngramTable`` (the table and its placement,
-``table``), ``engram_hash`` (token ids -> 24 rows per token, ``hash``), ``engram_lookup``
+``table``), ``engram_hash`` (token ids -> 24 rows per token, ``hashing``), ``engram_lookup``
 (rows -> dequantized ``[..., 256]`` bf16, the tuned kernel, ``lookup``) and
 ``EngramPrefetcher`` (lookups on a side stream, ``prefetch``). ``SPEC`` tunes the lookup
 over (tokens, placement, table rows); the PyTorch reference is in ``reference``.
@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from kernel_templates._host import next_power_of_2
-from kernel_templates.engram.hash import MIN_TABLE_ROWS, ROWS_PER_TOKEN, engram_hash, make_params, token_shape, zipf_tokens
+from kernel_templates.engram.hashing import MIN_TABLE_ROWS, ROWS_PER_TOKEN, engram_hash, make_params, token_shape, zipf_tokens
 from kernel_templates.engram.lookup import GRID_SM_FRACS, grid_programs, launch, workload_of
 from kernel_templates.engram.prefetch import EngramPrefetcher, PrefetchHandle, prefetch_config
 from kernel_templates.engram.reference import reference, reference_hash

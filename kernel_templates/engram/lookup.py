@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from kernel_templates._host import cdiv
-from kernel_templates.engram.hash import ROWS_PER_TOKEN
+from kernel_templates.engram.hashing import ROWS_PER_TOKEN
 from kernel_templates.engram.table import D, N_SCALES, ROW_BYTES, EngramTable
 from kernel_templates.nvfp4 import fp8_ue8m0_tile_to_f32
 from tuner.runtime.target import Target

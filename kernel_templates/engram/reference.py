@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from kernel_templates.engram.hash import N_MAX, ORDERS
+from kernel_templates.engram.hashing import N_MAX, ORDERS
 from kernel_templates.engram.table import D
 from kernel_templates.nvfp4 import dequantize_fp8_ue8m0
 
