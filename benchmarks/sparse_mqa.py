@@ -10,15 +10,14 @@ Raw numbers go to ``--out`` as JSON; the table printed last gives % of the HBM f
 the top-k overhead and the speedup over the baseline, then the issue's target checks.
 
     python benchmarks/sparse_mqa.py --pack packs/nvidia-h200 [--quick]
-    python benchmarks/sparse_mqa.py --algos merge,radix --batch 1,32 --context 8192,131072,524288 --next-n 1
+    python benchmarks/sparse_mqa.py --algos bound,radix --batch 1,32 --context 8192,131072,524288 --next-n 1
     python benchmarks/sparse_mqa.py --quick --algos radix,row --no-baseline --reps 20
     python benchmarks/sparse_mqa.py --profiles dsv41-flash --batch 32 --context 131072 --variant word:MX_WORD_DECODE=1
 
-``--algos`` times each top-k path on the same inputs (``merge``: ``merge_config``;
-``radix``: ``radix_config``; ``row``: ``row_config``, only up to the context the search space
+``--algos`` times each top-k path on the same inputs (``radix``: ``radix_config``; ``row``: ``row_config``, only up to the context the search space
 admits it for; ``bound``: ``bound_config``; a tuned config of that path where the pack has one),
 each verified first; the
-scoring alone is timed once (the merge / radix scoring kernel; the row path's also writes
+scoring alone is timed once (the radix scoring kernel; the row path's also writes
 its first-digit histograms, so its top-k overhead includes that). ``--variant NAME:K=V`` adds the config with
 those overrides (e.g. ``MX_WORD_DECODE=1``), verified, with its own scoring time.
 """
@@ -51,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profiles", default="dsv32,dsv41-flash", help="comma-separated profiles")
     p.add_argument("--no-baseline", action="store_true", help="skip the PyTorch baseline")
     p.add_argument("--reps", type=int, default=50, help="timed repetitions per measurement")
-    p.add_argument("--algos", default=None, help="comma-separated top-k paths to compare (merge,radix,row,bound)")
+    p.add_argument("--algos", default=None, help="comma-separated top-k paths to compare (radix,row,bound)")
     p.add_argument("--batch", default=None, help="comma-separated batch sizes (filter)")
     p.add_argument("--context", default=None, help="comma-separated contexts (filter)")
     p.add_argument("--next-n", default=None, help="comma-separated next_n (filter)")
@@ -86,6 +85,7 @@ def workloads(args: argparse.Namespace) -> list[Any]:
 def algo_configs(w: Any, config: dict[str, Any], args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
     """(label, config) per compared top-k path; without ``--algos`` the one config."""
     from kernel_templates import sparse_mqa as M
+    from tuner.runtime.target import Target
 
     variants = [(label, dict(config, **over)) for label, over in parse_variants(args.variant)]
     variants = [(a, c) for a, c in variants if admitted(w, c)]
@@ -93,11 +93,10 @@ def algo_configs(w: Any, config: dict[str, Any], args: argparse.Namespace) -> li
         return [("", config)] + variants
     out = []
     for a in args.algos.split(","):
-        make = {"merge": M.merge_config, "radix": M.radix_config, "row": M.row_config,
-                "bound": M.bound_config}.get(a)
+        make = {"radix": M.radix_config, "row": M.row_config, "bound": M.bound_config}.get(a)
         if make is None:
-            raise SystemExit(f"unknown top-k path {a!r} (merge, radix, row, bound)")
-        c = config if config.get("TOPK_ALGO", "merge") == a else make(w)
+            raise SystemExit(f"unknown top-k path {a!r} (radix, row, bound)")
+        c = config if config["TOPK_ALGO"] == a else make(w, Target.of("cuda"))
         if a != "row" or admitted(w, c):
             out.append((a, c))
     return out + variants
@@ -120,14 +119,13 @@ def parse_variants(specs: list[str]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def admitted(w: Any, config: dict[str, Any]) -> bool:
-    """The search space admits the variant (keys a pack entry predates filled as the launcher does)."""
-    from kernel_templates import sparse_mqa as M
+    """The search space admits the variant on this GPU (in the space, canonical, within the constraints)."""
     from search_spaces import sparse_mqa as S
+    from tuner.runtime.target import Target
 
-    base = M.merge_config(w) if config.get("TOPK_ALGO", "merge") == "merge" else M.radix_config(w)
-    cfg = {**base, "MX_WORD_DECODE": False, "SCORE_GLUON": False, **config}  # keys' absent values
-    cfg = {k: bool(v) if isinstance(S.SPACE[k].values()[0], bool) else v for k, v in cfg.items() if k in S.SPACE}
-    ok = S.SPACE.contains(cfg) and S.constraints(cfg, w)
+    t = Target.of("cuda")
+    cfg = {k: bool(v) if isinstance(S.SPACE[k].values()[0], bool) else v for k, v in config.items()}
+    ok = S.SPACE.contains(cfg) and S.SPACE.canonical(cfg, w, t) == cfg and S.constraints(cfg, w, t)
     if not ok:
         log.info("%s: %s not admitted by the search space, skipped", w, config)
     return ok
@@ -163,7 +161,7 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
     runs = []
     variant_names = {name for name, _ in parse_variants(args.variant)}
     for label, cfg in algo_configs(w, config, args):
-        r: dict[str, Any] = {"algo": label or cfg.get("TOPK_ALGO", "merge"), "config": cfg}
+        r: dict[str, Any] = {"algo": label or cfg["TOPK_ALGO"], "config": cfg}
         if label in variant_names:  # its own scoring time, the logits verified on the reference's sequences
             r["variant"] = True
             try:
@@ -283,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     from kernel_templates import sparse_mqa as M
     from tuner import runtime
     from tuner.runtime.env import gpu_identity
+    from tuner.runtime.target import Target
     from tuner.spec import workload_dict
 
     pack = runtime.load_pack(args.pack) if args.pack else None
@@ -302,10 +301,10 @@ def main(argv: list[str] | None = None) -> int:
             skipped.append({"workload": workload_dict(w), "reason": reason})
             continue
         if pack is not None:
-            sel = pack.select("sparse_mqa", workload_dict(w))
+            sel = pack.select("sparse_mqa", workload_dict(w), Target.of("cuda"))
             cfg, how = sel.config, sel.how
         else:
-            cfg, how = M.default_config(w), "default"
+            cfg, how = M.default_config(w, Target.of("cuda")), "default"
         t0 = time.perf_counter()
         try:
             rec = run_one(w, cfg, how, ceilings, args)

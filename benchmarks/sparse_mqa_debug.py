@@ -3,18 +3,17 @@
 For each case the template runs with ``return_logits=True``; the indices must then be
 exactly the top-k of the template's *own* logits (descending, lower index first on
 ties), whatever the MMA's rounding. The same config runs without logits (a different
-compile) and is compared the same way. Each split's candidate list after the scoring
-kernel alone is checked for repeats, and the logits' error against the float64
+compile) and is compared the same way, and the logits' error against the float64
 reference is printed (the FP8 tensor-core accumulation shows up there). Micro-kernels
 check ``tl.histogram`` with a mask and ``tl.sort`` of int64 against torch.
 
-    python benchmarks/sparse_mqa_debug.py [--share]
+    python benchmarks/sparse_mqa_debug.py
     python benchmarks/sparse_mqa_debug.py --phases [dsv32:1:8192 dsv41-flash:32:524288 ...]
 
-``--phases``: for each ``profile:batch:context`` (next_n 1), the merge and the radix top-k
+``--phases``: for each ``profile:batch:context`` (next_n 1), the radix top-k and the default
 each run once against the top-k of their own logits, then the launches of each path are
 timed as growing prefixes (graph replay, L2 flushed, as the tuner times): the differences
-are what each launch adds (scoring, each radix pass, the ranking; or the merge levels).
+are what each launch adds (scoring, each radix pass or the bound's launches, the ranking).
 """
 from __future__ import annotations
 
@@ -31,8 +30,11 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 import kernel_templates.sparse_mqa as M  # noqa: E402
+from kernel_templates.sparse_mqa import launcher as L  # noqa: E402
+from tuner.runtime.target import Target  # noqa: E402
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: a smoke run under TRITON_INTERPRET=1
+TARGET = Target.of(DEV)
 
 
 @triton.jit
@@ -87,36 +89,9 @@ def compare(tag: str, idx: torch.Tensor, want: torch.Tensor) -> None:
     print(f"  {tag}: rows wrong {nbad}/{idx.shape[0]}, rows with repeats {rep}, wrong rows with the right set {sets}")
 
 
-def check_lists(inputs: dict, cfg: dict) -> None:
-    q = inputs["q"]
-    B, T = q.shape[:2]
-    max_len = inputs["block_table"].shape[1] * inputs["k_cache"].shape[1]
-    bufs = M._buffers(B, T, max_len, inputs["top_k"], False, cfg, q.device)
-    plan = M._plan(q, inputs["weights"], inputs["k_cache"], inputs["k_scales"], inputs["block_table"],
-                   inputs["seq_lens"], inputs["top_k"], inputs["k_format"], False, cfg, bufs)
-    kern, grid, args = plan[0]
-    kern[grid](**args)
-    if DEV == "cuda":
-        torch.cuda.synchronize()
-    if M._algo(cfg) != "merge":
-        print("  (candidate lists: merge path only)")
-        return
-    cand, cnt = bufs["cand"], bufs["cnt"].view(B * T, -1)
-    rep = over = 0
-    for r in range(cand.shape[0]):
-        for s in range(cand.shape[1]):
-            c = int(cnt[r, s])
-            keys = cand[r, s, :c]
-            if c > inputs["top_k"]:
-                over += 1
-            if keys.unique().numel() != c:
-                rep += 1
-    print(f"  scoring kernel alone: lists {cand.shape[0] * cand.shape[1]}, with repeats {rep}, longer than top_k {over}")
-
-
 def case(profile: str, B: int, N: int, **over) -> None:
     w = M.Workload(B, N, 1, profile)
-    cfg = dict(M.default_config(w), **over)
+    cfg = dict(M.default_config(w, TARGET), **over)
     print(f"{profile} B={B} N={N} {over or 'default'} (S={cfg['NUM_SPLITS']})")
     t0 = time.time()
     inputs = M.make_inputs(w, DEV, 0)
@@ -126,7 +101,6 @@ def case(profile: str, B: int, N: int, **over) -> None:
     compare("with logits vs own-logits top-k", idx, want)
     idx2 = M.launch(config=cfg, **inputs)
     compare("without logits vs own-logits top-k", idx2, want)
-    check_lists(inputs, cfg)
     # logits vs the float64 reference, sequence 0
     n = int(inputs["seq_lens"][0])
     ref = M.scores_at(inputs, 0, 0, torch.arange(n, device=DEV))
@@ -142,16 +116,16 @@ def phases(specs: list[str]) -> None:
         w = M.Workload(int(B), int(N), 1, prof)
         inputs = M.make_inputs(w, DEV, 0)
         k = inputs["top_k"]
-        for cfg in (M.merge_config(w), M.default_config(w)):
+        for cfg in (M.radix_config(w, TARGET), M.default_config(w, TARGET)):
             algo = cfg["TOPK_ALGO"]
             idx, logits = M.launch(config=cfg, **dict(inputs, return_logits=True))
             bad = int((idx.view(w.batch, -1) != M.topk_of_logits(logits.view(w.batch, -1), k)).any(-1).sum())
             del idx, logits
             q = inputs["q"]
             max_len = inputs["block_table"].shape[1] * inputs["k_cache"].shape[1]
-            bufs = M._buffers(w.batch, 1, max_len, k, False, cfg, q.device)
-            plan = M._plan(q, inputs["weights"], inputs["k_cache"], inputs["k_scales"], inputs["block_table"],
-                           inputs["seq_lens"], k, inputs["k_format"], False, cfg, bufs)
+            bufs = L._buffers(w.batch, 1, max_len, k, False, cfg, q.device)
+            plan = L._plan(q, inputs["weights"], inputs["k_cache"], inputs["k_scales"], inputs["block_table"],
+                           inputs["seq_lens"], k, inputs["k_format"], False, cfg, bufs, TARGET)
 
             def run(n, plan=plan):
                 for kern, grid, args in plan[:n]:
@@ -176,16 +150,9 @@ def main() -> None:
         specs = [a for a in sys.argv[1:] if not a.startswith("--")]
         phases(specs or ["dsv32:1:8192", "dsv32:32:524288", "dsv41-flash:1:524288", "dsv41-flash:32:131072"])
         return
-    if "--share" in sys.argv:  # only the shared-threshold race cases (run 8)
-        for prof, B, N in (("dsv41-flash", 8, 131072), ("dsv41-flash", 32, 131072), ("dsv32", 8, 524288)):
-            for _ in range(2):
-                case(prof, B, N, SHARE_THRESHOLD=True)
-        return
     micro()
-    cases = [("dsv32", 1, 8192, {}), ("dsv32", 1, 8192, {"SHARE_THRESHOLD": False}),
-             ("dsv41-flash", 8, 131072, {}), ("dsv41-flash", 8, 131072, {"num_stages": 1}),
-             ("dsv41-flash", 8, 131072, {"SHARE_THRESHOLD": False}), ("dsv41-flash", 8, 131072, {"SELECT_BLOCK": 256}),
-             ("dsv41-flash", 8, 131072, {"CAND_MULT": 8}),
+    cases = [("dsv32", 1, 8192, {}), ("dsv41-flash", 8, 131072, {}), ("dsv41-flash", 8, 131072, {"num_stages": 1}),
+             ("dsv41-flash", 8, 131072, {"TOPK_ALGO": "bound", "BOUND_GROUP": 32}),
              ("dsv32", 1, 524288, {}), ("dsv41-flash", 1, 8192, {})]
     if DEV == "cpu":
         cases = [("dsv41-flash", 2, 4096, {"NUM_SPLITS": 2})]
