@@ -192,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from kernel_templates import nvfp4_attention as A
     from tuner import runtime
+    from tuner.runtime.target import Target
     from tuner.spec import workload_dict
 
     pack = runtime.load_pack(args.pack) if args.pack else None
@@ -218,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             sel = pack.select("nvfp4_attention", workload_dict(w))
             cfg, how = sel.config, sel.how
         else:
-            cfg, how = A.default_config(w), "default"
+            cfg, how = A.default_config(w, Target.of("cuda")), "default"
         t0 = time.perf_counter()
         try:
             rec = run_one(w, cfg, how, ceilings, args)
