@@ -933,3 +933,419 @@ def test_topk_ladder_rungs(profile, device):
 
     out = sparse_topk_ladder.ladder(1, 600 if profile == "dsv41-flash" else 2100, profile, device)
     assert out["top_k"] == M.PROFILES[profile]["top_k"] and "score" not in out
+
+
+_LOWER = r"""
+import json, os, sys
+os.environ.pop("TRITON_INTERPRET", None)
+import triton
+from triton.compiler import ASTSource
+from triton.backends.compiler import GPUTarget
+from kernel_templates import sparse_mqa as M
+from tuner.runtime.target import Target
+res = []
+t = Target.named(sys.argv[1])
+for prof, n in (("dsv32", 2), ("dsv41-flash", 1)):
+    w, short = M.Workload(1, 131072, n, prof), M.Workload(1, 32768, n, prof)
+    for w, cfg in ((w, M.radix_config(w, t)), (short, M.row_config(short, t)),
+                   (w, dict(M.bound_config(w, t), RANK_STEP=2048, LAUNCH_PDL=True))):
+      for fn, sig, cx in M.lower_signatures(w, cfg, t):
+        c = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx), target=GPUTarget("cuda", t.cc, 32),
+                           options={"num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
+        ptx = c.asm["ptx"]
+        res.append([prof, fn.__name__, "tcgen05.mma" in ptx, cfg["TOPK_ALGO"], bool(cfg["LAUNCH_PDL"]),
+                    "griddepcontrol.wait" in ptx, "griddepcontrol.launch_dependents" in ptx])
+print(json.dumps(res))
+"""
+
+
+def test_lowers_for_sm100():
+    """sm_100 (sm_90: test_default_configs_fit_sm90): the scoring MMA is tcgen05, no Gluon
+    kernel is planned; every top-k path's kernels compile; with LAUNCH_PDL the scoring kernel
+    lets the next launch start and the top-k kernels wait first."""
+    res = run_clean(_LOWER, "sm_100", timeout=900)
+    score = [r for r in res if r[1] == "_score_kernel"]
+    assert len(score) == 6 and all(r[2] for r in score), "sm_100: the scoring MMA should be tcgen05"
+    assert not any(r[1].startswith("_gl_") for r in res)
+    assert all(r[6] and not r[5] for r in score if r[4]) and not any(r[5] or r[6] for r in res if not r[4])
+    assert all(r[5] for r in res if r[4] and r[1] != "_score_kernel")
+    for name in ("_radix_place_kernel", "_row_topk_kernel", "_bound_threshold_kernel", "_bound_topk_kernel",
+                 "_bound_place_kernel"):
+        assert sum(r[1] == name for r in res) == 2, name
+
+
+_SM90 = r"""
+import json, os, re, subprocess, tempfile
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kernel_templates import sparse_mqa as M
+from kernel_templates.sparse_mqa import scoring_gluon
+from search_spaces.sparse_mqa import WORKLOADS
+from tuner.runtime.target import Target
+SM90 = Target.named("sm_90")
+scoring_gluon.gluon_available = lambda t: False  # the Triton defaults (the Gluon kernel: its own tests)
+cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+seen = {}
+for wl in WORKLOADS:
+    cfg = M.default_config(wl, SM90)
+    for fn, _grid, args in M._plan_for(wl, cfg, SM90):
+        # As the JIT specializes on the GPU: pointers and 16-divisible ints get
+        # tt.divisibility 16 (it sets vector widths), ints == 1 become constexprs.
+        sig, cx = M.lowering.signature(fn, args)
+        attrs = sig.attrs
+        # NUM_SPLITS / TOPK_SPLITS only enter scalar index math, NEXT_N only the radix passes'
+        # row -> sequence division: one compile per rest
+        skip = ("NUM_SPLITS", "TOPK_SPLITS") + (("NEXT_N",) if fn.__name__ == "_radix_pass_kernel" else ())
+        key = repr((fn.__name__, sorted(sig.items()), sorted((k, v) for k, v in cx.items() if k not in skip),
+                    sorted(attrs), args["num_warps"], args["num_stages"]))
+        if key in seen:
+            continue
+        c = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx, attrs=attrs), target=GPUTarget("cuda", 90, 32),
+                           options={"num_warps": args["num_warps"], "num_stages": args["num_stages"]})
+        ptx = c.asm["ptx"]
+        usage = None
+        if os.path.exists(cuobjdump):
+            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+                f.write(c.asm["cubin"]); f.flush()
+                out = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+                sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
+            m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", out)
+            usage = dict(reg=int(m[1]), stack=int(m[2]), stl=len(re.findall(r"\bSTL", sass)))
+        seen[key] = dict(fn=fn.__name__, wl=[wl.batch, wl.context, wl.next_n, wl.profile], cfg=cfg,
+                         shared=c.metadata.shared, wgmma=sorted(set(re.findall(r"wgmma\.mma_async\S*", ptx))),
+                         cp16=len(re.findall(r"cp\.async\.\w+\.shared\.global \[[^]]*\], \[[^]]*\], 0x10", ptx)),
+                         cp8=len(re.findall(r"cp\.async\.\w+\.shared\.global \[[^]]*\], \[[^]]*\], 0x8", ptx)),
+                         v4=len(re.findall(r"ld\.global(?:\.\w+)*\.v4", ptx)), usage=usage,
+                         cx={k: v for k, v in cx.items() if k in ("PICK", "HIST", "FROM_LOGITS", "PLACE_CHUNK",
+                                                                   "TOPK_ALGO", "RADIX_FIRST", "MODE")})
+print(json.dumps(list(seen.values())))
+"""
+
+
+def test_default_configs_fit_sm90():
+    """The distinct Triton kernels of the GPU grid's defaults compile for sm_90 (with the
+    specialisation real launches get) within the target's shared memory and under
+    ``smem_estimate``; the scoring MMA is FP8 wgmma for both key formats and its key tile
+    arrives through 16-byte loads (cp.async or ld.global.v4; the mxfp4 word decode's
+    per-scale-block loads are 8-byte cp.async); the top-k kernels do not spill, nor the
+    scoring kernel with the row path's histogram (where cuobjdump is there to say: a chunk's
+    sort keeps one word on the stack, stored once, re-read outside every loop)."""
+    res = run_clean(_SM90, timeout=900)
+    score = [r for r in res if r["fn"] == "_score_kernel"]
+    assert {(r["wl"][2], r["wl"][3]) for r in score} == {(t, prof) for t in (1, 2) for prof in M.PROFILES}
+    assert {r["fn"] for r in res} == {"_score_kernel", "_radix_pass_kernel", "_radix_place_kernel",
+                                      "_radix_merge_rank_kernel", "_row_topk_kernel", "_bound_threshold_kernel",
+                                      "_bound_topk_kernel", "_bound_place_kernel"}
+    assert {r["cx"]["TOPK_ALGO"] for r in score} == {"radix", "row", "bound"}
+    passes = [r for r in res if r["fn"] == "_radix_pass_kernel"]
+    # the byte digits (six passes) and, from 32 rows at >= 128K, the sampled first digit (nine)
+    assert {(r["cx"]["RADIX_FIRST"], r["cx"]["PICK"], r["cx"]["HIST"], r["cx"]["MODE"]) for r in passes} == {
+        ("byte", -1, 0, 0), ("byte", 0, -1, 0), ("byte", -1, 1, 0), ("byte", 1, 2, 0), ("byte", 2, 3, 0),
+        ("byte", 3, -1, 0), ("sampled", -1, 0, 1), ("sampled", 0, -1, 2), ("sampled", 0, -1, 3),
+        ("sampled", -1, 1, 0), ("sampled", 1, 2, 0), ("sampled", 2, 3, 0), ("sampled", 3, 4, 0),
+        ("sampled", 4, 5, 0), ("sampled", 5, -1, 0)}
+    for r in res:
+        assert r["shared"] <= SM90.smem, r
+        if r["usage"]:
+            sort = r["fn"] == "_radix_place_kernel" and r["cx"].get("PLACE_CHUNK")
+            assert r["usage"]["stl"] <= (1 if sort else 0), r
+    for r in score:
+        wl = M.Workload(*r["wl"])
+        assert r["shared"] <= S.smem_estimate(r["cfg"], wl), (r, S.smem_estimate(r["cfg"], wl))
+        assert r["wgmma"] and all(i.endswith(".e4m3.e4m3") for i in r["wgmma"]), r
+        if r["cfg"]["MX_WORD_DECODE"]:
+            assert r["cp8"] + r["cp16"] > 0, r
+        else:
+            assert r["cp16"] + r["v4"] > 0, r
+        if wl.profile == "dsv32":  # fp8 keys: q plus TWO key tiles in shared memory (RADIX_SCORE_STAGES)
+            q_bytes = (1 if wl.next_n == 1 else 2) * M.PROFILES["dsv32"]["heads"] * M.D_INDEX
+            assert r["shared"] >= q_bytes + 2 * r["cfg"]["BLOCK_N"] * M.D_INDEX, r
+
+
+# the sm_90 compile of a config's scoring launch, shared by the lowering scripts below: the
+# compiled kernel, its name, constexprs and registers / stack (cuobjdump)
+_GL_COMPILE = r"""
+import json, os, re, subprocess, tempfile, triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from kernel_templates import sparse_mqa as M
+from tuner.runtime.target import Target
+SM90 = Target.named("sm_90")
+BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+
+
+def compile_scoring(w, cfg):
+    # the scoring launch planned and compiled for sm_90 as the JIT specialises it
+    fn, _grid, args = M._plan_for(w, cfg, SM90)[0]
+    sig, cx = M.lowering.signature(fn, args)
+    k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=cx, attrs=sig.attrs),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 1})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(k.asm["cubin"])
+        f.flush()
+        use = subprocess.run([BIN, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    reg, stack = (int(re.search(rf"{x}:(\d+)", use).group(1)) for x in ("REG", "STACK"))
+    return k, fn.__name__, cx, reg, stack
+"""
+
+_GL_LOWER = _GL_COMPILE + r"""
+res = []
+for b, ctx, algo, over in ((1, 524288, "bound", {"LAUNCH_PDL": True}), (32, 524288, "radix", {"LAUNCH_PDL": False}),
+                           (1, 131072, "bound", {"BOUND_GROUP": 16, "num_stages": 2, "LAUNCH_PDL": False})):
+    w = M.Workload(b, ctx, 1, "dsv32")
+    cfg = dict(M.bound_config(w, SM90) if algo == "bound" else M.radix_config(w, SM90), BLOCK_N=64, num_warps=4,
+               num_stages=5, SCORE_MAXNREG=0, SCORE_GLUON=True)
+    cfg.update(over)
+    k, name, cx, reg, stack = compile_scoring(w, cfg)
+    ptx = k.asm["ptx"]
+    res.append([name, algo, reg, stack,
+                len(re.findall(r"wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3", ptx)),
+                len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared", ptx)),
+                "griddepcontrol.launch_dependents" in ptx, k.metadata.shared, cx["STAGES"],
+                ptx.count("fence.proxy.async")])
+print(json.dumps(res))
+"""
+
+
+def test_gluon_scoring_lowers_for_sm90():
+    """The Gluon scoring kernel compiles for sm_90 (a clean process: no interpreter): FP8
+    wgmma m64n64k32 (64 heads on N), key tiles by TMA (2D tensor copies), no proxy fence in
+    the loop (two before it: the barrier inits, q), no local memory, at most 128 registers
+    (four 4-warp programs an SM and more), shared memory = q + the ring + mbarriers +
+    scratch, the PDL hint where LAUNCH_PDL asks for it."""
+    res = run_clean(_GL_LOWER)
+    assert [(x[0], x[1]) for x in res] == [("_gl_score_kernel", "bound"), ("_gl_score_kernel", "radix"),
+                                          ("_gl_score_kernel", "bound")]
+    for name, algo, reg, stack, n_wgmma, n_copy, pdl, shared, stages, fences in res:
+        assert stack == 0 and reg <= 128, (algo, reg, stack)
+        assert n_wgmma >= 4, "K = 128: four m64n64k32 FP8 wgmma a tile"
+        assert n_copy >= 1, "the key tiles come by TMA"
+        assert fences == 2, "two proxy fences, both before the loop: in the loop one waited for every load in flight"
+        assert 64 * 128 + stages * 64 * 128 <= shared <= 64 * 128 + stages * 64 * 128 + 1024
+    assert [x[6] for x in res] == [True, False, False]
+
+
+_GL_LOWER_MX = _GL_COMPILE + r"""
+res = []
+for b, algo, stages in ((32, "radix", 4), (1, "bound", 3)):
+    w = M.Workload(b, 524288, 1, "dsv41-flash")
+    cfg = dict(M.bound_config(w, SM90) if algo == "bound" else M.radix_config(w, SM90), BLOCK_N=64, num_warps=4,
+               num_stages=stages, SCORE_MAXNREG=0, SCORE_GLUON=True)
+    k, name, cx, reg, stack = compile_scoring(w, cfg)
+    ptx = k.asm["ptx"]
+    loop = ptx[ptx.index("Inner Loop Header"):]
+    res.append([name, algo, cx["MX"], reg, stack,
+                len(re.findall(r"wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3", loop)),
+                len(re.findall(r"cp\.async\.ca\.shared\.global", loop)), "cp.async.bulk" in ptx,
+                len(re.findall(r"ldmatrix", loop)), ptx.count("fence.proxy.async"), k.metadata.shared, stages])
+print(json.dumps(res))
+"""
+
+
+def test_gluon_mx_scoring_lowers_for_sm90():
+    """The Gluon scoring kernel's mxfp4 form compiles for sm_90 (a clean process): in its loop
+    four FP8 wgmma m64n32k32 a tile (one a scale block, 32 heads on N) with register A
+    operands, the codes by cp.async (four copies a tile, no TMA) and read by ldmatrix, no
+    proxy fence (one before the loop: q), no local memory, shared memory the q blocks + the
+    code ring + scratch."""
+    res = run_clean(_GL_LOWER_MX)
+    assert [(x[0], x[1], x[2]) for x in res] == [("_gl_score_kernel", "radix", True),
+                                                ("_gl_score_kernel", "bound", True)]
+    for name, algo, mx, reg, stack, n_wgmma, n_copy, bulk, n_ldm, fences, shared, stages in res:
+        assert stack == 0 and reg <= 168, (algo, reg, stack)
+        assert n_wgmma == 4 and n_copy == 4 and not bulk and n_ldm >= 4, (algo, n_wgmma, n_copy, bulk, n_ldm)
+        assert fences == 1, "one proxy fence (q's stores), none in the loop"
+        assert 32 * 128 + stages * 64 * 64 <= shared <= 32 * 128 + stages * 64 * 64 + 4096, (algo, shared)
+
+
+_GL_LOWER_SAMPLE = _GL_COMPILE + r"""
+res = []
+for prof, nreg in (("dsv32", 0), ("dsv41-flash", 96)):
+    w = M.Workload(32, 131072, 1, prof)
+    row = []
+    for sample in (False, True):
+        cfg = dict(M.radix_config(w, SM90), SCORE_GLUON=True, SCORE_SAMPLE=sample, SCORE_MAXNREG=nreg, num_stages=3)
+        names = [f.__name__ for f, _, _ in M._plan_for(w, cfg, SM90)]
+        k, name, cx, reg, stack = compile_scoring(w, cfg)
+        loop = k.asm["ptx"][k.asm["ptx"].index("Inner Loop Header"):]
+        row.append([names.count("_radix_pass_kernel"), cx["SAMPLE"], cx["ZERO_RS"], stack,
+                    len(re.findall(r"\b(?:atom|red)\.", loop)) > 0])
+    res.append(row)
+print(json.dumps(res))
+"""
+
+
+def test_gluon_score_sample_plans_and_lowers_for_sm90():
+    """SCORE_SAMPLE (sm_90 plan, a clean process): the Gluon scoring kernel histograms the
+    sampled first digit (global atomics in its loop), leaves the row state alone (zero-filled
+    by ``_buffers``: no ZERO_RS), and the radix passes drop their first launch; no local
+    memory, under the mxfp4 form's 96-register cap too."""
+    res = run_clean(_GL_LOWER_SAMPLE)
+    for off, on in res:
+        assert off == [9, False, True, 0, False] and on == [8, True, False, 0, True], (off, on)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("profile", ["dsv32", "dsv41-flash"])
+def test_gpu_default_configs(profile, device):
+    """The defaults on the GPU: 128 splits at B=4 16K and 512 at B=1 64K (two 64-key tiles a
+    split), the row path's 32 at 8K (dsv41-flash); next_n 1 and 2."""
+    t = Target.of(device)
+    for w in (M.Workload(4, 16384, 1, profile), M.Workload(4, 16384, 2, profile), M.Workload(1, 65536, 1, profile),
+              M.Workload(2, 8192, 2, profile)):
+        inp = M.make_inputs(w, device, 0)
+        M.verify(M.launch(config=M.default_config(w, t), **inp), M.reference(**inp), inp)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("group, rank_block", [(64, 16), (16, 64), (32, 32)])
+def test_gpu_bound_path(group, rank_block, device):
+    """The bound path on the GPU, where a row's programs (up to 256) append concurrently and
+    the placing ranks across programs: exactly the top-k of its own logits, the same indices
+    call after call and without the logits (the counts start from zero each call), valid
+    against the reference; ragged rows, one shorter than top_k, next_n 2. (Not compared with
+    the radix path's indices: its scoring kernel is another compile, whose scores may round
+    differently, so near-ties at the k-th can swap.)"""
+    t = Target.of(device)
+    for w, lens in ((M.Workload(1, 524288, 1, "dsv32"), [524288]), (M.Workload(1, 131072, 1, "dsv32"), [100000]),
+                    (M.Workload(2, 32768, 2, "dsv41-flash"), [32768, 300])):
+        inp = M.make_inputs(w, device, 0)
+        inp["seq_lens"] = torch.tensor(lens, dtype=torch.int32, device=device)
+        k = M.PROFILES[w.profile]["top_k"]
+        c = dict(M.bound_config(w, t), BOUND_GROUP=group, RANK_BLOCK=rank_block)
+        assert c["TOPK_SPLITS"] > 1
+        idx, logits = M.launch(config=c, **dict(inp, return_logits=True))
+        assert_equal("bound vs its own logits", idx, M.topk_of_logits(logits, k))
+        for _ in range(3):
+            assert_equal("bound, call after call", M.launch(config=c, **inp), idx)
+        M.verify(idx, M.reference(**inp), inp)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", ["bound", "radix"])
+def test_gpu_launch_pdl(path, device):
+    """LAUNCH_PDL on the GPU (programmatic dependent launches, each waiting in _pdl_enter):
+    the same indices as the plain launches of the same config, call after call and replayed
+    in a CUDA graph (the serving form), at B=1 512K and on ragged next_n 2 rows."""
+    t = Target.of(device)
+    for w, lens in ((M.Workload(1, 524288, 1, "dsv32"), [524288]), (M.Workload(2, 32768, 2, "dsv41-flash"), [32768, 300])):
+        inp = M.make_inputs(w, device, 0)
+        inp["seq_lens"] = torch.tensor(lens, dtype=torch.int32, device=device)
+        c = dict((M.radix_config if path == "radix" else M.bound_config)(w, t), LAUNCH_PDL=False)
+        ref = M.launch(config=c, **inp)
+        cp = dict(c, LAUNCH_PDL=True)
+        for _ in range(3):
+            assert_equal(f"{path} with PDL, call after call", M.launch(config=cp, **inp), ref)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = M.launch(config=cp, **inp)
+        for _ in range(3):
+            out.fill_(-7)
+            g.replay()
+            torch.cuda.synchronize()
+            assert_equal(f"{path} with PDL, graph replay", out, ref)
+
+
+@pytest.mark.gpu
+def test_gpu_gluon_scoring_strided_cache_falls_back(device):
+    """A key cache that is a strided view (no TMA descriptor of its rows) is scored by the
+    Triton kernel under a SCORE_GLUON config: the same indices as without it, no error."""
+    inp = ragged_inputs("dsv32", 1, [300, 77], top_k=64, device=device)
+    wide = torch.zeros(*inp["k_cache"].shape[:2], 256, dtype=torch.uint8, device=device)
+    wide[..., :128] = inp["k_cache"].view(torch.uint8)
+    inp["k_cache"] = wide[..., :128].view(torch.float8_e4m3fn)
+    assert not inp["k_cache"].is_contiguous()
+    cfg = dict(M.bound_config(M.Workload(2, 300, 1, "dsv32"), SM90), BLOCK_N=64, num_warps=4, num_stages=2)
+    assert_equal("SCORE_GLUON on a strided cache", M.launch(config=dict(cfg, SCORE_GLUON=True), **inp),
+                 M.launch(config=dict(cfg, SCORE_GLUON=False), **inp))
+
+
+def _misleading_sample(inp, profile):
+    """``inp`` with every 16th key of a row (the sampled ones: 16 divides the page) scoring ~100x
+    the rest: the threshold from the sample keeps a few hundred keys, fewer than k, and the
+    fallback appends the rest."""
+    bad = dict(inp, k_scales=inp["k_scales"].clone(), weights=inp["weights"].abs())
+    if profile == "dsv32":
+        bad["k_scales"][:, ::16] *= 100.0
+    else:  # UE8M0 exponents: x128
+        bad["k_scales"][:, ::16] = (bad["k_scales"][:, ::16].int() + 7).clamp(max=254).to(torch.uint8)
+    return bad
+
+
+@pytest.mark.gpu
+def test_gpu_gluon_score_sample(device):
+    """SCORE_SAMPLE on the GPU: the same indices as the sampled digit's own launch (the
+    histogram is the same), call after call (the state is zero-filled each call), with PDL,
+    and valid against the reference; ragged rows (an empty one, one shorter than k) and a
+    sample that misleads (the sampled keys score ~100x the rest: the fallback appends)."""
+    t = Target.of(device)
+    for w, lens in ((M.Workload(4, 131072, 1, "dsv32"), [131072, 100001, 300, 0]),
+                    (M.Workload(3, 131072, 1, "dsv41-flash"), [131072, 64 * 7 + 5, 70000])):
+        inp = M.make_inputs(w, device, 0)
+        inp["seq_lens"] = torch.tensor(lens, dtype=torch.int32, device=device)
+        c = dict(M.radix_config(w, t), RADIX_FIRST="sampled", SCORE_GLUON=True, BLOCK_N=64, num_warps=4,
+                 num_stages=3, SCORE_MAXNREG=0, TOPK_SPLITS=8, SCORE_SAMPLE=False)
+        s = dict(c, SCORE_SAMPLE=True)
+        want = M.launch(config=c, **inp)
+        for _ in range(2):
+            assert_equal("SCORE_SAMPLE vs the sampling launch", M.launch(config=s, **inp), want)
+        assert_equal("SCORE_SAMPLE with PDL", M.launch(config=dict(s, LAUNCH_PDL=True), **inp), want)
+        M.verify(want, M.reference(**inp), inp)
+        bad = _misleading_sample(inp, w.profile)
+        assert_equal("SCORE_SAMPLE, misleading sample", M.launch(config=s, **bad), M.launch(config=c, **bad))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", ["bound", "radix", "scores"])
+def test_gpu_gluon_scoring(path, device):
+    """SCORE_GLUON (the Gluon scoring kernel, one token) on the GPU, fp8 and mxfp4 keys: its
+    logits equal the Triton scoring kernel's (the same wgmma products; the head sum may round
+    in another order) and are -inf past each row's keys; the indices are exactly the top-k of
+    its own logits, the same call after call and with PDL, and valid against the reference.
+    Full 512K rows and ragged ones (tiles cut by the row's end, rows shorter than a split, an
+    empty row), 64 / 40 / 32 / 20 / 16 heads (40, 20: padded query rows), ring depths 2-5,
+    bound groups 16-64."""
+    t = Target.of(device)
+    cases = [(M.Workload(1, 524288, 1, "dsv32"), [524288], 64, {}),
+             (M.Workload(4, 131072, 1, "dsv32"), [100001, 300, 64 * 7 + 5, 0], 40, {"num_stages": 2}),
+             (M.Workload(3, 32768, 1, "dsv32"), [32768, 2049, 16383], 16, {"num_stages": 3, "BOUND_GROUP": 16}),
+             (M.Workload(2, 65536, 1, "dsv32"), [65536, 40000], 64, {"NUM_SPLITS": 7, "BOUND_GROUP": 32}),
+             (M.Workload(1, 524288, 1, "dsv41-flash"), [524288], 32, {}),
+             (M.Workload(4, 131072, 1, "dsv41-flash"), [100001, 300, 64 * 7 + 5, 0], 20, {"num_stages": 2}),
+             (M.Workload(2, 65536, 1, "dsv41-flash"), [65536, 40000], 32,
+              {"NUM_SPLITS": 7, "BOUND_GROUP": 32, "num_stages": 3})]
+    for w, lens, h, over in cases:
+        inp = _heads(M.make_inputs(w, device, 0), h)
+        inp["seq_lens"] = torch.tensor(lens, dtype=torch.int32, device=device)
+        k = M.PROFILES[w.profile]["top_k"]
+        if path == "radix":
+            over = {key: v for key, v in over.items() if key != "BOUND_GROUP"}
+            base = M.radix_config(w, t)
+        else:
+            base = M.bound_config(w, t)
+        c = dict(base, BLOCK_N=64, num_warps=4, num_stages=5, SCORE_MAXNREG=0, SCORE_SAMPLE=False)
+        c.update(over, SCORE_GLUON=False)  # the Triton kernel (the Hopper default is the Gluon one)
+        g = dict(c, SCORE_GLUON=True)
+        if path == "scores":
+            want = M.launch(config=c, **dict(inp, top_k=0, return_logits=True))[1]
+            got = M.launch(config=g, **dict(inp, top_k=0, return_logits=True))[1]
+        else:
+            idx, got = M.launch(config=g, **dict(inp, return_logits=True))
+            want = M.launch(config=c, **dict(inp, return_logits=True))[1]
+            assert_equal(f"{path} with the Gluon scores vs their own top-k", idx, M.topk_of_logits(got, k))
+            for _ in range(2):
+                assert_equal(f"{path}, call after call", M.launch(config=g, **inp), idx)
+            assert_equal(f"{path} with PDL", M.launch(config=dict(g, LAUNCH_PDL=True), **inp), idx)
+            M.verify(idx, M.reference(**inp), inp)
+        fin = torch.isfinite(want)
+        assert torch.equal(fin, torch.isfinite(got)), (w, lens, h)
+        torch.testing.assert_close(got[fin], want[fin], rtol=1e-5, atol=1e-6 * float(want[fin].abs().max()))
+        if path == "bound":  # the group maxima, where a row has keys (a low one would only loosen the bound)
+            grp = c["BOUND_GROUP"]
+            gm_want, gm_got = _run_plan(inp, c, k, device)["gmax"], _run_plan(inp, g, k, device)["gmax"]
+            for b, n in enumerate(lens):
+                ng = -(-n // grp)
+                torch.testing.assert_close(gm_got[b, :ng], gm_want[b, :ng], rtol=1e-5,
+                                           atol=1e-6 * float(gm_want[b, :ng].abs().max()) if ng else 0.0)
