@@ -110,9 +110,10 @@ def smem_estimate(config: dict[str, Any], workload: Workload) -> int:
 
 
 def constraints(config: dict[str, Any], workload: Workload, target: Target) -> bool:
-    """Splits shorter than a tile (or a top-k block) or far past filling the target's SMs,
-    group maxima larger than a tile, ranking and sorting blocks past the top-k, the row path
-    on long rows, register and shared-memory estimates."""
+    """Splits shorter than a tile (or a top-k block) or far past filling a GPU target's SMs
+    (the interpreter runs one program at a time), group maxima larger than a tile, ranking
+    and sorting blocks past the top-k, the row path on long rows, register and shared-memory
+    estimates."""
     w = workload
     prof = PROFILES[w.profile]
     bn, S, nw = config["BLOCK_N"], config["NUM_SPLITS"], config["num_warps"]
@@ -122,7 +123,7 @@ def constraints(config: dict[str, Any], workload: Workload, target: Target) -> b
         return False
     if algo in ("radix", "bound"):
         P = config["TOPK_SPLITS"]
-        if P > 1 and w.batch * w.next_n * P // 4 >= 8 * target.sms:  # past ~32 programs an SM and pass
+        if P > 1 and not target.interpret and w.batch * w.next_n * P // 4 >= 8 * target.sms:  # ~32 an SM and pass
             return False
         if config["RANK_BLOCK"] > p2k:
             return False
@@ -134,7 +135,7 @@ def constraints(config: dict[str, Any], workload: Workload, target: Target) -> b
         return False
     if S > max(1, cdiv(w.context, bn)):
         return False
-    if S > 1 and w.batch * S // 2 >= 4 * target.sms:
+    if S > 1 and not target.interpret and w.batch * S // 2 >= 4 * target.sms:
         return False
     # registers: the fp32 score tile per thread (calibrated, see _MAX_ACC_WORDS)
     qr = next_power_of_2(w.next_n) * next_power_of_2(prof["heads"])

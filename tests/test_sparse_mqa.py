@@ -8,7 +8,6 @@ admitted on every target); lowering for sm_90 (default configs within shared mem
 wgmma, 16-byte key loads, no spills in the top-k kernels, the Gluon scoring) / sm_100."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -774,10 +773,10 @@ def test_search_space_defaults_and_feasibility():
     assert not S.constraints(dict(row, PLACE_CHUNK=1024), M.Workload(8, 8192, 1, "dsv41-flash"), SM90)  # > k = 512
     assert S.constraints(dict(row, NUM_SPLITS=2), M.Workload(1, 131072, 1, "dsv32"), SM90)
     assert not S.constraints(dict(row, NUM_SPLITS=2), M.Workload(1, 524288, 1, "dsv32"), SM90)
-    # the split limits follow the target's SMs: 64 splits at B = 8 are within sm_90's, past the interpreter's
+    # the split limits follow the GPU's SMs: 64 splits at B = 8 are within sm_90's 132, past 16 SMs'
     w = M.Workload(8, 131072, 1, "dsv32")
     c = dict(M.radix_config(w, SM90), NUM_SPLITS=64)
-    assert S.constraints(c, w, SM90) and not S.constraints(c, w, INTERPRETER)
+    assert S.constraints(c, w, SM90) and not S.constraints(c, w, Target("sm_90", 90, 16, SM90.smem))
 
 
 def test_when_pins_the_knobs_a_config_ignores():

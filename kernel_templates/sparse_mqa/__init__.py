@@ -1,4 +1,4 @@
-"""Sparse MQA indexer ("lightning indexer"): scoring over a paged key cache fused with top-k.
+"""Sparse MQA indexer ("lightning indexer"): scoring over a paged key cache, then an exact top-k.
 
 KERNELS.md section 3. ``I[t, s] = sum_j w[t, j] * relu(q[t, j] . k[s]) * k_scale[s]`` for
 the keys a query token sees, then the ``top_k`` keys by descending score (ties: lower
@@ -28,7 +28,7 @@ from kernel_templates._host import cdiv, next_power_of_2
 from kernel_templates.nvfp4 import quantize_mxfp4
 from kernel_templates.sparse_mqa.common import (_RS, BYTES_PER_KEY, D_INDEX, K_FORMATS, PAGE, PROFILES, RADIX_FIRST,
                                                 TOPK_ALGOS)
-from kernel_templates.sparse_mqa.launcher import _algo, _buffers, _plan, launch, radix_sampled_launches
+from kernel_templates.sparse_mqa.launcher import _algo, _buffers, _plan, launch
 from kernel_templates.sparse_mqa.reference import reference, scores_at, topk_of_logits, torch_eager, visible
 from kernel_templates.sparse_mqa.scoring_gluon import score_gluon_error
 from tuner import lowering, runtime
@@ -36,8 +36,9 @@ from tuner.runtime.target import Target
 from tuner.spec import KernelSpec
 from tuner.verify import assert_close
 
-__all__ = ["mqa_topk", "launch", "reference", "torch_eager", "Workload", "default_config", "make_inputs", "cost",
-           "feasible", "verify", "SPEC", "PROFILES", "PAGE", "D_INDEX", "K_FORMATS", "TOPK_ALGOS", "RADIX_FIRST"]
+__all__ = ["mqa_topk", "launch", "reference", "torch_eager", "topk_of_logits", "Workload", "default_config",
+           "make_inputs", "cost", "feasible", "verify", "SPEC", "PROFILES", "PAGE", "D_INDEX", "K_FORMATS", "TOPK_ALGOS",
+           "RADIX_FIRST"]
 
 SOURCE_DEPENDENCIES = ("kernel_templates.nvfp4",)
 
@@ -318,7 +319,7 @@ def mqa_topk(q: torch.Tensor, weights: torch.Tensor, k_cache: torch.Tensor, k_sc
              block_table: torch.Tensor, seq_lens: torch.Tensor, *, top_k: int, k_format: str = "fp8",
              return_logits: bool = False, config: dict[str, Any] | None = None
              ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Lightning-indexer scores fused with top-k: ``topk_idx [B, next_n, top_k] int32``.
+    """Lightning-indexer scores and their exact top-k: ``topk_idx [B, next_n, top_k] int32``.
 
     ``q [B, next_n, H, 128] float8_e4m3fn``, ``weights [B, next_n, H] fp32``; ``fp8``:
     ``k_cache [pages, PAGE, 128] float8_e4m3fn`` + ``k_scales [pages, PAGE] fp32``;
@@ -354,7 +355,7 @@ def verify(out: Any, ref: Any, inputs: dict[str, Any]) -> None:
     GPU: Hopper's FP8 tensor cores keep ~14 bits while accumulating (DeepSeek-V3 report,
     sec. 3.3.2); the H200 gave logits 1.5-1.7e-4 of the row max off the float64 reference
     (dsv32, fp8 keys) and 2.1-2.6e-5 (mxfp4) while the indices were exactly the top-k of
-    the kernel's own logits (benchmarks/sparse_mqa_debug.py, run 7)."""
+    the kernel's own logits (benchmarks/sparse_mqa_debug.py)."""
     tol = 1e-5 if inputs["q"].device.type == "cpu" else 2.0 ** -10
     if inputs.get("return_logits"):
         idx, logits = out
@@ -411,7 +412,7 @@ def _plan_for(workload: Workload, config: dict[str, Any], target: Target) -> lis
                  m(B, dt=torch.int32), prof["top_k"], fmt, False, config, bufs, target)
 
 
-def lower_signatures(workload: Workload, config: dict[str, Any], target: Target = Target.named("sm_90")
+def lower_signatures(workload: Workload, config: dict[str, Any], target: Target
                      ) -> list[tuple[Any, dict[str, str], dict[str, Any]]]:
     """Each launch ``launch`` does for this workload/config on ``target``: (jit fn, signature, constexprs).
 
@@ -433,5 +434,5 @@ SPEC = KernelSpec(
     verify=verify,
     baselines=baselines,
     launch_bound=True,
-    description="Sparse MQA indexer: FP8 / MXFP4 paged-key scoring fused with exact top-k (radix select)",
+    description="Sparse MQA indexer: FP8 / MXFP4 paged-key scoring and exact top-k (radix, row or bound select)",
 )

@@ -135,7 +135,7 @@ def _group_bound_regs(x, m, want):
     """``_group_bound`` over maxima already in registers (``x`` where ``m``): the same three
     nested 16-bin levels and the same result, each level one min/max and one histogram
     reduction of the block, with no reload in between (the looped form reads the maxima
-    seven times: a chain of dependent loads, ~9.8 us at 1024 maxima, H200 run 75)."""
+    seven times: a chain of dependent loads, ~9.8 us at 1024 maxima on an H200)."""
     lo1, s1, ok = _gb_range(x, m)
     c1 = _bin16(x, lo1, s1)
     b1, w1 = _select_digit(_hist16(c1, m), want)
@@ -162,7 +162,7 @@ def _group_bound(gm, n, want, GMAX_BLOCK: tl.constexpr, ONE_LOAD: tl.constexpr):
     adapts to its bin's own spread (an outlier max does not leave every other max in one
     bin). The histograms are sums of compares, not ``tl.histogram``: Triton 3.6 lowers
     that to shared-memory atomics, which serialize on maxima crowded in few bins (H200
-    runs 69, 73, 74: 34-43 us for 8192 maxima). ``ONE_LOAD`` (``n <= GMAX_BLOCK``, the
+    on an H200: 34-43 us for 8192 maxima). ``ONE_LOAD`` (``n <= GMAX_BLOCK``, the
     caller's promise): the maxima are loaded once and kept in registers
     (``_group_bound_regs``); else GMAX_BLOCK at a time, reloaded at every pass. Returns
     the bound and whether the maxima's range is finite (else no bound)."""
@@ -222,7 +222,7 @@ def _bound_threshold_kernel(seqlen_ptr, gmax_ptr, rs_ptr, top_k, max_len, stride
     BOUND_PARTS) each derive one part's bound (``_part_theta``) into the row's state
     (rs[part], an area the bound path leaves to this: the radix path's histograms), which
     the filter programs reduce to the row's (the least). One program a row was the cost of
-    the path at 8192 maxima (34 us, H200 run 73); a part is 1024 maxima or fewer."""
+    the path at 8192 maxima (34 us on an H200); a part is 1024 maxima or fewer."""
     row = tl.program_id(0)
     part = tl.program_id(1)
     n = _n_visible(tl.load(seqlen_ptr + row // NEXT_N), row % NEXT_N, NEXT_N, max_len)  # an input: before the wait

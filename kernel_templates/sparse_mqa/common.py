@@ -115,7 +115,6 @@ def _key_index(keys):
     return tl.where(keys >= 0, 2147483647 - (keys & 2147483647), -1).to(tl.int32)
 
 
-
 @triton.jit
 def _pdl_enter(PDL: tl.constexpr):
     """``LAUNCH_PDL``: a launch that may start while the previous one runs (programmatic
@@ -128,7 +127,6 @@ def _pdl_enter(PDL: tl.constexpr):
     if PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
-
 
 
 @triton.jit
@@ -176,5 +174,3 @@ def _compact(src, stride_l, cnt_ptr, n_lists, kth, dst, BLOCK: tl.constexpr):
             tl.store(dst + oc + tl.cumsum(kk, 0) - 1, key, mask=keep)
             oc += tl.sum(kk, 0)
     return oc
-
-

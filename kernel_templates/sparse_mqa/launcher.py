@@ -66,7 +66,6 @@ def _validate(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_for
         raise ValueError(f"top_k must be an int in [0, {MAX_TOPK}], got {top_k!r}")
 
 
-
 def _algo(config: dict[str, Any]) -> str:
     a = config["TOPK_ALGO"]
     if a not in TOPK_ALGOS:

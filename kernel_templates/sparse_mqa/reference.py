@@ -9,7 +9,6 @@ import torch
 from kernel_templates.nvfp4 import dequantize_mxfp4
 
 
-
 def _dequant_rows(k_rows: torch.Tensor, s_rows: torch.Tensor, k_format: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Gathered cache rows -> (keys [n, 128] float64, per-key scale [n] float64)."""
     if k_format == "fp8":

@@ -157,7 +157,6 @@ def _mx_tile_dot_word(k_ptr, row_k, valid, sw, q0, q1, q2, q3, BLOCK_N: tl.const
     return s
 
 
-
 @triton.jit
 def _tile_rows(bt_row, n0, offs_n, g1, stride_kp, stride_ks, stride_sp, stride_ss, PAGE: tl.constexpr,
                BLOCK_N: tl.constexpr):
@@ -180,9 +179,9 @@ def _tile_scales(ks_ptr, row_s, valid, K_FORMAT: tl.constexpr, MX_FP8_DOT: tl.co
     fp32 scale ``[BLOCK_N]``; mxfp4 keys their four UE8M0 bytes, as one int32 word
     (``MX_WORD_DECODE``) or ``[BLOCK_N, 4]`` uint8. The scoring loop loads them a tile
     ahead: the pipeliner prefetches only what feeds the MMA (the key tile, its page), and a
-    scale loaded where it is used left its whole memory latency exposed every tile (H200
-    run 77, ncu of dsv32 B=1 512K: 31% of the stall samples on the multiply by the scale).
-    The prefetch moved those stalls but not the time (run 78: the scoring stayed ~29 us)."""
+    scale loaded where it is used left its whole memory latency exposed every tile (ncu
+    on an H200, dsv32 B=1 512K: 31% of the stall samples on the multiply by the scale).
+    The prefetch moved those stalls but not the time (the scoring stayed ~29 us)."""
     if K_FORMAT == 0:
         return tl.load(ks_ptr + row_s, mask=valid, other=0.0)
     elif MX_FP8_DOT and MX_WORD_DECODE:

@@ -30,8 +30,8 @@ from typing import Any
 
 import triton.language as tl
 
-from kernel_templates._gluon import (async_copy, async_load, cta_barrier, gl, gluon_available, gluon_jit, gluon_on_hopper,
-                                    hopper, mbarrier, tma_load)
+from kernel_templates._gluon import (async_copy, async_load, cta_barrier, gl, gluon_available, gluon_jit,
+                                    gluon_on_hopper, hopper, mbarrier, tma_load)
 from kernel_templates._host import next_power_of_2
 from kernel_templates.sparse_mqa.common import RADIX_SAMPLE, _order_bits, _row_digit
 from kernel_templates.sparse_mqa.scoring import _E2M1_LO_HI_ASM, _mx_q_perm, _ue8m0_x64

@@ -72,7 +72,7 @@ def _filter_logits(src, max_len, start, end, theta, dst, cnt_ptr, x, BLOCK: tl.c
     least ``theta`` (int64; -1: every score) to the list at ``dst``, its length at ``cnt_ptr``
     (one atomic a block reserves the block's slots; list order is arbitrary). ``x``: the
     first block (``_filter_first``); each next block is requested before this one is
-    appended. Lean for a low pass rate (H200 run 107: the 1-D ``_append`` form of this loop
+    appended. Lean for a low pass rate (on an H200 the 1-D ``_append`` form of this loop
     ran 107 instructions a score, the scan and the masks converted between layouts through
     shared memory): the test on the order bits, 64-bit keys only for the stores, blocks as
     ``[BLOCK // 4, 4]`` rows (a row's count and positions in its thread, one scan over the
@@ -313,7 +313,6 @@ def _radix_merge_rank_kernel(sel_ptr, rs_ptr, idx_ptr, stride_sel, stride_idx,
     p = start + cnt  # cnt <= PLACE_CHUNK - 1 here: the chunk's last key is the one left to test
     cnt += (tl.load(sel + p, mask=p < n_sel, other=-1) > keys[None, :]).to(tl.int32)
     tl.store(idx_ptr + row.to(tl.int64) * stride_idx + tl.sum(cnt, 0), _key_index(keys), mask=m)
-
 
 
 @triton.jit
