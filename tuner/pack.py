@@ -6,7 +6,6 @@ fingerprint, kernels, the sha256 of every file, the source database and commit) 
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ from tuner import registry
 from tuner.device import git_commit
 from tuner.runtime import PACK_SCHEMA, Pack, PackError, load_pack, sha256_file
 from tuner.runtime.env import INTERPRETER_GPU
-from tuner.runtime.target import INTERPRETER, Target
+from tuner.runtime.target import Target, of_fingerprint
 from tuner.spec import numeric_axes, workload_from_dict
 from tuner.store import Environment, Store, Winner
 from tuner.store.models import utcnow
@@ -180,17 +179,9 @@ def verify_pack(path: Path) -> PackReport:
 
 
 def pack_target(pack: Pack) -> Target:
-    """The target the pack was made for: its fingerprint's compute capability and SM count
-    (``"9.0"``, 132 -> sm_90 with 132 SMs), the interpreter where it records no GPU.
-    Target-dependent constraints are judged for that GPU, not for the verifying machine."""
-    fp = pack.manifest.get("fingerprint") or {}
-    try:
-        major, minor = str(fp.get("cc")).split(".")
-        named = Target.named(f"sm_{int(major)}{int(minor)}")
-    except ValueError:
-        return INTERPRETER
-    sms = fp.get("sms")
-    return dataclasses.replace(named, sms=sms) if isinstance(sms, int) and not isinstance(sms, bool) and sms > 0 else named
+    """The target the pack was made for (``of_fingerprint``): target-dependent constraints are
+    judged for that GPU, not for the verifying machine."""
+    return of_fingerprint(pack.manifest.get("fingerprint") or {})
 
 
 def _check_entries(pack: Pack, target: Target, problems: list[str]) -> None:

@@ -21,6 +21,8 @@ The method, per (kernel, workload, GPU) series of meaningful points, in log time
    series left again is an outlier: its points are dropped and the series segmented
    again, so a single noisy point is never a step. A step seen only in the newest
    point(s) is *unconfirmed* (the next run or revalidation decides) and does not fail CI;
+   so is a step from a baseline of fewer than ``min_points`` points (one first, short
+   tune is no level to regress from);
    a regression the series has since come back from is *resolved*.
 
 A regression is a confirmed step to a slower time; a step to a faster time is an
@@ -220,7 +222,8 @@ def _detect_points(series: Series, pts: list[Point], threshold: float, alpha: fl
         assert t is not None
         p, lv_l, lv_r, band = t
         found.append(Change(series.kernel, series.workload_key, series.gpu, series.points.index(pts[k]),
-                            pts[k].when, math.exp(lv_l), math.exp(lv_r), band, p, b - k >= min_points, b - k,
+                            pts[k].when, math.exp(lv_l), math.exp(lv_r), band, p,
+                            b - k >= min_points and k - a >= min_points, b - k,
                             _cause(pts[k - 1], pts[k])))
     if not found:
         return found

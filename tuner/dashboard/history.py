@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable
 
 from sqlalchemy import select
 
+from tuner.runtime.target import Target, of_fingerprint
 from tuner.spec import workload_sort_key
 from tuner.store import Environment, Run, Store, Trial, TrialStatus, Winner
 from tuner.store.models import Revalidation
@@ -105,26 +106,23 @@ def _config_key(config: dict[str, Any]) -> str:
     return json.dumps(config, sort_keys=True)
 
 
-def registry_defaults() -> Callable[[str, dict[str, Any]], dict[str, Any] | None]:
-    """A resolver of the default config of (kernel, workload dict) through the registry.
+def registry_defaults() -> Callable[[str, dict[str, Any], Any], dict[str, Any] | None]:
+    """A resolver of the default config of (kernel, workload dict, target) through the registry.
 
     Unknown kernels (or a registry that cannot be imported) resolve to None; results are
     cached per workload key.
     """
     cache: dict[tuple[str, str], dict[str, Any] | None] = {}
 
-    def resolve(kernel: str, workload: dict[str, Any]) -> dict[str, Any] | None:
-        key = (kernel, json.dumps(workload, sort_keys=True))
+    def resolve(kernel: str, workload: dict[str, Any], target: Any) -> dict[str, Any] | None:
+        key = (kernel, json.dumps(workload, sort_keys=True), target)
         if key not in cache:
             try:
                 from tuner import registry
                 from tuner.spec import workload_from_dict
 
                 k = registry.kernels().get(kernel)
-                from tuner.runtime.target import Target
-
-                cache[key] = (k.default_config(workload_from_dict(k.spec.workload, workload), Target.of())
-                              if k else None)
+                cache[key] = k.default_config(workload_from_dict(k.spec.workload, workload), target) if k else None
             except Exception as e:  # noqa: BLE001 - a kernel that cannot say its default has no default line
                 log.debug("no default config for %s %s: %s", kernel, workload, e)
                 cache[key] = None
@@ -134,10 +132,11 @@ def registry_defaults() -> Callable[[str, dict[str, Any]], dict[str, Any] | None
 
 
 def load_history(store: Store, *, kernels: Iterable[str] | None = None,
-                 default_of: Callable[[str, dict[str, Any]], dict[str, Any] | None] | None = None) -> list[Series]:
+                 default_of: Callable[[str, dict[str, Any], Any], dict[str, Any] | None] | None = None
+                 ) -> list[Series]:
     """Every series in the store (optionally only ``kernels``), sorted by kernel, workload, GPU.
 
-    ``default_of(kernel, workload)`` names the default config so a tune run's point can
+    ``default_of(kernel, workload, target)`` names the default config so a tune run's point can
     carry the default's time; by default the registry is asked.
     """
     default_of = default_of or registry_defaults()
@@ -159,6 +158,9 @@ def load_history(store: Store, *, kernels: Iterable[str] | None = None,
 
     series: dict[tuple[str, str, str], Series] = {}
 
+    def target_of(run: Run) -> Target:  # defaults are planned for the GPU that ran them
+        return of_fingerprint(envs[run.environment_id].fingerprint or {})
+
     def add(kernel: str, wkey: str, workload: dict[str, Any], run: Run, point_args: dict[str, Any]) -> None:
         env = envs[run.environment_id]
         key = (kernel, wkey, env.gpu)
@@ -177,7 +179,7 @@ def load_history(store: Store, *, kernels: Iterable[str] | None = None,
         if not final:
             continue
         best = min(final, key=lambda t: t.median_us)
-        dcfg = default_of(kernel, best.workload)
+        dcfg = default_of(kernel, best.workload, target_of(run))
         default_us = None
         if dcfg is not None:
             dk = _config_key(dcfg)
@@ -202,7 +204,8 @@ def load_history(store: Store, *, kernels: Iterable[str] | None = None,
         if run is None or win is None or win.status != TrialStatus.ok or win.median_us is None:
             continue
         dflt = next((r for r in rows if r.role == "default" and r.status == TrialStatus.ok), None)
-        default_us = dflt.median_us if dflt else (win.median_us if win.config == default_of(win.kernel, win.workload)
+        default_us = dflt.median_us if dflt else (win.median_us if win.config == default_of(win.kernel, win.workload,
+                                                                                              target_of(run))
                                                    else None)
         add(win.kernel, wkey, win.workload, run, dict(
             config=win.config, median_us=win.median_us, p20_us=win.p20_us or win.median_us,

@@ -73,6 +73,20 @@ def _cuda_target(index: int) -> Target:
     return Target(f"sm_{p.major}{p.minor}", 10 * p.major + p.minor, p.multi_processor_count, smem)
 
 
+def of_fingerprint(fp: dict[str, Any]) -> Target:
+    """The target an environment fingerprint (or a pack's) recorded: its compute capability
+    and SM count (``"9.0"``, 132 -> sm_90 with 132 SMs); the interpreter where it names no GPU."""
+    try:
+        major, minor = str(fp.get("cc")).split(".")
+        named = Target.named(f"sm_{int(major)}{int(minor)}")
+    except ValueError:
+        return INTERPRETER
+    sms = fp.get("sms")
+    if isinstance(sms, int) and not isinstance(sms, bool) and 0 < sms < 100_000:
+        return Target(named.name, named.cc, sms, named.smem)
+    return named
+
+
 INTERPRETER = Target("interpreter", 0, 4, 227 * 1024, interpret=True)
 """Triton's interpreter: four 'SMs' keep interpreted grids (and tests) small."""
 
