@@ -60,3 +60,55 @@ def test_foreign_and_garbage_databases_are_refused(tmp_path):
         open_store(str(junk))
     with pytest.raises(StoreError, match="no database"):
         open_store(str(tmp_path / "absent.db"), create=False)
+
+
+def _head_db(tmp_path) -> Path:
+    """A copy of the first-schema fixture, upgraded to today's schema."""
+    db = tmp_path / "r.db"
+    shutil.copy(FIXTURES / "results-0001.db", db)
+    open_store(str(db)).engine.dispose()
+    for suffix in ("-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+    return db
+
+
+def test_read_only_commands_work_on_a_database_that_cannot_be_written(tmp_path, monkeypatch, capsys):
+    """A results.db this process may not write (a read-only checkout, a shared mount) opens for
+    show / regressions / export / dashboard without a byte written; a tune on it is one line."""
+    import os
+
+    import tuner.store.db as dbmod
+    from tuner.cli.main import main
+
+    db = _head_db(tmp_path)
+    before = db.read_bytes()
+    real = os.access
+    monkeypatch.setattr(dbmod.os, "access", lambda p, mode: False if mode == os.W_OK else real(p, mode))
+    store = open_store(str(db), create=False)
+    with store.session() as s:
+        assert s.scalars(select(Environment)).all()
+    for args in (["show", "moe-routing"], ["regressions"], ["dashboard", "--out", str(tmp_path / "d.html")]):
+        assert main([*args, "--db", str(db)]) in (0, 1), args
+    assert db.read_bytes() == before and not Path(str(db) + "-wal").exists()
+    # an older schema cannot be upgraded in place: said in one line
+    old = tmp_path / "old.db"
+    shutil.copy(FIXTURES / "results-0001.db", old)
+    with pytest.raises(StoreError, match="read-only and at an older schema"):
+        open_store(str(old), create=False)
+
+
+def test_results_go_to_the_user_database_and_reads_fall_back_to_the_shipped_one(tmp_path, monkeypatch):
+    """Without --db a tune records into $TUNER_DB (else ~/.local/share/tuner/results.db), never a
+    file of the checkout; read-only commands read the shipped results.db until that exists."""
+    from tuner.store.db import SHIPPED, default_db, user_db
+
+    monkeypatch.delenv("TUNER_DB", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert user_db() == tmp_path / "data" / "tuner" / "results.db"
+    assert default_db(write=False) == str(SHIPPED)
+    assert default_db(write=True) == str(user_db()) and user_db().parent.is_dir()
+    store = open_store(None)
+    assert store.url.endswith(str(user_db())) and user_db().is_file()
+    assert default_db(write=False) == str(user_db())
+    monkeypatch.setenv("TUNER_DB", str(tmp_path / "mine.db"))
+    assert default_db(write=True) == str(tmp_path / "mine.db")
