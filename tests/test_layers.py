@@ -89,3 +89,15 @@ def test_a_model_runtime_loads_every_kernel_without_tuning_libraries():
             "print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr[-2000:]
+
+
+def test_the_installed_triton_is_a_supported_one():
+    """pyproject names the Triton releases this is tested with; CI must run one of them."""
+    import re
+
+    import triton
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    spec = re.search(r'"triton([^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    assert Version(triton.__version__.split("+")[0]) in SpecifierSet(spec), (triton.__version__, spec)

@@ -102,7 +102,7 @@ def check_sampler(name: str) -> None:
         raise ValueError(f"unknown sampler {name!r} (choose from {', '.join(SAMPLERS)})")
     need = _SAMPLER_NEEDS.get(name)
     if need and importlib.util.find_spec(need) is None:
-        raise ValueError(f"sampler {name!r} needs the {need!r} package (pip install {need})")
+        raise ValueError(f"sampler {name!r} needs the {need!r} package (pip install 'tuner[{name}]')")
 
 
 def make_sampler(name: str, kernel: Kernel, seed: int):
