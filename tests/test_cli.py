@@ -311,7 +311,7 @@ def test_retune_after_a_source_change_retimes_the_earlier_best_first(tmp_path):
     workload measured under the earlier source, so a short search cannot lose them."""
     from kernel_templates import moe_routing as mr
     from search_spaces import moe_routing as ms
-    from tuner.study import config_key
+    from tuner.spec import config_key
 
     db = str(tmp_path / "r.db")
     assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--db", db) == 0
@@ -432,7 +432,7 @@ def test_retune_tries_run_past_trials_over_the_best_so_far(tmp_path):
     tries were not run at all, and they varied the default instead of the entry)."""
     from kernel_templates import moe_routing as mr
     from search_spaces import moe_routing as ms
-    from tuner.study import config_key
+    from tuner.spec import config_key
 
     db = str(tmp_path / "r.db")
     assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--db", db) == 0

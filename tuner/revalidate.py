@@ -11,10 +11,8 @@ compiles or verifies. Times measured through the interpreter check correctness o
 """
 from __future__ import annotations
 
-import json
 import logging
 import statistics
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -24,7 +22,7 @@ from sqlalchemy import select
 from tuner import registry, roofline
 from tuner.device import git_commit
 from tuner.runtime.target import Target
-from tuner.spec import TrialResult, canonical_workload, workload_from_dict
+from tuner.spec import TrialResult, canonical_workload, config_key, input_seed, workload_from_dict
 from tuner.store import Environment, Run, Store, Trial, TrialStatus, Winner
 from tuner.store.models import Revalidation, utcnow
 from tuner.study import ensure_environment
@@ -35,10 +33,6 @@ log = logging.getLogger(__name__)
 
 class RevalidateError(Exception):
     """Nothing to revalidate (no pack entries, no winners for this GPU)."""
-
-
-def _ck(config: dict[str, Any]) -> str:
-    return json.dumps(config, sort_keys=True)
 
 
 @dataclass(frozen=True)
@@ -155,8 +149,8 @@ def runners_up(store: Store, entry: PackEntry, exclude: set[str], limit: int = 2
     out, seen = [], set(exclude)
     for phase in ("final", "search"):
         for t in sorted((t for t in trials if t.phase == phase), key=lambda t: t.median_us):
-            if t.config_key not in seen and _ck(t.config) not in seen and len(out) < limit:
-                seen.add(_ck(t.config))
+            if t.config_key not in seen and config_key(t.config) not in seen and len(out) < limit:
+                seen.add(config_key(t.config))
                 out.append(dict(t.config))
     return out
 
@@ -248,10 +242,10 @@ def _one(store: Store, worker: Worker, k, e: PackEntry, run_id: int, env: Enviro
         return None
     default = k.default_config(w, Target.of())
     configs = [("winner", e.config)]
-    if _ck(default) != _ck(e.config):
+    if config_key(default) != config_key(e.config):
         configs.append(("default", default))
-    configs += [("runner_up", c) for c in runners_up(store, e, {_ck(e.config), _ck(default)}, n_runners_up)]
-    seed = zlib.crc32(e.workload_key.encode()) % 100_000
+    configs += [("runner_up", c) for c in runners_up(store, e, {config_key(e.config), config_key(default)}, n_runners_up)]
+    seed = input_seed(e.workload_key)
     timed = [Timed(role, cfg, worker.evaluate(k.name, e.workload, cfg, seed)) for role, cfg in configs]
     ok = [t for t in timed if t.result.status == "ok"]
     if len(ok) > 1 and rounds > 0:
@@ -275,7 +269,7 @@ def _one(store: Store, worker: Worker, k, e: PackEntry, run_id: int, env: Enviro
             is_win = t.role == "winner"
             s.add(Revalidation(
                 run_id=run_id, kernel=k.name, workload_key=e.workload_key, workload=e.workload, role=t.role,
-                config=t.config, config_key=_ck(t.config), status=TrialStatus(t.result.status),
+                config=t.config, config_key=config_key(t.config), status=TrialStatus(t.result.status),
                 median_us=t.result.median_us, p20_us=t.result.p20_us, p80_us=t.result.p80_us, floor_us=floor,
                 meaningful=t.result.meaningful, error=t.result.error,
                 stored_median_us=e.median_us if is_win else (e.default_median_us if t.role == "default" else None),

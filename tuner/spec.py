@@ -6,7 +6,10 @@ imported by kernel templates and by the runtime loader, so it imports nothing he
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import typing
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -15,6 +18,23 @@ Config = dict[str, Any]
 plus ``num_warps`` and ``num_stages``. No alias layer anywhere."""
 
 STATUSES = ("ok", "pruned", "compile_error", "out_of_resources", "mismatch", "timeout", "crashed")
+
+
+def config_key(config: Mapping[str, Any]) -> str:
+    """A config's key in the database and in lookups: its JSON with sorted keys."""
+    return json.dumps(config, sort_keys=True)
+
+
+def input_seed(workload_key: str, seed: int = 0) -> int:
+    """The seed of a workload's inputs, stable across processes (``hash`` of a str is not):
+    the same inputs for every trial and revalidation of one workload."""
+    return seed * 100_003 + zlib.crc32(workload_key.encode()) % 100_000
+
+
+def log2_distance(a: Mapping[str, Any], b: Mapping[str, Any], axes: typing.Iterable[str]) -> float:
+    """Squared distance of two workloads in log2 space over the numeric ``axes`` (values below 1
+    count as 1): what "nearest tuned workload" means everywhere."""
+    return sum((math.log2(max(float(a[x]), 1.0)) - math.log2(max(float(b[x]), 1.0))) ** 2 for x in axes)
 
 
 def workload_dict(workload: Any) -> dict[str, Any]:

@@ -16,7 +16,6 @@ import os
 import socket
 import statistics
 import time
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -27,7 +26,7 @@ from tuner.device import fingerprint, fingerprint_hash, git_commit
 from tuner.registry import Kernel
 from tuner.runtime.env import INTERPRETER_GPU
 from tuner.runtime.target import Target
-from tuner.spec import TrialResult, numeric_axes, workload_dict, workload_key
+from tuner.spec import TrialResult, config_key, input_seed, log2_distance, numeric_axes, workload_dict, workload_key
 from tuner.store import Environment, Run, Store, Trial, TrialStatus, Winner
 from tuner.store.models import utcnow
 from tuner.worker import Worker
@@ -85,10 +84,6 @@ def _alive(pid: Any) -> bool:
     except PermissionError:
         return True
     return True
-
-
-def config_key(config: dict[str, Any]) -> str:
-    return json.dumps(config, sort_keys=True)
 
 
 _SAMPLER_NEEDS = {"gp": "scipy", "cmaes": "cmaes"}
@@ -221,7 +216,7 @@ class Tuner:
                 continue
             if any(str(r.workload.get(a)) != str(v) for a, v in wd.items() if a not in num):
                 continue
-            d = sum((math.log2(max(float(r.workload[a]), 1)) - math.log2(max(float(wd[a]), 1))) ** 2 for a in num)
+            d = log2_distance(r.workload, wd, num)
             scored.append((d, r.config))
         return [c for _, c in sorted(scored, key=lambda x: x[0])[:limit]]
 
@@ -351,7 +346,7 @@ class Tuner:
 
     def _seed(self, wkey: str) -> int:
         """Input seed of a workload, stable across processes (str hash is not)."""
-        return self.settings.seed * 100_003 + zlib.crc32(wkey.encode()) % 100_000
+        return input_seed(wkey, self.settings.seed)
 
     def _winner(self, wkey: str) -> Winner | None:
         with self.store.session() as sess:

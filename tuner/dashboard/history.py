@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable
 from sqlalchemy import select
 
 from tuner.runtime.target import Target, of_fingerprint
-from tuner.spec import workload_sort_key
+from tuner.spec import config_key, workload_sort_key
 from tuner.store import Environment, Run, Store, Trial, TrialStatus, Winner
 from tuner.store.models import Revalidation
 
@@ -102,10 +102,6 @@ class Series:
         return (self.kernel, self.workload_key, self.gpu)
 
 
-def _config_key(config: dict[str, Any]) -> str:
-    return json.dumps(config, sort_keys=True)
-
-
 def registry_defaults() -> Callable[[str, dict[str, Any], Any], dict[str, Any] | None]:
     """A resolver of the default config of (kernel, workload dict, target) through the registry.
 
@@ -182,7 +178,7 @@ def load_history(store: Store, *, kernels: Iterable[str] | None = None,
         dcfg = default_of(kernel, best.workload, target_of(run))
         default_us = None
         if dcfg is not None:
-            dk = _config_key(dcfg)
+            dk = config_key(dcfg)
             same = [t for t in final if t.config_key == dk] or [t for t in rows if t.config_key == dk]
             default_us = same[-1].median_us if same else None
         if default_us is None:

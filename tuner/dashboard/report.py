@@ -22,7 +22,7 @@ from tuner.dashboard.detect import Change, detect
 from tuner.dashboard.history import (Entry, Ratios, Series, Verdict, current_entries, latest_revalidations,
                                      load_history, versions_label)
 from tuner.store import Environment, Store
-from tuner.spec import canonical_workload
+from tuner.spec import canonical_workload, log2_distance
 from tuner.store.db import redact_url
 
 log = logging.getLogger(__name__)
@@ -181,7 +181,7 @@ def fallback(workload: dict[str, Any], tuned: Sequence[dict[str, Any]]) -> tuple
         if any(str(t.get(a)) != str(v) for a, v in workload.items() if a not in num):
             continue
         try:
-            d = sum((math.log2(max(float(t[a]), 1.0)) - math.log2(max(float(workload[a]), 1.0))) ** 2 for a in num)
+            d = log2_distance(t, workload, num)
         except (KeyError, TypeError, ValueError):
             continue
         if d < best_d:

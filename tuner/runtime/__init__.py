@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping
 
 from tuner.runtime.env import gpu_identity
 from tuner.runtime.target import Target
+from tuner.spec import log2_distance
 
 __all__ = ["PackError", "Pack", "Selection", "load_pack", "use_pack", "active_pack", "select",
            "register_defaults", "gpu_identity", "Target", "PACK_SCHEMA", "sha256_file"]
@@ -162,11 +163,10 @@ class Pack:
         if hit is not None:
             return Selection(dict(hit["config"]), "exact", hit["workload"])
         best, best_d = None, math.inf
-        logs = [math.log2(max(v, 1.0)) for v in nkey]
         for e in table.entries:
             if tuple(str(e["workload"][a]) for a in table.categorical) != ckey:
                 continue
-            d = sum((math.log2(max(float(e["workload"][a]), 1.0)) - lv) ** 2 for a, lv in zip(table.numeric, logs))
+            d = log2_distance(e["workload"], workload, table.numeric)
             if d < best_d:
                 best, best_d = e, d
         if best is None or best.get("is_default"):
