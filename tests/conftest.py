@@ -63,3 +63,31 @@ def run_clean(code: str, *args: str, timeout: int = 600) -> Any:
                        timeout=timeout)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+class FakeWorker:
+    """Stands in for the isolated worker: a made-up time per config, no kernel run."""
+
+    def __init__(self, timeout_s: float = 0, reps: int = 0) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        return False
+
+    @staticmethod
+    def _us(config: dict) -> float:
+        import zlib
+
+        return 10.0 + zlib.crc32(json.dumps(config, sort_keys=True).encode()) % 1000 / 100
+
+    def evaluate(self, kernel, workload, config, seed):
+        from tuner.spec import TrialResult
+
+        t = self._us(config)
+        return TrialResult("ok", t, 0.99 * t, 1.01 * t, meaningful=False)
+
+    def retime(self, kernel, workload, configs, rounds, seed):
+        return [[[self._us(c), 0.99 * self._us(c), 1.01 * self._us(c)]] * rounds for c in configs]

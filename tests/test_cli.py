@@ -526,32 +526,7 @@ def test_sampler_with_a_missing_package_is_a_clean_error(monkeypatch, tmp_path, 
     assert "needs the 'cmaes' package" in err and len(err.splitlines()) == 1
 
 
-class _FakeWorker:
-    """Stands in for the isolated worker: a made-up time per config, no kernel run."""
-
-    def __init__(self, timeout_s: float = 0, reps: int = 0) -> None:
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        return False
-
-    @staticmethod
-    def _us(config: dict) -> float:
-        import zlib
-
-        return 10.0 + zlib.crc32(json.dumps(config, sort_keys=True).encode()) % 1000 / 100
-
-    def evaluate(self, kernel, workload, config, seed):
-        from tuner.spec import TrialResult
-
-        t = self._us(config)
-        return TrialResult("ok", t, 0.99 * t, 1.01 * t, meaningful=False)
-
-    def retime(self, kernel, workload, configs, rounds, seed):
-        return [[[self._us(c), 0.99 * self._us(c), 1.01 * self._us(c)]] * rounds for c in configs]
+from conftest import FakeWorker as _FakeWorker  # noqa: E402
 
 
 def test_sparse_study_evaluates_its_trials_instead_of_ending_on_rejections(tmp_path, monkeypatch):

@@ -49,6 +49,9 @@ class Settings:
     trial_timeout_s: float = 120.0
     seed: int = 0
     retune: bool = False
+    extend: bool = False
+    """``n_trials`` counts this run's new trials, not the workload's whole history (a campaign's
+    further search of entries that are current)."""
     tries: tuple[tuple[tuple[str, Any], ...], ...] = ()
     """Partial configs, each laid over a workload's best config so far (its default where it
     has none) and measured right after the default (``tune --try``), even past ``n_trials``:
@@ -305,7 +308,7 @@ class Tuner:
         # The budget bounds the search, not coverage: the first trial (the default, enqueued
         # above) runs even past the deadline, so every workload of the grid gets a measured
         # entry in the pack (a short H200 run left 9 of 20 workloads without one).
-        n_trials = max(s.n_trials, evaluated + len(asked))  # (a re-tune's tries ran not at all: run 141)
+        n_trials = max(s.n_trials + (evaluated if s.extend else 0), evaluated + len(asked))  # (a re-tune's tries ran not at all: run 141)
         while (evaluated < n_trials and (since_best < s.patience or asked - seen.keys())
                and (time.monotonic() < deadline or evaluated == 0)):
             trial = study.ask()

@@ -7,13 +7,13 @@ import sys
 
 import typer
 
-from tuner.cli import info, lower, packs, regress
+from tuner.cli import campaign, info, lower, packs, regress
 from tuner.cli.common import CliError, err_console
 
 app = typer.Typer(
     help="Autotune Triton kernel templates, store every trial, export packs a runtime loads.",
     no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
-for group in (info.app, packs.app, lower.app, regress.app):
+for group in (info.app, campaign.app, packs.app, lower.app, regress.app):
     app.registered_commands.extend(group.registered_commands)
 
 

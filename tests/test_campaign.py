@@ -1,0 +1,95 @@
+"""`tune campaign`: the plan (missing, stale, then current entries), the budget, resume."""
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from conftest import FakeWorker
+
+from tuner import registry
+from tuner.cli.main import main
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    import tuner.study
+
+    monkeypatch.setattr(tuner.study, "Worker", FakeWorker)
+
+
+def _plan(db: str, states=("missing", "stale", "current"), grid=None):
+    from tuner import campaign
+    from tuner.store import open_store
+
+    k = registry.get("moe_routing")
+    return campaign.plan(open_store(db), [(k, list(grid or k.small_workloads))], states)
+
+
+def _run(db: str, items, **kw):
+    from tuner import campaign
+    from tuner.store import open_store
+    from tuner.study import Settings
+
+    return campaign.run(open_store(db), items, Settings(n_trials=2, patience=2, **kw))
+
+
+def test_missing_then_stale_then_current_fewest_trials_first(tmp_path, fake):
+    db = str(tmp_path / "r.db")
+    ws = list(registry.get("moe_routing").workloads)[:5]
+    assert [it.state for it in _plan(db, grid=ws)] == ["missing"] * 5
+    _run(db, _plan(db, grid=ws)[:2])
+    assert [it.state for it in _plan(db, grid=ws)] == ["missing"] * 3 + ["current"] * 2
+    # one tuned entry's source moves on: it is stale, worked on before the current ones
+    con = sqlite3.connect(db)
+    con.execute("UPDATE tuner_winners SET source_hash = 'older' WHERE id = (SELECT MIN(id) FROM tuner_winners)")
+    con.execute("UPDATE tuner_runs SET source_hash = 'older' WHERE id = (SELECT MIN(run_id) FROM tuner_winners)")
+    con.commit()
+    con.close()
+    assert [it.state for it in _plan(db, grid=ws)] == ["missing"] * 3 + ["stale", "current"]
+    assert [it.state for it in _plan(db, ["stale"], grid=ws)] == ["stale"]
+    # the rest: every workload ends current, each once, the stale one re-timed from its old winner first
+    outs = _run(db, _plan(db, ["missing", "stale"], grid=ws))
+    assert len(outs) == 4 and all(o.winner_us for o in outs)
+    done = _plan(db, grid=ws)
+    assert [it.state for it in done] == ["current"] * 5 and len({it.key for it in done}) == 5
+
+
+def test_current_entries_get_more_trials_fewest_first(tmp_path, fake):
+    """Searching current entries further: ``--trials`` counts new trials, and the entries with
+    the fewest trials come first."""
+    db = str(tmp_path / "r.db")
+    assert main(["campaign", "--kernel", "moe-routing", "--trials", "2", "--patience", "5", "--limit", "1",
+                 "--db", db]) == 0
+    assert main(["campaign", "--kernel", "moe-routing", "--trials", "3", "--patience", "5", "--limit", "2",
+                 "--only", "missing", "--db", db]) == 0
+    plan = _plan(db, ["current"])
+    assert [it.trials for it in plan] == sorted(it.trials for it in plan) and plan[0].trials == 2
+    assert main(["campaign", "--kernel", "moe-routing", "--trials", "2", "--patience", "5", "--limit", "1",
+                 "--only", "current", "--db", db]) == 0
+    assert sorted(it.trials for it in _plan(db, ["current"]))[-1] == 4  # 2 earlier + 2 new
+
+
+def test_budget_spent_leaves_the_rest_for_the_next_run(tmp_path, fake, capsys):
+    db = str(tmp_path / "r.db")
+    assert main(["campaign", "--kernel", "moe-routing", "--trials", "2", "--budget", "1s", "--db", db]) == 0
+    out = capsys.readouterr().out
+    left = len([it for it in _plan(db) if it.state == "missing"])
+    assert ("budget spent" in out) == (left > 0)
+
+
+def test_bad_options_are_one_line(tmp_path, capsys):
+    for args, needle in ((["--only", "stal"], "--only"), (["--trials", "0"], "--trials"),
+                         (["--limit", "0"], "--limit"), (["--kernel", "nope"], "unknown kernel"),
+                         (["--budget", "soon"], "bad duration")):
+        assert main(["campaign", *args, "--db", str(tmp_path / "r.db")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert needle in err and len(err.splitlines()) == 1, err
+
+
+def test_dry_run_prints_the_plan_and_tunes_nothing(tmp_path, capsys):
+    db = tmp_path / "r.db"
+    assert main(["campaign", "--kernel", "engram", "--dry-run", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "missing" in out and "engram" in out
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT COUNT(*) FROM tuner_trials").fetchone()[0] == 0

@@ -1,0 +1,99 @@
+"""`tune campaign`: the default grids of several families on the GPU at hand, under one budget.
+
+A campaign is a plan and a loop, nothing stored of its own: each workload's state is read
+from the winners in the database, so a run killed at any point resumes where it stopped
+(every finished trial is committed by the study as it finishes).
+
+Order of work: *missing* entries first (no winner on this GPU), then *stale* ones (a
+winner only under an earlier template source: its old winners are re-timed first, as the
+study always does), then *current* ones where more search is likeliest to pay: fewest
+trials first, then the largest gap to the roofline floor.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from sqlalchemy import func, select
+
+from tuner.registry import Kernel
+from tuner.spec import workload_key
+from tuner.store import Run, Store, Trial, TrialStatus, Winner
+from tuner.study import Outcome, Settings, Tuner, ensure_environment
+
+STATES = ("missing", "stale", "current")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One workload of the campaign and what the database says of it."""
+
+    kernel: Kernel
+    workload: Any
+    state: str
+    trials: int = 0
+    """Search trials measured for it here under today's source."""
+    gap: float = 1.0
+    """Winner time over its roofline floor (1.0 where unknown)."""
+
+    @property
+    def key(self) -> str:
+        return workload_key(self.workload)
+
+
+def plan(store: Store, grids: Iterable[tuple[Kernel, list[Any]]], states: Iterable[str] = STATES) -> list[Item]:
+    """The campaign's workloads in the order they are worked on (see the module docstring),
+    restricted to ``states``."""
+    env = ensure_environment(store)
+    wanted = set(states)
+    items: list[Item] = []
+    with store.session() as s:
+        for k, workloads in grids:
+            winners: dict[str, list[Winner]] = {}
+            for w in s.scalars(select(Winner).where(Winner.kernel == k.name, Winner.environment_id == env.id)):
+                winners.setdefault(w.workload_key, []).append(w)
+            counts = dict(s.execute(
+                select(Trial.workload_key, func.count()).join(Run, Trial.run_id == Run.id).where(
+                    Trial.kernel == k.name, Trial.phase == "search", Trial.status != TrialStatus.pruned,
+                    Run.environment_id == env.id, Run.source_hash == k.source_hash).group_by(Trial.workload_key)).all())
+            for wl in workloads:
+                key = workload_key(wl)
+                mine = [w for w in winners.get(key, ()) if w.source_hash == k.source_hash]
+                state = "current" if mine else "stale" if key in winners else "missing"
+                if state not in wanted:
+                    continue
+                gap = 1.0
+                if mine and mine[0].floor_us and mine[0].median_us:
+                    gap = mine[0].median_us / mine[0].floor_us
+                items.append(Item(k, wl, state, int(counts.get(key, 0)), gap))
+    rank = {s: i for i, s in enumerate(STATES)}
+    return sorted(items, key=lambda it: (rank[it.state], it.trials if it.state == "current" else 0,
+                                         -it.gap if it.state == "current" else 0))
+
+
+def run(store: Store, items: list[Item], settings: Settings, *, budget_s: float | None = None,
+        on_event: Callable[[str, dict[str, Any]], None] | None = None) -> list[Outcome]:
+    """Tune ``items`` in order, one study per workload, consecutive workloads of one family
+    through one worker process. ``budget_s`` bounds the whole campaign: each family's stretch
+    gets the remaining time in proportion to its workloads (its first trial always runs, so
+    every missing entry gets a measured default)."""
+    deadline = time.monotonic() + budget_s if budget_s else math.inf
+    hear = on_event or (lambda kind, info: None)
+    out: list[Outcome] = []
+    i = 0
+    while i < len(items):
+        j = i
+        while j < len(items) and (items[j].kernel.name, items[j].state) == (items[i].kernel.name, items[i].state):
+            j += 1
+        left = deadline - time.monotonic()
+        if left <= 0 and deadline != math.inf:
+            hear("budget_spent", {"left": len(items) - i})
+            break
+        share = None if deadline == math.inf else left * (j - i) / (len(items) - i)
+        more = items[i].state == "current"  # search further: this run's trials count
+        stretch = Settings(**{**settings.__dict__, "budget_s": share, "retune": more, "extend": more})
+        out += Tuner(store, items[i].kernel, stretch, hear).run([it.workload for it in items[i:j]])
+        i = j
+    return out
