@@ -210,3 +210,18 @@ def test_host_integer_helpers_equal_tritons():
         assert next_power_of_2(n) == triton.next_power_of_2(n), n
         for d in (1, 2, 3, 7, 16, 64, 128, 1000):
             assert cdiv(n, d) == triton.cdiv(n, d), (n, d)
+
+
+def test_cpu_tensors_without_the_interpreter_get_one_clear_error():
+    """On a machine without a GPU and without TRITON_INTERPRET=1, a kernel call says what to do
+    (not Triton's "0 active drivers")."""
+    code = ("import torch\nfrom kernel_templates import moe_routing as mr\n"
+            "from tuner.runtime.target import NoBackend\n"
+            "inputs = mr.make_inputs(mr.Workload(3, 'dsv3'), 'cpu', 0)\n"
+            "args = {k: v for k, v in inputs.items() if k not in ('logits', 'bias')}\n"
+            "try:\n    mr.moe_routing(inputs['logits'], inputs['bias'], **args)\n"
+            "except NoBackend as e:\n    print('NOBACKEND', e)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert "NOBACKEND" in r.stdout and "TRITON_INTERPRET=1" in r.stdout, r.stdout + r.stderr[-2000:]

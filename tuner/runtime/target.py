@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 
+class NoBackend(RuntimeError):
+    """Kernels asked to run where nothing can run them (CPU tensors, no interpreter)."""
+
+
 @dataclass(frozen=True)
 class Target:
     """What planning needs to know of the machine that runs a kernel."""
@@ -56,7 +60,10 @@ class Target:
             device = torch.device("cuda", torch.cuda.current_device())
         device = torch.device(device)
         if device.type != "cuda":
-            return INTERPRETER
+            if device.type == "meta":
+                return INTERPRETER  # shapes only (fake tensors): nothing launches
+            raise NoBackend(f"tensors on {device.type!r}: the kernels run on a CUDA GPU; without one, set "
+                            "TRITON_INTERPRET=1 before importing them (Triton's CPU interpreter: correct, slow)")
         return _cuda_target(device.index if device.index is not None else torch.cuda.current_device())
 
 
