@@ -267,7 +267,7 @@ def test_group_bound_at_least_want_and_tight(kind, block, one_load):
          "tiny_range": 1.0 + torch.randint(0, 4, (1000,), generator=g).float() * 2**-23,
          "huge": 3e38 * torch.rand(1000, generator=g),
          "negative": -torch.rand(1000, generator=g) - 1}[kind].float()
-    for want in (1, 37, 250, 1000):
+    for want in (37, 1000) if one_load else (1, 37, 250, 1000):  # the register form: two (slow interpreted)
         thr, ok = _group_bound(x, want, block, one_load)
         assert ok and thr in x.tolist(), (kind, want, thr)
         if one_load:
