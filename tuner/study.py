@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from tuner import roofline
 from tuner.device import fingerprint, fingerprint_hash, git_commit
@@ -120,15 +121,35 @@ def make_sampler(name: str, kernel: Kernel, seed: int):
 
 
 def ensure_environment(store: Store) -> Environment:
+    """This machine's environment row, inserted on first use (another process inserting the
+    same row at the same time wins the race: its row is read back)."""
     fp = fingerprint()
     h = fingerprint_hash(fp)
-    with store.session() as s:
-        env = s.scalar(select(Environment).where(Environment.fingerprint_hash == h))
-        if env is None:
+    for _ in range(3):
+        with store.session() as s:
+            env = s.scalar(select(Environment).where(Environment.fingerprint_hash == h))
+            if env is not None:
+                return env
             env = Environment(fingerprint_hash=h, gpu=fp["gpu"], cc=fp["cc"], fingerprint=fp)
             s.add(env)
-            s.commit()
-        return env
+            try:
+                s.commit()
+                return env
+            except IntegrityError:
+                s.rollback()
+    raise RuntimeError(f"cannot record the environment {h} in {store.shown_url}")
+
+
+OWNER = "tuner_run"
+"""The Optuna trial user attribute naming the run (``tuner_runs.id``) that asked for the trial."""
+
+
+def _tell(study, trial, value: float | None = None, state=None) -> None:
+    """``study.tell`` that survives a trial finished meanwhile by another process."""
+    try:
+        study.tell(trial, value, state=state) if state is not None else study.tell(trial, value)
+    except (ValueError, RuntimeError) as e:
+        log.warning("trial %d of %s was finished elsewhere: %s", trial.number, study.study_name, e)
 
 
 class Tuner:
@@ -176,6 +197,44 @@ class Tuner:
                 r.status, r.finished = status, utcnow()
                 sess.commit()
         return outcomes
+
+    def _live_runs(self) -> set[int]:
+        with self.store.session() as sess:
+            return set(sess.scalars(select(Run.id).where(Run.status == "running")).all())
+
+    def _fail_stale_trials(self, study, storage) -> None:
+        """Trials left running by a run that is gone (killed) are failed; those of runs still
+        going (another process tuning the same study) are theirs to finish."""
+        from optuna.trial import TrialState
+
+        live = self._live_runs()
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if t.user_attrs.get(OWNER) in live:
+                continue
+            try:
+                storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+            except (RuntimeError, ValueError):  # finished meanwhile by its owner
+                pass
+
+    def _measured(self, wkey: str, ck: str) -> Trial | None:
+        """A search trial of this config recorded (by any run) since this workload's history was read."""
+        with self.store.session() as sess:
+            return sess.scalars(
+                select(Trial).join(Run, Trial.run_id == Run.id).where(
+                    Trial.kernel == self.kernel.name, Trial.workload_key == wkey, Trial.config_key == ck,
+                    Trial.phase == "search", Trial.status != TrialStatus.pruned,
+                    Run.environment_id == self.env.id, Run.source_hash == self.kernel.source_hash)).first()
+
+    @staticmethod
+    def _enqueue(study, cfg: dict[str, Any]) -> None:
+        """Enqueue ``cfg`` unless it already waits: a trial of it that failed or was left running
+        by a killed run does not count (its config was never measured: run it again)."""
+        from optuna.trial import TrialState
+
+        waiting = [t.system_attrs.get("fixed_params") for t in
+                   study.get_trials(deepcopy=False, states=(TrialState.WAITING,))]
+        if not any(w is not None and config_key(w) == config_key(cfg) for w in waiting):
+            study.enqueue_trial(cfg)
 
     def _close_dead_runs(self) -> None:
         """Runs of this host still marked running whose process is gone were killed."""
@@ -280,9 +339,7 @@ class Tuner:
             storage=storage, load_if_exists=True, direction="minimize",
             study_name=f"{k.name}|{wkey}|{self.env.fingerprint_hash}|{k.source_hash}",
             sampler=make_sampler(s.sampler, k, s.seed))
-        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
-            if t.state == TrialState.RUNNING:  # left running by a killed process
-                storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        self._fail_stale_trials(study, storage)
         default = k.default_config(workload, self.target)
         earlier = self._earlier_bests(wkey, workload)
         base = self._try_base(seen, earlier, default)
@@ -297,7 +354,7 @@ class Tuner:
             if why and i > 0:
                 log.warning("%s %s: --try %s is not measured: %s", k.name, wkey, json.dumps(dict(s.tries[i - 1])), why)
             if k.space.contains(cfg) and config_key(cfg) not in seen:
-                study.enqueue_trial(cfg, skip_if_exists=True)
+                self._enqueue(study, cfg)
                 if i <= len(tried) and why is None:
                     asked.add(config_key(cfg))
         ok_times = [t.median_us for t in seen.values() if t.status == TrialStatus.ok]
@@ -312,10 +369,13 @@ class Tuner:
         while (evaluated < n_trials and (since_best < s.patience or asked - seen.keys())
                and (time.monotonic() < deadline or evaluated == 0)):
             trial = study.ask()
+            trial.set_user_attr(OWNER, self.run_id)
             cfg = k.canonical(k.space.suggest(trial), workload, self.target)
             ck = config_key(cfg)
+            if ck not in seen and (other := self._measured(wkey, ck)) is not None:
+                seen[ck] = other  # measured meanwhile by another run of this study
             if not k.constraints(cfg, workload, self.target):
-                study.tell(trial, state=TrialState.PRUNED)
+                _tell(study, trial, state=TrialState.PRUNED)
                 if ck not in seen:
                     seen[ck] = self._record(wkey, wd, cfg, TrialResult("pruned", meaningful=self.meaningful), floor,
                                             number=trial.number)
@@ -323,18 +383,18 @@ class Tuner:
             elif ck in seen:  # already measured: tell the sampler again, spend nothing
                 prev = seen[ck]
                 if prev.status == TrialStatus.ok:
-                    study.tell(trial, prev.median_us)
+                    _tell(study, trial, prev.median_us)
                 else:
-                    study.tell(trial, state=TrialState.FAIL)
+                    _tell(study, trial, state=TrialState.FAIL)
                 streak += 1
             else:
                 streak = 0
                 res = worker.evaluate(k.name, wd, cfg, base_seed + evaluated % 2)
                 seen[ck] = self._record(wkey, wd, cfg, res, floor, number=trial.number)
                 if res.status == "ok":
-                    study.tell(trial, res.median_us)
+                    _tell(study, trial, res.median_us)
                 else:
-                    study.tell(trial, state=TrialState.FAIL)
+                    _tell(study, trial, state=TrialState.FAIL)
                 evaluated += 1
                 if res.status == "ok" and res.median_us < best:
                     best, since_best = res.median_us, 0
@@ -400,6 +460,14 @@ class Tuner:
                        win_i == d_i)
 
     def _store_winner(self, wkey, wd, cfg, is_default, stats, default_med, floor, nz) -> None:
+        for attempt in range(3):  # another run of this study may insert the row first: update it then
+            try:
+                return self._put_winner(wkey, wd, cfg, is_default, stats, default_med, floor, nz)
+            except IntegrityError:
+                if attempt == 2:
+                    raise
+
+    def _put_winner(self, wkey, wd, cfg, is_default, stats, default_med, floor, nz) -> None:
         with self.store.session() as sess:
             row = sess.scalar(select(Winner).where(
                 Winner.kernel == self.kernel.name, Winner.workload_key == wkey,

@@ -1,15 +1,20 @@
 """Opening the results store: URL handling, migrations, and the "is this ours" check."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
+import time
+import zlib
 from pathlib import Path
+from typing import Iterator
 
 from sqlalchemy import create_engine, event, inspect
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import NullPool
 
 log = logging.getLogger(__name__)
 
@@ -60,18 +65,62 @@ def normalize_url(db: str | None) -> str:
     if not db.strip():
         raise StoreError("--db: empty (give a SQLite path or a SQLAlchemy URL)")
     if "://" in db:
-        return db
+        # SQLAlchemy's default PostgreSQL driver is psycopg2; the `postgres` extra installs psycopg 3
+        return re.sub(r"^postgres(ql)?://", "postgresql+psycopg://", db)
     return f"sqlite:///{db}"
 
 
 def _sqlite_pragmas(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):  # WAL: concurrent readers while a study writes
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA busy_timeout=30000")
-        cur.execute("PRAGMA foreign_keys=ON")
-        cur.close()
+        _pragmas(dbapi_conn)
+
+
+def _pragmas(dbapi_conn) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=30000")  # first: switching to WAL takes a lock another process may hold
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def _sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (None for other engines and in-memory databases)."""
+    m = re.fullmatch(r"sqlite(\+\w+)?:///([^?]+)(\?.*)?", url)
+    return Path(m.group(2)) if m and m.group(2) != ":memory:" else None
+
+
+@contextlib.contextmanager
+def schema_lock(engine: Engine) -> Iterator[None]:
+    """Held while this process creates or upgrades a schema (ours or Optuna's), so that several
+    processes opening a new database one at a time find it complete: PostgreSQL's advisory
+    lock (released with the session, a killed holder included), for SQLite ``flock`` on a
+    ``<db>-lock`` file beside it (released by the kernel when the holder dies)."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.exec_driver_sql(f"SELECT pg_advisory_lock({_LOCK_KEY})")
+            conn.commit()
+            try:
+                yield
+            finally:
+                conn.exec_driver_sql(f"SELECT pg_advisory_unlock({_LOCK_KEY})")
+                conn.commit()
+        return
+    path = _sqlite_path(str(engine.url)) if engine.dialect.name == "sqlite" else None
+    if path is None:
+        yield
+        return
+    import fcntl
+
+    with open(f"{path}-lock", "a+b") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+_LOCK_KEY = zlib.crc32(b"tuner schema") & 0x7FFFFFFF
 
 
 class Store:
@@ -81,6 +130,7 @@ class Store:
         self.url = url
         self.engine = engine
         self.Session = sessionmaker(engine, expire_on_commit=False)
+        self._optuna = None
 
     @property
     def shown_url(self) -> str:
@@ -94,7 +144,10 @@ class Store:
         """Optuna's RDB storage on the same database (imported lazily)."""
         import optuna
 
-        return optuna.storages.RDBStorage(self.url, skip_compatibility_check=False)
+        if self._optuna is None:
+            with schema_lock(self.engine):  # Optuna creates its tables unlocked: one process at a time
+                self._optuna = optuna.storages.RDBStorage(self.url, skip_compatibility_check=False)
+        return self._optuna
 
 
 def _alembic_config(connection):
@@ -110,8 +163,28 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     """Bring the schema to ``revision`` through the Alembic history (never drop data)."""
     from alembic import command
 
-    with engine.begin() as conn:
-        command.upgrade(_alembic_config(conn), revision)
+    if engine.dialect.name != "sqlite":  # PostgreSQL's DDL is transactional: a killed upgrade leaves nothing
+        with engine.begin() as conn:
+            command.upgrade(_alembic_config(conn), revision)
+        return
+    # pysqlite commits before every CREATE TABLE: a process killed between two of them left tables
+    # without a schema version, a database no later run could upgrade. One real transaction instead.
+    mig = create_engine(engine.url, poolclass=NullPool)
+
+    @event.listens_for(mig, "connect")
+    def _on_connect(dbapi_conn, _record):
+        _pragmas(dbapi_conn)
+        dbapi_conn.isolation_level = None  # the driver's implicit transactions off: BEGIN is ours
+
+    @event.listens_for(mig, "begin")
+    def _on_begin(conn):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    try:
+        with mig.begin() as conn:
+            command.upgrade(_alembic_config(conn), revision)
+    finally:
+        mig.dispose()
 
 
 def head_revision() -> str:
@@ -178,7 +251,9 @@ def open_store(db: str | None = None, *, create: bool = True) -> Store:
                 raise StoreError(f"{ro} is read-only and at an older schema "
                                  f"({current_revision(engine)}, this tuner needs {head_revision()}): "
                                  "open a writable copy once to upgrade it")
-            upgrade(engine)
+            with schema_lock(engine):  # several processes on a new database: one creates, the others wait
+                if current_revision(engine) != head_revision():
+                    upgrade(engine)
     except StoreError:
         raise
     except Exception as e:  # sqlite3.DatabaseError "file is not a database", locked, permissions...
