@@ -62,6 +62,7 @@ def test_every_family_has_a_key_over_its_whole_package():
     for k in ks.values():
         mods = {m.__name__ for m in k.modules()}
         assert k.template.__name__ in mods and k.space_module.__name__ in mods
+        assert "kernel_templates._host" in mods  # shared helpers the family imports count too
         if hasattr(k.template, "__path__"):
             assert len(mods) > 2, mods  # the package's implementation modules too
         assert len(k.source_hash) == 16

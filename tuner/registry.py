@@ -92,15 +92,17 @@ class Kernel:
 
     def modules(self) -> list[ModuleType]:
         """The modules whose code makes this family's behaviour: the template (every module of
-        its package), the search space, and the template's ``SOURCE_DEPENDENCIES``."""
+        its package), the search space, and the shared ``kernel_templates`` modules they import
+        (format helpers, Gluon shims)."""
         mods = [self.template]
         if hasattr(self.template, "__path__"):
             for info in sorted(pkgutil.walk_packages(self.template.__path__, self.template.__name__ + "."),
                                key=lambda i: i.name):
                 mods.append(importlib.import_module(info.name))
         mods.append(self.space_module)
-        mods += [importlib.import_module(d) for d in getattr(self.template, "SOURCE_DEPENDENCIES", ())]
-        return mods
+        own = {m.__name__ for m in mods}
+        shared = sorted({n for m in mods for n in _kernel_imports(inspect.getsource(m))} - own)
+        return mods + [importlib.import_module(n) for n in shared]
 
     @functools.cached_property
     def source_hash(self) -> str:
@@ -110,6 +112,21 @@ class Kernel:
         for mod in self.modules():
             h.update(mod.__name__.encode() + b"\0" + code_digest(inspect.getsource(mod)).encode() + b"\0")
         return h.hexdigest()[:16]
+
+
+def _kernel_imports(source: str) -> set[str]:
+    """The ``kernel_templates`` modules that ``source`` imports (``from kernel_templates.x import
+    y``, ``import kernel_templates.x``, ``from kernel_templates import x``)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module == "kernel_templates":
+                out |= {f"kernel_templates.{a.name}" for a in node.names}
+            elif node.module.startswith("kernel_templates."):
+                out.add(node.module)
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("kernel_templates.")}
+    return out
 
 
 def _strip_docstrings(tree: ast.AST) -> ast.AST:
