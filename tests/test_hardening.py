@@ -204,3 +204,149 @@ def test_a_run_killed_in_a_workload_measures_the_default_when_resumed(tmp_path, 
         assert any(t.workload_key == workload_key(w) and t.config_key == dkey for t in trials), \
             f"killed at call {die_at}: {workload_key(w)}'s default never measured"
         assert winners[workload_key(w)].default_median_us is not None
+
+
+# -- packs a server can trust or refuse -------------------------------------------------
+import json  # noqa: E402
+import shutil  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from tuner import runtime  # noqa: E402
+from tuner.runtime import MANIFEST_SEAL, PackError, load_pack, manifest_digest  # noqa: E402
+
+SHIPPED = Path(__file__).resolve().parents[1] / "packs" / "nvidia-h200"
+
+
+def _moe_table() -> dict:
+    return json.loads((SHIPPED / "moe_routing.json").read_text())
+
+
+def _pack(root: Path, table: dict | str | bytes | None = None, *, seal: bool = True, **manifest_kw) -> Path:
+    """A one-kernel pack (the shipped moe_routing table, or ``table`` as given), its checksums
+    and seal recomputed: what a tamperer who knows the format writes."""
+    import hashlib
+
+    root.mkdir(parents=True, exist_ok=True)
+    table = _moe_table() if table is None else table
+    data = table if isinstance(table, bytes) else (table if isinstance(table, str) else json.dumps(table)).encode()
+    (root / "moe_routing.json").write_bytes(data)
+    manifest = {"schema": 1, "name": root.name, "fingerprint": dict(runtime.gpu_identity()),
+                "kernels": {"moe_routing": {"file": "moe_routing.json", "entries": 1}},
+                "files": {"moe_routing.json": hashlib.sha256(data).hexdigest()}, **manifest_kw}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    if seal:
+        (root / MANIFEST_SEAL).write_text(manifest_digest(manifest) + "\n")
+    return root
+
+
+def _entry(**over) -> dict:
+    e = dict(_moe_table()["entries"][0])
+    for k, v in over.items():
+        e[k] = {**e[k], **v} if isinstance(v, dict) and isinstance(e.get(k), dict) else v
+    return e
+
+
+def _table(*entries) -> dict:
+    return {**_moe_table(), "entries": list(entries)}
+
+
+def _crafted() -> dict[str, dict | str | bytes]:
+    t = json.dumps(_moe_table())
+    return {
+        "deep nesting": '{"categorical_axes": ["profile"], "numeric_axes": ["tokens"], "entries": '
+                        + "[" * 100_000 + "]" * 100_000 + "}",
+        "nesting past the limit": _table(_entry(config={"BLOCK_T": [[[[[[[[1]]]]]]]]})),
+        "4300-digit integer": t.replace('"median_us": ', '"median_us": ' + "9" * 4300 + ', "x": ', 1),
+        "2**64": _table(_entry(workload={"tokens": 2**64})),
+        "Infinity": t.replace('"median_us": ', '"median_us": Infinity, "x": ', 1),
+        "NaN": t.replace('"median_us": ', '"median_us": NaN, "x": ', 1),
+        "1e999": t.replace('"median_us": ', '"median_us": 1e999, "x": ', 1),
+        "duplicate key": t.replace('{"categorical_axes"', '{"entries": [], "categorical_axes"', 1),
+        "list for a knob": _table(_entry(config={"BLOCK_T": [8]})),
+        "list for an axis": _table(_entry(workload={"profile": ["dsv3"]})),
+        "list of lists as axes": {**_moe_table(), "categorical_axes": [["profile"]]},
+        "object for a time": _table(_entry(median_us={"x": 1})),
+        "negative tokens": _table(_entry(workload={"tokens": -5})),
+        "zero tokens": _table(_entry(workload={"tokens": 0})),
+        "absurd knob": _table(_entry(config={"MAX_PROGRAMS": 2**40})),
+        "long string knob": _table(_entry(config={"num_warps": "x" * 10_000})),
+        "missing axis": _table({**_entry(), "workload": {"profile": "dsv3"}}),
+        "extra axis": _table(_entry(workload={"junk": 1})),
+        "bool for tokens": _table(_entry(workload={"tokens": True})),
+        "entry not an object": _table(7),
+        "table a list": [1, 2],
+        "not UTF-8": b"\xff\xfe{}",
+        "too many entries": _table(*[_entry()] * 100_001),
+    }
+
+
+def test_crafted_pack_json_is_refused_with_one_pack_error_line(tmp_path):
+    escaped, accepted = [], []
+    for name, table in _crafted().items():
+        p = _pack(tmp_path / name.replace(" ", "_").replace("*", ""), table)
+        try:
+            load_pack(p)
+            accepted.append(name)
+        except PackError as e:
+            assert "\n" not in str(e) and len(str(e)) < 600, name
+        except BaseException as e:  # noqa: BLE001
+            escaped.append(f"{name}: {type(e).__name__}: {str(e)[:100]}")
+    assert not escaped, "escaped PackError:\n" + "\n".join(escaped)
+    assert not accepted, "loaded: " + ", ".join(accepted)
+
+
+def test_the_manifest_is_under_a_checksum(tmp_path):
+    p = _pack(tmp_path / "p")
+    assert load_pack(p).tables["moe_routing"].entries
+    m = json.loads((p / "manifest.json").read_text())
+    m["fingerprint"]["gpu"] = "NVIDIA B200"  # the field deciding whether a pack is used
+    (p / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(PackError, match="manifest.sha256 does not match"):
+        load_pack(p)
+
+
+def test_symlinks_fifos_and_huge_files_in_a_pack_are_refused(tmp_path):
+    outside = _pack(tmp_path / "outside")
+    p = _pack(tmp_path / "link_manifest")
+    (p / "manifest.json").unlink()
+    (p / "manifest.json").symlink_to(outside / "manifest.json")
+    with pytest.raises(PackError, match="symbolic link"):
+        load_pack(p)
+    p = _pack(tmp_path / "link_table")
+    (p / "moe_routing.json").unlink()
+    (p / "moe_routing.json").symlink_to(outside / "moe_routing.json")  # same bytes, same checksum
+    with pytest.raises(PackError, match="symbolic link"):
+        load_pack(p)
+    p = _pack(tmp_path / "fifo")
+    (p / "moe_routing.json").unlink()
+    os.mkfifo(p / "moe_routing.json")  # opening it for reading would wait for a writer forever
+    with pytest.raises(PackError, match="not a regular file"):
+        load_pack(p)
+    p = _pack(tmp_path / "huge")
+    with open(p / "moe_routing.json", "r+b") as f:
+        f.truncate(600 << 20)  # sparse: 600 MB that cost nothing to write
+    t0 = time.monotonic()
+    with pytest.raises(PackError, match="more than a pack file may hold"):
+        load_pack(p)
+    assert time.monotonic() - t0 < 1
+
+
+def test_verify_pack_refuses_values_a_launcher_refuses(tmp_path):
+    from tuner.pack import verify_pack
+
+    for knob, value in (("MAX_PROGRAMS", 0), ("MAX_PROGRAMS", -4), ("MAX_PROGRAMS", 10**9)):
+        p = _pack(tmp_path / f"{knob}{value}", _table(_entry(config={knob: value})))
+        assert any(knob in why for why in verify_pack(p).problems), (knob, value)
+
+
+def test_a_crafted_tuner_pack_leaves_the_server_on_defaults(tmp_path, monkeypatch, caplog):
+    from tuner.runtime.target import INTERPRETER
+
+    for name, table in list(_crafted().items())[:8]:
+        p = _pack(tmp_path / name.replace(" ", "_").replace("*", ""), table)
+        monkeypatch.setenv("TUNER_PACK", str(p))
+        monkeypatch.setattr(runtime, "_ACTIVE", None)
+        monkeypatch.setattr(runtime, "_ACTIVE_FROM_ENV", False)
+        sel = runtime.select("moe_routing", {"tokens": 4, "profile": "dsv3"}, INTERPRETER)
+        assert sel.how == "default", name
+    assert "TUNER_PACK ignored" in caplog.text

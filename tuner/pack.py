@@ -1,8 +1,9 @@
 """Export winners from the store as a kernel pack, and check a pack against the registry.
 
 A pack is a folder of JSON: ``manifest.json`` (schema, name, created, environment
-fingerprint, kernels, the sha256 of every file, the source database and commit) and one
-``<kernel>.json`` per family mapping workloads to configs with their measured times.
+fingerprint, kernels, the sha256 of every file, the source database and commit), beside it
+``manifest.sha256`` (the sha256 of the canonical manifest), and one ``<kernel>.json`` per
+family mapping workloads to configs with their measured times.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from sqlalchemy import select
 
 from tuner import registry
 from tuner.device import git_commit
-from tuner.runtime import PACK_SCHEMA, Pack, PackError, load_pack, sha256_file
+from tuner.runtime import MANIFEST_SEAL, PACK_SCHEMA, Pack, PackError, load_pack, manifest_digest, sha256_file
 from tuner.runtime.env import INTERPRETER_GPU
 from tuner.runtime.target import Target, of_fingerprint
 from tuner.spec import numeric_axes, workload_from_dict
@@ -159,7 +160,8 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
     if not meaningful:
         manifest["note"] = "times measured through the Triton interpreter: correct configs, not GPU results"
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    for fname in set(old_files) - set(files) - {"manifest.json"}:  # the replaced pack's, no longer listed
+    (out / MANIFEST_SEAL).write_text(manifest_digest(manifest) + "\n")  # the manifest's own fields, covered
+    for fname in set(old_files) - set(files) - {"manifest.json", MANIFEST_SEAL}:  # the replaced pack's, no longer listed
         (out / fname).unlink(missing_ok=True)
     return out
 

@@ -18,6 +18,8 @@ import json
 import logging
 import math
 import os
+import re
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +30,8 @@ from tuner.runtime.target import Target
 from tuner.spec import log2_distance
 
 __all__ = ["PackError", "Pack", "Selection", "load_pack", "use_pack", "active_pack", "select",
-           "register_defaults", "gpu_identity", "Target", "PACK_SCHEMA", "sha256_file"]
+           "register_defaults", "gpu_identity", "Target", "PACK_SCHEMA", "sha256_file", "manifest_digest",
+           "MANIFEST_SEAL"]
 
 log = logging.getLogger("tuner.runtime")
 
@@ -78,11 +81,159 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _read_json(path: Path) -> Any:
+MANIFEST_SEAL = "manifest.sha256"
+"""Beside ``manifest.json``: the sha256 of the canonical manifest (``manifest_digest``), so the
+manifest's own fields (checksums, GPU fingerprint) are covered too."""
+
+# What a pack may hold: a server reads it, so every limit is explicit.
+MAX_MANIFEST_BYTES = 1 << 20
+MAX_TABLE_BYTES = 16 << 20     # the shipped tables are ~10 KB each
+MAX_ENTRIES = 100_000
+MAX_DEPTH = 8                  # object/array nesting: a table is entries -> entry -> workload/config
+MAX_INT = 2**53                # beyond it JSON numbers are not exact anywhere
+MAX_STR = 256
+MAX_WORKLOAD_INT = 2**40       # a workload axis (tokens, context, table rows)
+MAX_CONFIG_INT = 2**31 - 1     # a knob
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def canonical_json(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
+
+
+def manifest_digest(manifest: Mapping[str, Any]) -> str:
+    """The sha256 of the canonical form of a manifest (what ``manifest.sha256`` records)."""
+    return hashlib.sha256(canonical_json(manifest)).hexdigest()
+
+
+def _read_file(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of the pack, read once (no symlink followed, no FIFO or
+    device opened, at most ``limit`` bytes)."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise PackError(f"{path}: not readable JSON ({e.__class__.__name__}: {e})") from None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        if os.path.islink(path):
+            raise PackError(f"{path}: a symbolic link (a pack holds its own files only)") from None
+        raise PackError(f"{path}: cannot open ({e.strerror})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise PackError(f"{path}: not a regular file")
+        if st.st_size > limit:
+            raise PackError(f"{path}: {st.st_size} bytes, more than a pack file may hold ({limit})")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise PackError(f"{path}: more than {limit} bytes")
+    return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a pack may hold")
+
+
+def _finite(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"{text[:20]} overflows a float")
+    return v
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) > 17 or abs(int(text)) > MAX_INT:
+        raise ValueError(f"integer {text[:20]}{'...' if len(text) > 20 else ''} out of range")
+    return int(text)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k[:40]!r}")
+        out[k] = v
+    return out
+
+
+def _depth(value: Any) -> int:
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            if d <= MAX_DEPTH:
+                todo.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def parse_json(data: bytes, where: Path) -> Any:
+    """JSON a server can trust: UTF-8, no NaN / Infinity / overflowing floats, integers within
+    2**53, no duplicate keys, nesting at most ``MAX_DEPTH``; else ``PackError`` (one line)."""
+    try:
+        value = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant,
+                           parse_float=_finite, parse_int=_bounded_int)
+    except RecursionError:
+        raise PackError(f"{where}: JSON nested too deeply") from None
+    except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError is a ValueError
+        raise PackError(f"{where}: not valid pack JSON ({str(e).splitlines()[0][:200]})") from None
+    if _depth(value) > MAX_DEPTH:
+        raise PackError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def _read_json(path: Path, limit: int = MAX_TABLE_BYTES) -> Any:
+    return parse_json(_read_file(path, limit), path)
+
+
+def _scalar(value: Any, lo: int, hi: int) -> str | None:
+    """Why ``value`` is not a scalar a pack entry may hold (None when it is)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return None if lo <= value <= hi else f"{value} out of range [{lo}, {hi}]"
+    if isinstance(value, float):
+        return None if math.isfinite(value) and abs(value) <= hi else f"{value} out of range"
+    if isinstance(value, str):
+        return None if len(value) <= MAX_STR else f"a string of {len(value)} characters"
+    return f"a {type(value).__name__}, not a number, string or boolean"
+
+
+_TIMES = ("median_us", "p20_us", "p80_us", "default_median_us", "floor_us", "noise")
+
+
+def _entry_problem(e: Any, cat: tuple[str, ...], num: tuple[str, ...]) -> str | None:
+    """Why a table entry cannot be served (its shape and value types and ranges, checked the
+    same for every family; what a knob's value means is its launcher's to check)."""
+    if not isinstance(e, dict):
+        return "not a JSON object"
+    w, cfg = e.get("workload"), e.get("config")
+    if not isinstance(w, dict) or not isinstance(cfg, dict):
+        return "its workload or config is not a JSON object"
+    if set(w) != set(cat) | set(num):
+        return f"workload axes {sorted(w)[:8]} are not the table's ({', '.join(cat + num)})"
+    for a in cat:
+        if not isinstance(w[a], str) or not 0 < len(w[a]) <= 64:
+            return f"workload axis {a!r} is not a short string"
+    for a in num:
+        v = w[a]
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_WORKLOAD_INT:
+            return f"workload axis {a!r} = {str(v)[:40]} is not an integer in [1, {MAX_WORKLOAD_INT}]"
+    if not cfg or len(cfg) > 64:
+        return f"a config of {len(cfg)} knobs"
+    for k, v in cfg.items():
+        if not _NAME.fullmatch(k):
+            return f"knob name {k[:40]!r} is not an identifier"
+        why = _scalar(v, -MAX_CONFIG_INT, MAX_CONFIG_INT)
+        if why:
+            return f"knob {k} is {why}"
+    for t in _TIMES:
+        v = e.get(t)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1e12):
+            return f"{t} = {str(v)[:40]} is not a time"
+    if not isinstance(e.get("is_default", False), bool):
+        return "is_default is not a boolean"
+    return None
 
 
 @dataclass
@@ -193,11 +344,19 @@ def load_pack(path: str | os.PathLike, *, allow_other_gpu: bool = False) -> Pack
     ``allow_other_gpu`` and the compute capability matches). Other software versions on
     the same GPU are used with one warning suggesting ``tune revalidate``.
     """
-    root = Path(path)
+    try:
+        return _load_pack(Path(path), allow_other_gpu)
+    except PackError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever a crafted pack trips, the caller gets one PackError
+        raise PackError(f"{path}: cannot load the pack ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})") from None
+
+
+def _load_pack(root: Path, allow_other_gpu: bool) -> Pack:
     mpath = root / "manifest.json"
-    if not mpath.is_file():
+    if not mpath.is_file() and not mpath.is_symlink():
         raise PackError(f"{root}: no manifest.json (not a kernel pack)")
-    manifest = _read_json(mpath)
+    manifest = _read_json(mpath, MAX_MANIFEST_BYTES)
     if not isinstance(manifest, dict):
         raise PackError(f"{mpath}: manifest is not a JSON object")
     if manifest.get("schema") != PACK_SCHEMA:
@@ -208,30 +367,47 @@ def load_pack(path: str | os.PathLike, *, allow_other_gpu: bool = False) -> Pack
         raise PackError(f"{mpath}: manifest lacks 'files' or 'kernels'")
     if not isinstance(manifest.get("fingerprint") or {}, dict):
         raise PackError(f"{mpath}: manifest's 'fingerprint' is not a JSON object")
+    seal = root / MANIFEST_SEAL
+    if seal.exists() or seal.is_symlink():
+        if _read_file(seal, 256).decode("ascii", "replace").strip() != manifest_digest(manifest):
+            raise PackError(f"{root}: {MANIFEST_SEAL} does not match manifest.json (corrupt or tampered)")
+    else:
+        log.warning("pack %s has no %s: its manifest is not covered by a checksum (export it again)", root,
+                    MANIFEST_SEAL)
+    blobs: dict[str, bytes] = {}
     for name, digest in files.items():
+        if not isinstance(name, str) or Path(name).name != name or name in ("manifest.json", MANIFEST_SEAL) \
+                or not name.endswith(".json"):
+            raise PackError(f"{root}: {str(name)[:80]!r} in the manifest is not a file name of the pack's folder (a .json table)")
         fpath = root / name
-        if Path(name).name != name:
-            raise PackError(f"{root}: {name!r} in the manifest is not a file name of the pack's folder")
-        if not fpath.is_file():
+        if not fpath.exists() and not fpath.is_symlink():
             raise PackError(f"{root}: file {name!r} listed in the manifest is missing")
-        if sha256_file(fpath) != digest:
+        data = _read_file(fpath, MAX_TABLE_BYTES)
+        if hashlib.sha256(data).hexdigest() != digest:  # the bytes checked are the bytes parsed
             raise PackError(f"{root}: checksum mismatch for {name} (corrupt or tampered)")
+        blobs[name] = data
     tables: dict[str, _KernelTable] = {}
     for kernel, info in kernels.items():
         fname = info.get("file") if isinstance(info, dict) else None
-        if fname not in files:
-            raise PackError(f"{mpath}: kernel {kernel!r} names a file not covered by checksums")
-        data = _read_json(root / fname)
-        try:
-            cat = tuple(data["categorical_axes"])
-            num = tuple(data["numeric_axes"])
-            entries = list(data["entries"])
-            if not all(isinstance(e["config"], dict) and isinstance(e["workload"], dict) for e in entries):
-                raise TypeError("an entry's config or workload is not a JSON object")
-            exact = {tuple(str(e["workload"][a]) for a in cat) + tuple(float(e["workload"][a]) for a in num): e
-                     for e in entries}
-        except (KeyError, TypeError, ValueError) as e:
-            raise PackError(f"{root / fname}: malformed kernel table ({e})") from None
+        if not isinstance(fname, str) or fname not in blobs:
+            raise PackError(f"{mpath}: kernel {str(kernel)[:64]!r} names a file not covered by checksums")
+        where = root / fname
+        data = parse_json(blobs[fname], where)
+        if not isinstance(data, dict):
+            raise PackError(f"{where}: a kernel table is a JSON object")
+        cat, num, entries = data.get("categorical_axes"), data.get("numeric_axes"), data.get("entries")
+        if not (isinstance(cat, list) and isinstance(num, list) and isinstance(entries, list)) \
+                or not all(isinstance(a, str) and _NAME.fullmatch(a) for a in cat + num) or len(cat + num) > 16:
+            raise PackError(f"{where}: malformed kernel table (categorical_axes, numeric_axes, entries)")
+        if len(entries) > MAX_ENTRIES:
+            raise PackError(f"{where}: {len(entries)} entries, more than a table may hold ({MAX_ENTRIES})")
+        cat, num = tuple(cat), tuple(num)
+        for i, e in enumerate(entries):
+            why = _entry_problem(e, cat, num)
+            if why:
+                raise PackError(f"{where}: entry {i}: {why}")
+        exact = {tuple(str(e["workload"][a]) for a in cat) + tuple(float(e["workload"][a]) for a in num): e
+                 for e in entries}
         tables[kernel] = _KernelTable(cat, num, exact, entries)
     pack = Pack(root, manifest, tables)
     _grade(pack, allow_other_gpu)
@@ -282,7 +458,7 @@ def active_pack() -> Pack | None:
         if env:
             try:
                 _ACTIVE = load_pack(env)
-            except PackError as e:
+            except Exception as e:  # noqa: BLE001 - a server runs on with defaults, whatever the pack is
                 log.warning("TUNER_PACK ignored: %s", e)
     return _ACTIVE
 
