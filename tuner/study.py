@@ -208,9 +208,13 @@ class Tuner:
         from optuna.trial import TrialState
 
         live = self._live_runs()
+        now = time.time()
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            if t.user_attrs.get(OWNER) in live:
+            owner = t.user_attrs.get(OWNER)
+            if owner in live:
                 continue
+            if owner is None and t.datetime_start and now - t.datetime_start.timestamp() < 60:
+                continue  # just asked by a run that has yet to name itself its owner
             try:
                 storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
             except (RuntimeError, ValueError):  # finished meanwhile by its owner
@@ -369,8 +373,12 @@ class Tuner:
         while (evaluated < n_trials and (since_best < s.patience or asked - seen.keys())
                and (time.monotonic() < deadline or evaluated == 0)):
             trial = study.ask()
-            trial.set_user_attr(OWNER, self.run_id)
-            cfg = k.canonical(k.space.suggest(trial), workload, self.target)
+            try:
+                trial.set_user_attr(OWNER, self.run_id)
+                cfg = k.canonical(k.space.suggest(trial), workload, self.target)
+            except optuna.exceptions.UpdateFinishedTrialError:  # failed meanwhile by a run of an older tuner
+                streak += 1
+                continue
             ck = config_key(cfg)
             if ck not in seen and (other := self._measured(wkey, ck)) is not None:
                 seen[ck] = other  # measured meanwhile by another run of this study

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli.common import CliError, DbOption, console, parse_duration
@@ -16,6 +17,12 @@ from tuner.cli.common import CliError, DbOption, console, parse_duration
 app = typer.Typer()
 
 PackOption = Annotated[Optional[Path], typer.Option("--pack", help="Kernel pack folder (default: the database's winners).")]
+
+
+def _undecodable(store, e: Exception) -> CliError:
+    """A database row that does not even decode (bad JSON, date or status text): one line."""
+    msg = str(e).splitlines()[0][:200] if str(e) else ""
+    return CliError(f"cannot read {store.shown_url}: a row does not decode ({type(e).__name__}: {msg})")
 
 
 def parse_threshold(text: str) -> float:
@@ -186,7 +193,13 @@ def regressions_cmd(db: DbOption = None,
         raise CliError("--min-points must be at least 1")
     names = [registry.get(k).name for k in kernel] if kernel else None  # a misspelt name is no pass
     store = open_store(db, create=False)
-    history = load_history(store, kernels=names)
+    unreadable: list[str] = []
+    try:
+        history = load_history(store, kernels=names, unreadable=unreadable)
+    except (ValueError, LookupError, TypeError) as e:
+        raise _undecodable(store, e) from None
+    for u in unreadable:
+        console.print(f"[yellow]unreadable, left out:[/yellow] {escape(u)}", highlight=False, soft_wrap=True)
     changes = detect(history, threshold=thr, min_points=min_points, since=when)
     regs = regressions(changes)
     unconfirmed = [c for c in changes if c.is_regression and not c.confirmed]
@@ -260,4 +273,6 @@ def dashboard_cmd(out: Annotated[Optional[Path], typer.Option("--out", help="HTM
         path = write_report(store, out, pack=pack, threshold=thr)
     except OSError as e:  # the report file given cannot be written
         raise CliError(f"cannot write the report to {out}: {e.strerror or e}") from None
+    except (ValueError, LookupError, TypeError) as e:
+        raise _undecodable(store, e) from None
     console.print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB): open it in a browser, it works offline")

@@ -30,15 +30,16 @@ VERSION_KEYS = ("driver", "cuda", "torch", "triton", "python")
 
 def versions_of(fingerprint: dict[str, Any]) -> dict[str, str]:
     """The software versions of an environment fingerprint, in a fixed order."""
-    return {k: str(fingerprint.get(k, "")) for k in VERSION_KEYS}
+    fp = fingerprint if isinstance(fingerprint, dict) else {}
+    return {k: str(fp.get(k, "")) for k in VERSION_KEYS}
 
 
 def timing_method(run: Run) -> int:
-    """How a run timed its trials (``tuner.timing.TIMING_METHOD``): recorded in its settings
-    since session 28; 2 before (the method since commit 64832f2, which every run in the
-    project's results.db used: runs 2-6 carry an older commit, but their template source
-    hashes are 64832f2's, and run 1 is MoE routing, timed warm by either method)."""
-    return int((run.settings or {}).get("timing", 2))
+    """How a run timed its trials (``tuner.timing.TIMING_METHOD``), as its settings record it;
+    2 where they do not (the method of every run before it was recorded); -1 for a value
+    that is not a method number (a bad row: its points stand apart, never compared)."""
+    value = run.settings.get("timing", 2) if isinstance(run.settings, dict) else 2
+    return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
 def versions_label(versions: dict[str, str]) -> str:
@@ -128,13 +129,15 @@ def registry_defaults() -> Callable[[str, dict[str, Any], Any], dict[str, Any] |
 
 
 def load_history(store: Store, *, kernels: Iterable[str] | None = None,
-                 default_of: Callable[[str, dict[str, Any], Any], dict[str, Any] | None] | None = None
-                 ) -> list[Series]:
+                 default_of: Callable[[str, dict[str, Any], Any], dict[str, Any] | None] | None = None,
+                 unreadable: list[str] | None = None) -> list[Series]:
     """Every series in the store (optionally only ``kernels``), sorted by kernel, workload, GPU.
 
     ``default_of(kernel, workload, target)`` names the default config so a tune run's point can
-    carry the default's time; by default the registry is asked.
+    carry the default's time; by default the registry is asked. A point whose rows do not hold
+    what they should (hand-edited, another tool's) is left out and described in ``unreadable``.
     """
+    unreadable = [] if unreadable is None else unreadable
     default_of = default_of or registry_defaults()
     only = set(kernels) if kernels else None
     with store.session() as s:
@@ -155,63 +158,82 @@ def load_history(store: Store, *, kernels: Iterable[str] | None = None,
     series: dict[tuple[str, str, str], Series] = {}
 
     def target_of(run: Run) -> Target:  # defaults are planned for the GPU that ran them
-        return of_fingerprint(envs[run.environment_id].fingerprint or {})
+        fp = envs[run.environment_id].fingerprint
+        return of_fingerprint(fp if isinstance(fp, dict) else {})
 
     def add(kernel: str, wkey: str, workload: dict[str, Any], run: Run, point_args: dict[str, Any]) -> None:
         env = envs[run.environment_id]
         key = (kernel, wkey, env.gpu)
-        if key not in series:
-            series[key] = Series(kernel, wkey, dict(workload), env.gpu)
-        series[key].points.append(Point(
+        point = Point(
             when=run.started, run_id=run.id, kind=run.kind, environment_id=env.id,
             versions=versions_of(env.fingerprint or {}), source_hash=run.source_hash,
-            git_commit=run.git_commit or "", timing=timing_method(run), **point_args))
+            git_commit=run.git_commit or "", timing=timing_method(run), **point_args)
+        point.speedup, point.floor_fraction, point.spread, point.when < dt.datetime.max  # noqa: B018 - bad values fail here, not in the page
+        if not isinstance(workload, dict) or not isinstance(point.config, dict):
+            raise TypeError("its workload or config is not a JSON object")
+        if key not in series:
+            series[key] = Series(kernel, wkey, dict(workload), env.gpu)
+        series[key].points.append(point)
 
     for (run_id, kernel, wkey), rows in grouped.items():
         run = runs.get(run_id)
         if run is None or run.kind != "tune":
             continue
-        final = [t for t in rows if t.phase == "final"] or [t for t in rows if t.phase == "search"]
-        if not final:
-            continue
-        best = min(final, key=lambda t: t.median_us)
-        dcfg = default_of(kernel, best.workload, target_of(run))
-        default_us = None
-        if dcfg is not None:
-            dk = config_key(dcfg)
-            same = [t for t in final if t.config_key == dk] or [t for t in rows if t.config_key == dk]
-            default_us = same[-1].median_us if same else None
-        if default_us is None:
-            w = winner_default.get((run_id, kernel, wkey))
-            if w is not None:
-                default_us = w.median_us if w.is_default else w.default_median_us
-        add(kernel, wkey, best.workload, run, dict(
-            config=best.config, median_us=best.median_us, p20_us=best.p20_us or best.median_us,
-            p80_us=best.p80_us or best.median_us, default_us=default_us, floor_us=best.floor_us,
-            meaningful=best.meaningful))
-
+        try:
+            _tune_point(kernel, wkey, rows, run, add, default_of, target_of, winner_default)
+        except (TypeError, ValueError, KeyError, AttributeError) as e:
+            unreadable.append(f"run {run_id} {kernel} {wkey}: {type(e).__name__}: {e}"[:300])
     by_reval: dict[tuple[int, str], list[Revalidation]] = {}
     for r in revals:
         if only is None or r.kernel in only:
             by_reval.setdefault((r.run_id, r.workload_key), []).append(r)
     for (run_id, wkey), rows in by_reval.items():
         run = runs.get(run_id)
-        win = next((r for r in rows if r.role == "winner"), None)
-        if run is None or win is None or win.status != TrialStatus.ok or win.median_us is None:
-            continue
-        dflt = next((r for r in rows if r.role == "default" and r.status == TrialStatus.ok), None)
-        default_us = dflt.median_us if dflt else (win.median_us if win.config == default_of(win.kernel, win.workload,
-                                                                                              target_of(run))
-                                                   else None)
-        add(win.kernel, wkey, win.workload, run, dict(
-            config=win.config, median_us=win.median_us, p20_us=win.p20_us or win.median_us,
-            p80_us=win.p80_us or win.median_us, default_us=default_us, floor_us=win.floor_us,
-            meaningful=win.meaningful))
-
+        try:
+            _revalidation_point(wkey, rows, run, add, default_of, target_of)
+        except (TypeError, ValueError, KeyError, AttributeError) as e:
+            unreadable.append(f"revalidation run {run_id} {wkey}: {type(e).__name__}: {e}"[:300])
     out = sorted(series.values(), key=lambda x: (x.kernel, workload_sort_key(x.workload), x.gpu))
     for sr in out:
         sr.points.sort(key=lambda p: (p.when, p.run_id))
     return out
+
+
+def _tune_point(kernel, wkey, rows, run, add, default_of, target_of, winner_default) -> None:
+    """The point of one tune run's workload: its best final (else search) time and its default's."""
+    final = [t for t in rows if t.phase == "final"] or [t for t in rows if t.phase == "search"]
+    if not final:
+        return
+    best = min(final, key=lambda t: t.median_us)
+    dcfg = default_of(kernel, best.workload, target_of(run))
+    default_us = None
+    if dcfg is not None:
+        dk = config_key(dcfg)
+        same = [t for t in final if t.config_key == dk] or [t for t in rows if t.config_key == dk]
+        default_us = same[-1].median_us if same else None
+    if default_us is None:
+        w = winner_default.get((run.id, kernel, wkey))
+        if w is not None:
+            default_us = w.median_us if w.is_default else w.default_median_us
+    add(kernel, wkey, best.workload, run, dict(
+        config=best.config, median_us=best.median_us, p20_us=best.p20_us or best.median_us,
+        p80_us=best.p80_us or best.median_us, default_us=default_us, floor_us=best.floor_us,
+        meaningful=best.meaningful))
+
+
+def _revalidation_point(wkey, rows, run, add, default_of, target_of) -> None:
+    """The point of one revalidation of a pack entry: its winner's re-timed time and its default's."""
+    win = next((r for r in rows if r.role == "winner"), None)
+    if run is None or win is None or win.status != TrialStatus.ok or win.median_us is None:
+        return
+    dflt = next((r for r in rows if r.role == "default" and r.status == TrialStatus.ok), None)
+    default_us = dflt.median_us if dflt else (win.median_us if win.config == default_of(win.kernel, win.workload,
+                                                                                          target_of(run))
+                                               else None)
+    add(win.kernel, wkey, win.workload, run, dict(
+        config=win.config, median_us=win.median_us, p20_us=win.p20_us or win.median_us,
+        p80_us=win.p80_us or win.median_us, default_us=default_us, floor_us=win.floor_us,
+        meaningful=win.meaningful))
 
 
 class Ratios:
@@ -250,16 +272,26 @@ class Entry(Ratios):
     updated: dt.datetime
 
 
-def current_entries(store: Store) -> list[Entry]:
-    """The newest winner per (kernel, workload, GPU) across that GPU's environments."""
+def current_entries(store: Store, unreadable: list[str] | None = None) -> list[Entry]:
+    """The newest winner per (kernel, workload, GPU) across that GPU's environments (a row
+    that does not hold what it should is described in ``unreadable`` instead)."""
     with store.session() as s:
         rows = s.execute(select(Winner, Environment.gpu).join(Environment, Winner.environment_id == Environment.id)
                          .order_by(Winner.updated, Winner.id)).all()
     newest: dict[tuple[str, str, str], Entry] = {}
     for w, gpu in rows:
-        newest[(w.kernel, w.workload_key, gpu)] = Entry(
-            w.kernel, w.workload_key, dict(w.workload), gpu, dict(w.config), w.is_default, w.median_us, w.p20_us,
-            w.p80_us, w.default_median_us, w.floor_us, w.noise, w.meaningful, w.source_hash, w.updated)
+        try:
+            if not isinstance(w.workload, dict) or not isinstance(w.config, dict):
+                raise TypeError("its workload or config is not a JSON object")
+            e = Entry(w.kernel, w.workload_key, dict(w.workload), gpu, dict(w.config), w.is_default, w.median_us,
+                      w.p20_us, w.p80_us, w.default_median_us, w.floor_us, w.noise, w.meaningful, w.source_hash,
+                      w.updated)
+            e.speedup, e.floor_fraction, workload_sort_key(e.workload)  # noqa: B018 - fail here, not in the page
+        except (TypeError, ValueError, KeyError, AttributeError) as ex:
+            if unreadable is not None:
+                unreadable.append(f"winner {w.id} {w.kernel} {w.workload_key}: {type(ex).__name__}: {ex}"[:300])
+            continue
+        newest[(w.kernel, w.workload_key, gpu)] = e
     return sorted(newest.values(), key=lambda e: (e.kernel, e.gpu, workload_sort_key(e.workload)))
 
 

@@ -149,6 +149,8 @@ class Data:
     grids: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], str]]
     threshold: float
     pack_manifest: dict[str, Any] | None = None
+    unreadable: list[str] | None = None
+    """Rows of the database that do not hold what they should: left out, listed on the page."""
 
 
 def gather(store: Store, *, pack: Path | None = None, threshold: float = 0.05, min_points: int = 2,
@@ -156,19 +158,21 @@ def gather(store: Store, *, pack: Path | None = None, threshold: float = 0.05, m
     """Read everything the report needs from the store (and the pack) in one go."""
     from sqlalchemy import select
 
-    history = load_history(store)
+    unreadable: list[str] = []
+    history = load_history(store, unreadable=unreadable)
     changes = detect(history, threshold=threshold, min_points=min_points)
     manifest = None
     if pack is not None:
         entries, manifest = _from_pack(pack)
         source = f"pack {manifest.get('name', pack.name)}"
     else:
-        entries = [_from_entry(e) for e in current_entries(store)]
+        entries = [_from_entry(e) for e in current_entries(store, unreadable)]
         source = "database"
     with store.session() as s:
         envs = list(s.scalars(select(Environment).order_by(Environment.id)))
     return Data(store.url, dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), history, changes, entries, source,
-                latest_revalidations(store), envs, _registry_info() if registry_info else {}, threshold, manifest)
+                latest_revalidations(store), envs, _registry_info() if registry_info else {}, threshold, manifest,
+                unreadable)
 
 
 # -- coverage -------------------------------------------------------------------------------
@@ -425,6 +429,11 @@ def render(data: Data, *, refresh_s: int | None = None) -> str:
           f'<div class="meta">database {esc(redact_url(data.url))} · generated {esc(f"{data.generated:%Y-%m-%d %H:%M}")} UTC'
           f" · entries from {esc(data.entries_from)} · threshold {esc(f'{100 * data.threshold:g}')}%"
           + (f" · refreshes every {int(refresh_s)} s" if refresh_s else "") + "</div></header><main>"]
+    if data.unreadable:
+        h.append(f'<p class="interp" id="unreadable">{len(data.unreadable)} unreadable '
+                 f'{"entry" if len(data.unreadable) == 1 else "entries"} in the database, left out: '
+                 + "; ".join(esc(u) for u in data.unreadable[:20]) + ("; ..." if len(data.unreadable) > 20 else "")
+                 + "</p>")
     if interp_only:
         h.append('<p class="interp">Every result here was measured through the Triton interpreter (no GPU): configs '
                  "are verified, times are not meaningful and are not tested for regressions.</p>")

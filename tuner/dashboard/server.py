@@ -1,4 +1,4 @@
-"""`tune dashboard --serve`: the same page over HTTP on 127.0.0.1, re-read from the store per request."""
+"""`tune dashboard --serve`: the same page over HTTP on 127.0.0.1, rendered again once the store changes."""
 from __future__ import annotations
 
 import logging
@@ -15,10 +15,55 @@ log = logging.getLogger(__name__)
 HOST = "127.0.0.1"  # loopback only: the page shows what was tuned where; never bind it wider
 
 
+def _state(store: Store, pack: Path | None) -> tuple:
+    """What the page depends on, cheap to read per request: each table's row count and newest
+    id, the newest winner update and run end, the pack files' times (a change to any of them
+    renders the page again)."""
+    from sqlalchemy import text
+
+    parts = []
+    with store.engine.connect() as c:
+        for table in ("tuner_environments", "tuner_runs", "tuner_trials", "tuner_winners", "tuner_revalidations"):
+            parts.append(tuple(c.execute(text(f"SELECT count(*), max(id) FROM {table}")).one()))
+        parts.append(tuple(c.execute(text("SELECT max(updated) FROM tuner_winners")).one()))
+        parts.append(tuple(c.execute(text("SELECT max(finished), count(finished) FROM tuner_runs")).one()))
+    if pack is not None:
+        parts.append(tuple(sorted((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in Path(pack).iterdir())))
+    return tuple(parts)
+
+
+class _Page:
+    """The rendered page, reused until the store changes; one render at a time, every other
+    request waits for it and shares it (a render takes a fraction of a second: 200 requests
+    rendering each would queue for a minute)."""
+
+    def __init__(self, render, state) -> None:
+        self.render, self.state = render, state
+        self.lock = threading.Lock()
+        self.key: tuple | None = None
+        self.page: str | None = None
+        self.born = 0.0
+
+    def get(self, max_age_s: float) -> str:
+        import time
+
+        key = self.state()
+        if self.page is not None and key == self.key and time.monotonic() - self.born < max_age_s:
+            return self.page
+        with self.lock:
+            if self.page is None or key != self.key or time.monotonic() - self.born >= max_age_s:
+                self.page, self.key, self.born = self.render(), key, time.monotonic()
+            return self.page
+
+
 def make_server(store: Store, port: int = 8765, *, pack: Path | None = None, threshold: float = 0.05,
                 refresh_s: int = 60) -> ThreadingHTTPServer:
-    """A server bound to 127.0.0.1:``port`` (0 picks a free port) rendering the page per request."""
-    lock = threading.Lock()  # one render at a time: SQLite readers are cheap, renders are not free
+    """A threaded server bound to 127.0.0.1:``port`` (0 picks a free port); the page is rendered
+    once and again after the store (or the pack) changes, and at least once a ``refresh_s``
+    (its "generated" time and the registry's grids stay current)."""
+    page = _Page(lambda: build_report(store, pack=pack, threshold=threshold, refresh_s=refresh_s),
+                 lambda: _state(store, pack))
+    max_age = float(refresh_s or 60)
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "tuner-dashboard"
@@ -33,13 +78,12 @@ def make_server(store: Store, port: int = 8765, *, pack: Path | None = None, thr
                 self._send(404, b"not found\n", "text/plain; charset=utf-8")
                 return
             try:
-                with lock:
-                    page = build_report(store, pack=pack, threshold=threshold, refresh_s=refresh_s)
+                body = page.get(max_age)
             except Exception as e:  # noqa: BLE001 - a broken read answers 500, the server stays up
                 log.exception("rendering the dashboard failed")
                 self._send(500, f"cannot render the dashboard: {type(e).__name__}\n".encode(), "text/plain; charset=utf-8")
                 return
-            self._send(200, page.encode("utf-8"), "text/html; charset=utf-8")
+            self._send(200, body.encode("utf-8"), "text/html; charset=utf-8")
 
         def do_HEAD(self) -> None:  # noqa: N802
             self.do_GET()
@@ -58,7 +102,16 @@ def make_server(store: Store, port: int = 8765, *, pack: Path | None = None, thr
         def log_message(self, fmt: str, *args: Any) -> None:
             log.info("%s %s", self.address_string(), fmt % args)
 
-    return ThreadingHTTPServer((HOST, port), Handler)
+    class Server(ThreadingHTTPServer):
+        request_queue_size = 256  # listen backlog (http.server's 5 refuses a burst of clients)
+        daemon_threads = True
+
+    httpd = Server((HOST, port), Handler)
+    try:
+        page.get(max_age)  # the first visitors get a ready page
+    except Exception:  # noqa: BLE001 - answered per request (500) until the database reads again
+        log.exception("rendering the dashboard failed")
+    return httpd
 
 
 def serve(store: Store, port: int = 8765, **kw: Any) -> None:

@@ -94,8 +94,8 @@ def _sqlite_path(url: str) -> Path | None:
 def schema_lock(engine: Engine) -> Iterator[None]:
     """Held while this process creates or upgrades a schema (ours or Optuna's), so that several
     processes opening a new database one at a time find it complete: PostgreSQL's advisory
-    lock (released with the session, a killed holder included), for SQLite ``flock`` on a
-    ``<db>-lock`` file beside it (released by the kernel when the holder dies)."""
+    lock (released with the session, a killed holder included), for SQLite ``flock`` on the
+    database's folder (released by the kernel when the holder dies)."""
     if engine.dialect.name == "postgresql":
         with engine.connect() as conn:
             conn.exec_driver_sql(f"SELECT pg_advisory_lock({_LOCK_KEY})")
@@ -112,12 +112,12 @@ def schema_lock(engine: Engine) -> Iterator[None]:
         return
     import fcntl
 
-    with open(f"{path}-lock", "a+b") as f:
-        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    fd = os.open(path.parent if str(path.parent) else ".", os.O_RDONLY)  # the folder: no lock file left behind
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 _LOCK_KEY = zlib.crc32(b"tuner schema") & 0x7FFFFFFF
