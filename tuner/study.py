@@ -231,14 +231,17 @@ class Tuner:
 
     @staticmethod
     def _enqueue(study, cfg: dict[str, Any]) -> None:
-        """Enqueue ``cfg`` unless it already waits: a trial of it that failed or was left running
-        by a killed run does not count (its config was never measured: run it again)."""
+        """Enqueue ``cfg`` unless the study holds it already (waiting, running in a live run, or
+        finished); a trial of it failed because its run was killed does not count: the config
+        was never measured, so it runs again (a resumed workload measures its default)."""
         from optuna.trial import TrialState
 
-        waiting = [t.system_attrs.get("fixed_params") for t in
-                   study.get_trials(deepcopy=False, states=(TrialState.WAITING,))]
-        if not any(w is not None and config_key(w) == config_key(cfg) for w in waiting):
-            study.enqueue_trial(cfg)
+        key = config_key(cfg)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING,
+                                                          TrialState.COMPLETE, TrialState.PRUNED)):
+            if config_key(t.system_attrs.get("fixed_params") or t.params) == key:
+                return
+        study.enqueue_trial(cfg)
 
     def _close_dead_runs(self) -> None:
         """Runs of this host still marked running whose process is gone were killed."""
