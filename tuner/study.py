@@ -293,7 +293,7 @@ class Tuner:
     def _try_base(seen: dict[str, Any], earlier: list[dict[str, Any]], default: dict[str, Any]) -> dict[str, Any]:
         """What a ``--try`` is laid over: the workload's fastest config under this source, else
         under an earlier one (what the pack holds after a source change), else its default (a
-        re-tune's tries were laid over the default, not the entry they meant to vary: run 140)."""
+        re-tune's tries would be laid over the default, not the entry they mean to vary)."""
         ok = [t for t in seen.values() if t.status == TrialStatus.ok and t.median_us is not None]
         if ok:
             return dict(min(ok, key=lambda t: t.median_us).config)
@@ -309,7 +309,7 @@ class Tuner:
     def _earlier_bests(self, wkey: str, wkey_workload: Any, limit: int = 2) -> list[dict[str, Any]]:
         """The fastest distinct configs this workload measured here under earlier sources of the
         template: a re-tune after a change re-times them first, so a short search cannot lose
-        an old winner it never revisits (run 21: dsv3 T=16's 6.9 us two-launch config)."""
+        an old winner it never revisits (MoE routing dsv3 T=16's 6.9 us two-launch config was lost so once)."""
         with self.store.session() as sess:
             rows = sess.scalars(
                 select(Trial).join(Run, Trial.run_id == Run.id).where(
@@ -371,8 +371,8 @@ class Tuner:
         before = evaluated
         # The budget bounds the search, not coverage: the first trial (the default, enqueued
         # above) runs even past the deadline, so every workload of the grid gets a measured
-        # entry in the pack (a short H200 run left 9 of 20 workloads without one).
-        n_trials = max(s.n_trials + (evaluated if s.extend else 0), evaluated + len(asked))  # (a re-tune's tries ran not at all: run 141)
+        # entry in the pack (a short budget once left 9 of 20 workloads without one).
+        n_trials = max(s.n_trials + (evaluated if s.extend else 0), evaluated + len(asked))  # a re-tune's tries run too
         while (evaluated < n_trials and (since_best < s.patience or asked - seen.keys())
                and (time.monotonic() < deadline or evaluated == 0)):
             trial = study.ask()
