@@ -453,3 +453,29 @@ def test_the_dashboard_server_answers_200_parallel_requests_within_2_s(tmp_path)
     times.sort()
     p99 = times[int(0.99 * len(times)) - 1]
     assert p99 < 2.0, f"p99 {p99:.2f} s, max {times[-1]:.2f} s"
+
+
+def test_a_pack_config_its_launcher_refuses_falls_back_to_the_default(tmp_path, caplog):
+    from tuner.runtime.target import INTERPRETER
+
+    seen = []
+
+    def check(config):
+        seen.append(config)
+        if config["MAX_PROGRAMS"] < 1:
+            raise ValueError(f"MAX_PROGRAMS must be an int >= 1, got {config['MAX_PROGRAMS']}")
+
+    entry = _entry(config={"MAX_PROGRAMS": 0})
+    pack = load_pack(_pack(tmp_path / "p", _table(entry)))
+    import kernel_templates.moe_routing  # noqa: F401 - its own registrations first, then ours over them
+
+    before = runtime._CHECKS.get("moe_routing")
+    runtime.register_check("moe_routing", check)
+    try:
+        sel = pack.select("moe_routing", entry["workload"], INTERPRETER)
+    finally:
+        runtime._CHECKS.pop("moe_routing")
+        if before is not None:
+            runtime._CHECKS["moe_routing"] = before
+    assert sel.how == "default" and sel.config["MAX_PROGRAMS"] >= 1 and seen
+    assert "refused by its launcher" in caplog.text

@@ -30,13 +30,14 @@ from tuner.runtime.target import Target
 from tuner.spec import log2_distance
 
 __all__ = ["PackError", "Pack", "Selection", "load_pack", "use_pack", "active_pack", "select",
-           "register_defaults", "gpu_identity", "Target", "PACK_SCHEMA", "sha256_file", "manifest_digest",
+           "register_defaults", "register_check", "gpu_identity", "Target", "PACK_SCHEMA", "sha256_file", "manifest_digest",
            "MANIFEST_SEAL"]
 
 log = logging.getLogger("tuner.runtime")
 
 PACK_SCHEMA = 1
 _DEFAULTS: dict[str, Callable[[dict[str, Any], Target], dict[str, Any]]] = {}
+_CHECKS: dict[str, Callable[[dict[str, Any]], None]] = {}
 
 
 class PackError(Exception):
@@ -56,6 +57,12 @@ class Selection:
 def register_defaults(kernel: str, fn: Callable[[dict[str, Any], Target], dict[str, Any]]) -> None:
     """Kernel templates register their default-config heuristic ((workload dict, target) -> config)."""
     _DEFAULTS[kernel] = fn
+
+
+def register_check(kernel: str, fn: Callable[[dict[str, Any]], None]) -> None:
+    """Kernel templates register their launcher's config check (raises ValueError or TypeError
+    naming the knob): a pack's config it refuses is never launched, the default runs instead."""
+    _CHECKS[kernel] = fn
 
 
 def _default(kernel: str, workload: Mapping[str, Any], target: Target | None) -> Selection:
@@ -278,7 +285,16 @@ class Pack:
         key = (kernel, tuple(workload.items()), target)
         sel = self._cache.get(key)
         if sel is None:
-            sel = self._cache[key] = self._lookup(kernel, workload, target)
+            sel = self._lookup(kernel, workload, target)
+            check = _CHECKS.get(kernel)
+            if check is not None and sel.how != "default":
+                try:
+                    check(dict(sel.config))
+                except (ValueError, TypeError) as e:  # a pack's config its launcher refuses
+                    self._warn_once(f"{kernel} check", f"pack {self.name!r}: a {kernel} config is refused by its "
+                                                       f"launcher ({e}); using defaults there")
+                    sel = _default(kernel, workload, target)
+            self._cache[key] = sel
         c = self.counters.get(kernel)
         if c is None:
             c = self.counters[kernel] = Counter()
