@@ -28,7 +28,6 @@ from tuner.verify import assert_close
 __all__ = ["EngramTable", "EngramPrefetcher", "PrefetchHandle", "engram_hash", "engram_lookup", "prefetch_config",
            "Workload", "SPEC", "default_config", "feasible", "make_params", "zipf_tokens"]
 
-SOURCE_DEPENDENCIES = ("kernel_templates.nvfp4",)
 
 # The kernels take row counts and table rows as int32.
 MAX_TOKENS = (2**31 - 1) // ROWS_PER_TOKEN

@@ -40,7 +40,6 @@ from tuner.verify import assert_close
 
 log = logging.getLogger(__name__)
 
-SOURCE_DEPENDENCIES = ("kernel_templates.nvfp4", "kernel_templates._gluon")
 
 D_LATENT = 512
 SWA_WINDOW = 128

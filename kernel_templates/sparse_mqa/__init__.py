@@ -40,7 +40,6 @@ __all__ = ["mqa_topk", "launch", "reference", "torch_eager", "topk_of_logits", "
            "make_inputs", "cost", "feasible", "verify", "SPEC", "PROFILES", "PAGE", "D_INDEX", "K_FORMATS", "TOPK_ALGOS",
            "RADIX_FIRST"]
 
-SOURCE_DEPENDENCIES = ("kernel_templates.nvfp4",)
 
 # default_config: the row top-k up to this context for a top-k up to this size, radix otherwise
 # (search_spaces.sparse_mqa.ROW_MAX_CONTEXT: how far the tuner may take it)

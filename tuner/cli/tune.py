@@ -101,7 +101,7 @@ def _tries(specs: list[str] | None, kernel: Kernel) -> tuple[tuple[tuple[str, An
             if isinstance(v, int) and not isinstance(v, bool) and any(isinstance(c, float) for c in kernel.space[k].values()):
                 over[k] = float(v)
         bad = [k for k, v in over.items() if not kernel.space.legal(k, v)]
-        if bad:  # (a try outside the space was skipped in silence: session 27 found run 145's would have been)
+        if bad:  # a try outside the space is an error, never skipped in silence
             values = kernel.space[bad[0]].values()
             typed = " (of another type)" if over[bad[0]] in values else ""  # 2.0 for 2, 0 for False
             raise CliError(f"--try: {', '.join(f'{k}={over[k]!r}' for k in bad)} not a value{typed} of "
@@ -143,7 +143,7 @@ def run_preflight(kernel: Kernel, axes: dict[str, str | None], tries: tuple[tupl
         base, how = default, "default"
         entry = table_of.entry(kernel.name, workload_dict(w)) if table_of is not None else None
         if entry is not None:
-            base, how = dict(entry["config"]), "pack entry"
+            base, how = {n: v for n, v in entry["config"].items() if n in kernel.space}, "pack entry"
         for label, cfg, over in [("default", default, "-"), *[
                 (json.dumps(dict(t)), dict(base, **dict(t)), how) for t in tries]]:
             why = kernel.refusal(cfg, w, tgt)  # (not feasible(): memory is the target machine's, unknown here)

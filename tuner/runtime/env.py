@@ -1,73 +1,13 @@
 """The identity of the GPU and software this process runs on (torch/triton only)."""
 from __future__ import annotations
 
-import contextlib
 import functools
-import os
 import platform
-from contextvars import ContextVar
-from typing import Any, Iterator
+from typing import Any
 
 
 INTERPRETER_GPU = "cpu-interpreter"
 """The GPU name of results measured through the interpreter (correct, not timed meaningfully)."""
-
-_JUDGING: ContextVar[bool] = ContextVar("judging", default=False)
-
-
-def interpreting() -> bool:
-    """True when kernels run through Triton's CPU interpreter (TRITON_INTERPRET=1), except
-    while configs are judged for a GPU target (``judging_for``)."""
-    return not _JUDGING.get() and os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-_ASSUMED_CC: ContextVar[int | None] = ContextVar("assumed_cc", default=None)
-
-
-@contextlib.contextmanager
-def assume_target(cc: int | None) -> Iterator[None]:
-    """Judge target-dependent search-space constraints for compute capability ``cc`` (e.g.
-    90) instead of this machine's GPU: a pack made on an H200, verified on a laptop."""
-    token = _ASSUMED_CC.set(cc)
-    try:
-        yield
-    finally:
-        _ASSUMED_CC.reset(token)
-
-
-@contextlib.contextmanager
-def judging_for(cc: int | None) -> Iterator[None]:
-    """Judge configs as a GPU of compute capability ``cc`` would run them, with nothing run
-    here: ``assume_target(cc)``, and ``interpreting()`` False in this context (the environment
-    is left alone), so the constraints that keep interpreted runs feasible (one program at a
-    time, its SM count) do not apply. ``verify-pack`` and ``--preflight`` judge this way.
-    Launch nothing inside, and import the templates before (their import-time choices)."""
-    token = _JUDGING.set(True)
-    try:
-        with assume_target(cc):
-            yield
-    finally:
-        _JUDGING.reset(token)
-
-
-def assumed_target_cc() -> int | None:
-    """The compute capability set by ``assume_target``, None outside it."""
-    return _ASSUMED_CC.get()
-
-
-def target_cc() -> int:
-    """Compute capability (e.g. 90, 100) of the visible GPU, or the one ``assume_target``
-    names; 0 under the interpreter or without a GPU."""
-    assumed = _ASSUMED_CC.get()
-    if assumed is not None:
-        return assumed
-    import torch
-
-    if interpreting() or not torch.cuda.is_available():
-        return 0
-    major, minor = torch.cuda.get_device_capability()
-    return 10 * major + minor
-
 
 _COUNTERS: dict[tuple, Any] = {}
 
