@@ -99,17 +99,27 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
         if kernels and r.kernel not in kernels:
             continue
         by_kernel.setdefault(r.kernel, {})[r.workload_key] = r
-    # A winner (tuned on an older source) whose config the current search space no longer
-    # describes (a parameter added or a value dropped) cannot be loaded as it is: leave it
-    # out and say so in the manifest. Its shape is then served like any shape the pack
-    # lacks: by the nearest entry, or the default where that entry's default won.
-    # Membership only here: verify-pack judges the constraints for the pack's GPU.
+    # A winner tuned on an older source is carried as the study carries it: knobs the space no
+    # longer has dropped (their removed variants were off in it), the rest as measured. One whose
+    # config today's space does not run as it is (a value dropped, a knob added) is left out and
+    # named in the manifest; its shape is then served like any shape the pack lacks: by the
+    # nearest entry, or the default where that entry's default won. Each entry says how it was
+    # obtained: ``tuned`` on today's source, or ``carried`` from an earlier one (stale: re-tune).
     left_out: dict[str, list[str]] = {}
     configs: dict[tuple[str, str], dict[str, Any]] = {}
+    target = of_fingerprint(env.fingerprint or {})
     for kname, entries in by_kernel.items():
         k = registry.kernels().get(kname)
         for key, w in list(entries.items()):
             cfg = dict(w.config)
+            if k is not None and w.source_hash != k.source_hash:
+                cfg = {n: v for n, v in cfg.items() if n in k.space}
+                try:
+                    wl = workload_from_dict(k.spec.workload, w.workload)
+                    if k.space.contains(cfg) and k.canonical(cfg, wl, target) != cfg:
+                        cfg = {}  # it would run as another config: not what was measured
+                except (KeyError, TypeError, ValueError):
+                    cfg = {}
             if k is not None and not k.space.contains(cfg):
                 left_out.setdefault(kname, []).append(key)
                 del entries[key]
@@ -138,7 +148,8 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
             "entries": [{"workload": w.workload, "config": configs[kname, key], "median_us": w.median_us,
                          "p20_us": w.p20_us,
                          "p80_us": w.p80_us, "default_median_us": w.default_median_us, "floor_us": w.floor_us,
-                         "noise": w.noise, "is_default": w.is_default, "source_hash": w.source_hash}
+                         "noise": w.noise, "is_default": w.is_default, "source_hash": w.source_hash,
+                         "obtained": "tuned" if w.source_hash == k.source_hash else "carried"}
                         for key, w in sorted(entries.items())],
         }
         meaningful &= all(w.meaningful for w in entries.values())
