@@ -231,14 +231,15 @@ class Tuner:
 
     @staticmethod
     def _enqueue(study, cfg: dict[str, Any]) -> None:
-        """Enqueue ``cfg`` unless the study holds it already (waiting, running in a live run, or
-        finished); a trial of it failed because its run was killed does not count: the config
-        was never measured, so it runs again (a resumed workload measures its default)."""
+        """Enqueue ``cfg`` unless the study holds it already (waiting or finished); a trial of it
+        failed because its run was killed does not count: the config was never measured, so it
+        runs again (a resumed workload measures its default). One running in another run is
+        measured here too unless that run records it first (``_measured``): both compare with it."""
         from optuna.trial import TrialState
 
         key = config_key(cfg)
-        for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING,
-                                                          TrialState.COMPLETE, TrialState.PRUNED)):
+        for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.COMPLETE,
+                                                          TrialState.PRUNED)):
             if config_key(t.system_attrs.get("fixed_params") or t.params) == key:
                 return
         study.enqueue_trial(cfg)
@@ -437,6 +438,8 @@ class Tuner:
         if not ok:
             return Outcome(wkey, 0, statuses)
         dkey = config_key(default)
+        if dkey not in seen and (other := self._measured(wkey, dkey)) is not None:
+            seen[dkey] = other  # measured by another run of this study
         default_ok = dkey in seen and seen[dkey].status == TrialStatus.ok
         finalists = [t.config for t in ok[: s.finalists] if t.config_key != dkey]
         if default_ok:
