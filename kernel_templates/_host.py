@@ -31,3 +31,25 @@ def sm_count(device: Any, fallback: int) -> int:
     """SMs of a CUDA ``device``; ``fallback`` for any other (CPU under the interpreter, meta)."""
     d = torch.device(device)
     return torch.cuda.get_device_properties(d).multi_processor_count if d.type == "cuda" else fallback
+
+
+def check_knobs(family: str, config: Any, knobs: dict[str, tuple]) -> None:
+    """ValueError (TypeError for a config that is no dict) naming the first knob of ``config``
+    missing or of the wrong type or range, before anything is launched. ``knobs`` maps each
+    knob to ``("pow2", lo, hi)``, ``("int", lo, hi)``, ``("bool",)`` or ``("in", values)``."""
+    if not isinstance(config, dict):
+        raise TypeError(f"{family}: config must be a dict of knobs, got {type(config).__name__}")
+    missing = [k for k in knobs if k not in config]
+    if missing:
+        raise ValueError(f"{family}: config lacks {missing} (keys: {list(knobs)})")
+    for k, (kind, *arg) in knobs.items():
+        v = config[k]
+        if kind == "bool":
+            if not isinstance(v, bool):
+                raise ValueError(f"{family}: {k} must be a bool, got {v!r}")
+        elif kind == "in":
+            if type(v) not in (int, str) or v not in arg[0]:
+                raise ValueError(f"{family}: {k} must be one of {tuple(arg[0])}, got {v!r}")
+        elif type(v) is not int or not arg[0] <= v <= arg[1] or kind == "pow2" and v & (v - 1):
+            what = "a power of two" if kind == "pow2" else "an int"
+            raise ValueError(f"{family}: {k} must be {what} in [{arg[0]}, {arg[1]}], got {v!r}")

@@ -37,6 +37,8 @@ the interpreter, sm_90 and sm_100):
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
@@ -116,7 +118,18 @@ def _ceil_log2_ue8m0(v: torch.Tensor) -> torch.Tensor:
     return (k.clamp(-127, 127) + 127).to(torch.uint8)
 
 
+def _real_tensor(name: str, x: Any) -> None:
+    """TypeError / ValueError for what is no real tensor of at least one dimension."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.is_complex() or x.dtype == torch.bool:
+        raise TypeError(f"{name} must be a real number tensor, got {x.dtype}")
+    if x.dim() < 1:
+        raise ValueError(f"{name} must have at least one dimension (the quantized rows), got a 0-d tensor")
+
+
 def _blocks(x: torch.Tensor, block: int) -> torch.Tensor:
+    _real_tensor("x", x)
     if x.shape[-1] % block:
         raise ValueError(f"last dimension {x.shape[-1]} must be a multiple of {block}")
     return x.float().reshape(*x.shape[:-1], x.shape[-1] // block, block)
@@ -135,9 +148,11 @@ def quantize_nvfp4(x: torch.Tensor, global_scale: float | torch.Tensor | None = 
     if global_scale is not None:
         xb = xb / torch.as_tensor(global_scale, dtype=torch.float32, device=x.device)
     amax = xb.abs().amax(dim=-1, keepdim=True)
-    s8 = (amax / E2M1_MAX).clamp(SCALE_MIN_NVFP4, E4M3_MAX).to(torch.float8_e4m3fn)
-    codes = e2m1_encode(xb / s8.float())
-    return pack_e2m1(codes.flatten(-2)), s8.view(torch.uint8).squeeze(-1)
+    s8 = (amax / E2M1_MAX).clamp(SCALE_MIN_NVFP4, E4M3_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
+    codes = e2m1_encode(xb / e4m3_bits_to_float(s8))
+    nan = xb.isnan().any(dim=-1, keepdim=True)  # a block holding a NaN: scale NaN (0x7F), codes 0
+    s8, codes = torch.where(nan, 0x7F, s8).to(torch.uint8), torch.where(nan, 0, codes).to(torch.uint8)
+    return pack_e2m1(codes.flatten(-2)), s8.squeeze(-1)
 
 
 def dequantize_nvfp4(codes: torch.Tensor, scales: torch.Tensor, global_scale: float | torch.Tensor | None = None,
@@ -321,7 +336,9 @@ def nvfp4_quantize_tile(x):
     s8 = _f32_to_e4m3_bits(s)
     sf = e4m3_bits_to_f32(s8)
     y = tl.math.div_rn(xb, tl.broadcast_to(sf[:, :, None], xb.shape))
-    codes = tl.reshape(_e2m1_encode_f32(y), (R, D // 2, 2))
+    nan = tl.max((xb != xb).to(tl.int32), axis=2) > 0  # as quantize_nvfp4: a NaN block is scale 0x7F, codes 0
+    s8 = tl.where(nan, 0x7F, s8)
+    codes = tl.reshape(tl.where(nan[:, :, None], 0, _e2m1_encode_f32(y)), (R, D // 2, 2))
     lo, hi = tl.split(codes)
     return (lo | (hi << 4)).to(tl.uint8), s8.to(tl.uint8)
 
@@ -400,9 +417,20 @@ def dequantize_triton(fmt: str, codes: torch.Tensor, scales: torch.Tensor,
     fmts = {"nvfp4": _FMT_NVFP4, "mxfp4": _FMT_MXFP4, "fp8": _FMT_FP8}
     if fmt not in fmts:
         raise ValueError(f"fmt must be one of {sorted(fmts)}, got {fmt!r}")
+    _real_tensor("codes", codes)
+    _real_tensor("scales", scales)
+    ok = (torch.uint8, torch.float8_e4m3fn) if fmt == "fp8" else (torch.uint8,)
+    if codes.dtype not in ok:
+        raise TypeError(f"codes must be {' or '.join(map(str, ok))} for {fmt}, got {codes.dtype}")
+    if scales.dtype != torch.uint8:
+        raise TypeError(f"scales must be uint8 ({'E4M3' if fmt == 'nvfp4' else 'UE8M0'} bits), got {scales.dtype}")
     D = codes.shape[-1] * (1 if fmt == "fp8" else 2)
-    if D & (D - 1):
-        raise ValueError(f"row length {D} must be a power of two")
+    blk = NVFP4_BLOCK if fmt == "nvfp4" else MX_BLOCK
+    if D < blk or D & (D - 1):
+        raise ValueError(f"row length {D} must be a power of two >= {blk}")
+    want = (*codes.shape[:-1], D // blk)
+    if tuple(scales.shape) != want:
+        raise ValueError(f"scales must have shape {list(want)} for codes {list(codes.shape)}, got {list(scales.shape)}")
     c2 = _rows(codes)
     if fmt == "fp8" and c2.dtype == torch.uint8:
         c2 = c2.view(torch.float8_e4m3fn)  # the hardware E4M3 conversion, not the bit decoder
@@ -424,7 +452,9 @@ def dequantize_triton(fmt: str, codes: torch.Tensor, scales: torch.Tensor,
 
 
 def quantize_nvfp4_triton(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The Triton quantizer (no global scale); bit-identical to :func:`quantize_nvfp4`."""
+    """The Triton quantizer (no global scale); bit-identical to :func:`quantize_nvfp4` (NaN and
+    infinities included)."""
+    _real_tensor("x", x)
     D = x.shape[-1]
     if D % 16 or D & (D - 1):
         raise ValueError(f"last dimension {D} must be a power of two >= 16")

@@ -49,6 +49,10 @@ def engram_lookup(table: EngramTable, rows: torch.Tensor, config: dict[str, Any]
     ``config=None`` takes the tuned config for (tokens, placement, table rows) from the
     active pack, or the default.
     """
+    if not isinstance(table, EngramTable):
+        raise TypeError(f"table must be an EngramTable, got {type(table).__name__}")
+    if not isinstance(rows, torch.Tensor):
+        raise TypeError(f"rows must be a torch.Tensor [..., 24], got {type(rows).__name__}")
     if config is None:
         config = runtime.select("engram", workload_of(table, rows), Target.of(table.device)).config
     return launch(config=config, table=table, rows=rows)

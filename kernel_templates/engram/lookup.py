@@ -128,10 +128,10 @@ def check_config(config: dict[str, Any], split: bool) -> None:
     frac = config["GRID_SM_FRAC"]
     if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not frac > 0:
         raise ValueError(f"GRID_SM_FRAC must be a number > 0 (programs per SM), got {frac!r}")
-    if type(config["CHUNK_ROWS"]) is not int or config["CHUNK_ROWS"] < 0:
-        raise ValueError(f"CHUNK_ROWS must be an int >= 0 (0: one launch), got {config['CHUNK_ROWS']!r}")
-    if type(config["num_stages"]) is not int or config["num_stages"] < 1:
-        raise ValueError(f"num_stages must be an int >= 1, got {config['num_stages']!r}")
+    if type(config["CHUNK_ROWS"]) is not int or not 0 <= config["CHUNK_ROWS"] <= 2**24:
+        raise ValueError(f"CHUNK_ROWS must be an int in [0, 2**24] (0: one launch), got {config['CHUNK_ROWS']!r}")
+    if type(config["num_stages"]) is not int or not 1 <= config["num_stages"] <= 8:
+        raise ValueError(f"num_stages must be an int in [1, 8], got {config['num_stages']!r}")
     if config.get("NUM_CTAS", 1) not in (1, 2, 4):
         raise ValueError(f"NUM_CTAS must be 1, 2 or 4 (CTAs per program, one cluster), got {config['NUM_CTAS']!r}")
 

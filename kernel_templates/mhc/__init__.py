@@ -74,6 +74,31 @@ def _validate(op: str, X, y, post, comb, fn, scale, base, norm_w, sinkhorn_iters
         raise ValueError("mhc: D must be positive")
 
 
+CONFIG_KEYS = ("GLUON", "BLOCK_T", "BLOCK_D", "SPLIT_K", "XY_GROUP", "num_warps", "num_stages")
+_POW2_RANGE = {"BLOCK_T": (1, 1024), "BLOCK_D": (1, 4096), "num_warps": (1, 32)}
+
+
+def _check_config(config: dict[str, Any]) -> None:
+    """ValueError naming the first knob of ``config`` missing or of the wrong type or range."""
+    if not isinstance(config, dict):
+        raise TypeError(f"mhc: config must be a dict of knobs, got {type(config).__name__}")
+    missing = [k for k in CONFIG_KEYS if k not in config]
+    if missing:
+        raise ValueError(f"mhc: config lacks {missing} (keys: {list(CONFIG_KEYS)})")
+    for k, (lo, hi) in _POW2_RANGE.items():
+        v = config[k]
+        if type(v) is not int or not lo <= v <= hi or v & (v - 1):
+            raise ValueError(f"mhc: {k} must be a power of two in [{lo}, {hi}], got {v!r}")
+    if not isinstance(config["GLUON"], bool):
+        raise ValueError(f"mhc: GLUON must be a bool, got {config['GLUON']!r}")
+    if type(config["SPLIT_K"]) is not int or not 1 <= config["SPLIT_K"] <= 1024:
+        raise ValueError(f"mhc: SPLIT_K must be an int in [1, 1024], got {config['SPLIT_K']!r}")
+    if type(config["XY_GROUP"]) is not int or config["XY_GROUP"] not in (1, 2):
+        raise ValueError(f"mhc: XY_GROUP must be 1 or 2, got {config['XY_GROUP']!r}")
+    if type(config["num_stages"]) is not int or not 1 <= config["num_stages"] <= 16:
+        raise ValueError(f"mhc: num_stages must be an int in [1, 16], got {config['num_stages']!r}")
+
+
 def _plan(op: str, X, y, post, comb, fn, scale, base, norm_w, eps: float, sinkhorn_iters: int,
           config: dict[str, Any], target: Target) -> tuple[list[triton_kernels.Launch], Any]:
     """The launches for one call (kernel, grid, keyword args) and the outputs they fill, as
@@ -121,6 +146,7 @@ def launch(*, config: dict[str, Any], op: str, X: torch.Tensor, y: torch.Tensor 
            norm_w: torch.Tensor | None = None, eps: float = 1e-6, sinkhorn_iters: int = 20):
     """Run ``op`` (pre / post / seam) with one config; outputs as in ``reference``."""
     _validate(op, X, y, post, comb, fn, scale, base, norm_w, sinkhorn_iters)
+    _check_config(config)
     launches, outs = _plan(op, X, y, post, comb, fn, scale, base, norm_w, eps, sinkhorn_iters, config,
                            Target.of(X.device))
     if X.shape[0] == 0:

@@ -102,12 +102,12 @@ def _check_config(config: dict[str, Any]) -> None:
         v = config[k]
         if type(v) is not int or v < 1 or v & (v - 1):
             raise ValueError(f"{k} must be a power of two >= 1, got {v!r}")
-    if type(config["MAX_PROGRAMS"]) is not int or config["MAX_PROGRAMS"] < 1:
-        raise ValueError(f"MAX_PROGRAMS must be an int >= 1 (the grid cap), got {config['MAX_PROGRAMS']!r}")
+    if type(config["MAX_PROGRAMS"]) is not int or not 1 <= config["MAX_PROGRAMS"] <= 65536:
+        raise ValueError(f"MAX_PROGRAMS must be an int in [1, 65536] (the grid cap), got {config['MAX_PROGRAMS']!r}")
     if not isinstance(config["FUSED"], bool):
         raise ValueError(f"FUSED must be a bool, got {config['FUSED']!r}")
-    if type(config["num_stages"]) is not int or config["num_stages"] < 1:
-        raise ValueError(f"num_stages must be an int >= 1, got {config['num_stages']!r}")
+    if type(config["num_stages"]) is not int or not 1 <= config["num_stages"] <= 8:
+        raise ValueError(f"num_stages must be an int in [1, 8], got {config['num_stages']!r}")
 
 
 def launch(*, config: dict[str, Any], logits: torch.Tensor, bias: torch.Tensor | None, top_k: int,
@@ -180,6 +180,8 @@ def moe_routing(logits: torch.Tensor, bias: torch.Tensor | None, *, top_k: int, 
     ``config=None`` takes the tuned config for (tokens, profile) from the active pack, or
     the default. Ties between equal scores go to the lower expert (and group) index.
     """
+    if not isinstance(logits, torch.Tensor):
+        raise TypeError(f"logits must be a torch.Tensor [T, E], got {type(logits).__name__}")
     if config is None:
         prof = profile_of(logits.shape[-1], top_k, n_group, topk_group, scoring, routed_scaling_factor)
         config = runtime.select("moe_routing", {"tokens": int(logits.shape[0]), "profile": prof},

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from kernel_templates._gluon import gluon_available, gluon_on_hopper
-from kernel_templates._host import cdiv, next_power_of_2
+from kernel_templates._host import cdiv, check_knobs, next_power_of_2
 from kernel_templates.nvfp4 import quantize_fp8_ue8m0, quantize_nvfp4
 from kernel_templates.nvfp4_attention.blackwell import _bw_split_kernel
 from kernel_templates.nvfp4_attention.gluon_kernels import GL_MAX_HEADS, GL_WARPS, _gl_split_kernel, _gl_ws_kernel
@@ -452,6 +452,13 @@ def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sin
             (_split_kernel, (B, cdiv(H, swa_bh), 1), swa_args), reduce]
 
 
+KNOBS = {"BLOCK_N": ("pow2", 1, 4096), "BLOCK_H": ("pow2", 1, 1024), "NUM_SPLITS": ("int", 1, 4096),
+         "USE_DOT_SCALED": ("bool",), "SWAP_AB": ("bool",), "D_CHUNKS": ("int", 1, 64), "GLUON": ("bool",),
+         "GL_AHEAD": ("int", 1, 16), "GL_WS": ("in", (0, 1)), "GL_WS_A": ("in", (0, 1)),
+         "num_warps": ("pow2", 1, 32), "num_stages": ("int", 1, 16)}
+"""Every knob's type and range, checked before a launch (``check_knobs``)."""
+
+
 def launch(*, config: dict[str, Any], q: torch.Tensor, kv_codes: torch.Tensor, kv_scales: torch.Tensor | None,
            block_table: torch.Tensor, seq_lens: torch.Tensor, swa_kv: torch.Tensor, swa_scales: torch.Tensor,
            sink: torch.Tensor, sm_scale: float | None = None, topk_idx: torch.Tensor | None = None,
@@ -461,6 +468,7 @@ def launch(*, config: dict[str, Any], q: torch.Tensor, kv_codes: torch.Tensor, k
     ``seq_lens[b]`` must not exceed ``block_table.shape[1] * PAGE`` (not checked: a host sync).
     """
     _validate(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink, topk_idx, kv_dtype)
+    check_knobs("nvfp4_attention", config, KNOBS)
     B, H, D = q.shape
     S = int(config["NUM_SPLITS"])
     dev = q.device
@@ -492,9 +500,8 @@ def nvfp4_decode_attention(q: torch.Tensor, kv_codes: torch.Tensor, kv_scales: t
     ``min(seq_len, W)`` rows valid), ``sink [H] fp32``; ``topk_idx [B, K] int32`` (sparse
     mode, -1 skipped). ``config=None`` picks the tuned config of the active pack.
     """
+    _validate(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink, topk_idx, kv_dtype)
     if config is None:
-        if kv_dtype not in KV_DTYPES:
-            raise ValueError(f"kv_dtype must be one of {KV_DTYPES}, got {kv_dtype!r}")
         B, H, _ = q.shape
         wl = Workload(batch=B, context=int(block_table.shape[1]) * int(kv_codes.shape[1]), heads=H,
                       kv_dtype=kv_dtype, mode="dense" if topk_idx is None else "sparse", page=int(kv_codes.shape[1]))

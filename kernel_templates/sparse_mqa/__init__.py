@@ -28,7 +28,7 @@ from kernel_templates._host import cdiv, next_power_of_2
 from kernel_templates.nvfp4 import quantize_mxfp4
 from kernel_templates.sparse_mqa.common import (_RS, BYTES_PER_KEY, D_INDEX, K_FORMATS, PAGE, PROFILES, RADIX_FIRST,
                                                 TOPK_ALGOS)
-from kernel_templates.sparse_mqa.launcher import _algo, _buffers, _plan, launch
+from kernel_templates.sparse_mqa.launcher import _algo, _buffers, _plan, _validate, launch
 from kernel_templates.sparse_mqa.reference import reference, scores_at, topk_of_logits, torch_eager, visible
 from kernel_templates.sparse_mqa.scoring_gluon import score_gluon_error
 from tuner import lowering, runtime
@@ -328,6 +328,7 @@ def mqa_topk(q: torch.Tensor, weights: torch.Tensor, k_cache: torch.Tensor, k_sc
     ``return_logits`` also ``[B, next_n, max_pages * PAGE] fp32`` (-inf where not seen).
     ``config=None`` picks the active pack's config (nearest profile by heads / top-k / format).
     """
+    _validate(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format)  # before the shapes are read
     if config is None:
         B, T, H, _ = q.shape
         prof = next((p for p, v in PROFILES.items() if v["heads"] == H and v["top_k"] == top_k
