@@ -239,24 +239,36 @@ def open_store(db: str | None = None, *, create: bool = True) -> Store:
         raise StoreError(f"cannot open database {shown!r}: {redact_url(str(e))}") from None
     if engine.dialect.name == "sqlite" and ro is None:
         _sqlite_pragmas(engine)
+    # SQLite: the whole first look under the folder's lock. A process's first connection switches
+    # a new file to WAL while another may be creating the schema in it; SQLite answers such a
+    # crossing with "database is locked" at once, without waiting out the busy timeout.
+    sqlite_rw = engine.dialect.name == "sqlite" and ro is None
     try:
-        tables = set(inspect(engine).get_table_names())
-        foreign = tables - _OPTUNA_TABLES - {VERSION_TABLE} - {t for t in tables if t.startswith("tuner_")}
-        if foreign and VERSION_TABLE not in tables:
-            raise StoreError(f"{shown} is not a tuner database (it holds tables {', '.join(sorted(foreign)[:4])})")
-        if not tables and not create:  # an empty database: reading it must not write a schema into it
-            raise StoreError(f"{shown} is empty: no tuner database there")
-        if create or current_revision(engine) != head_revision():
-            if ro is not None:
-                raise StoreError(f"{ro} is read-only and at an older schema "
-                                 f"({current_revision(engine)}, this tuner needs {head_revision()}): "
-                                 "open a writable copy once to upgrade it")
-            with schema_lock(engine):  # several processes on a new database: one creates, the others wait
-                if current_revision(engine) != head_revision():
-                    upgrade(engine)
+        with schema_lock(engine) if sqlite_rw else contextlib.nullcontext():
+            _look_and_upgrade(engine, shown, create, ro, locked=sqlite_rw)
     except StoreError:
         raise
     except Exception as e:  # sqlite3.DatabaseError "file is not a database", locked, permissions...
         msg = str(e).splitlines()[0] if str(e) else e.__class__.__name__
         raise StoreError(f"cannot use database {shown!r}: {redact_url(msg)}") from None
     return Store(url, engine)
+
+
+def _look_and_upgrade(engine: Engine, shown: str, create: bool, ro: Path | None, *, locked: bool) -> None:
+    """Refuse a database that is not ours (or empty when only read); create or upgrade the
+    schema where it is behind, under the schema lock unless the caller holds it."""
+    tables = set(inspect(engine).get_table_names())
+    foreign = tables - _OPTUNA_TABLES - {VERSION_TABLE} - {t for t in tables if t.startswith("tuner_")}
+    if foreign and VERSION_TABLE not in tables:
+        raise StoreError(f"{shown} is not a tuner database (it holds tables {', '.join(sorted(foreign)[:4])})")
+    if not tables and not create:  # an empty database: reading it must not write a schema into it
+        raise StoreError(f"{shown} is empty: no tuner database there")
+    if create or current_revision(engine) != head_revision():
+        if ro is not None:
+            raise StoreError(f"{ro} is read-only and at an older schema "
+                             f"({current_revision(engine)}, this tuner needs {head_revision()}): "
+                             "open a writable copy once to upgrade it")
+        # several processes on a new database: one creates, the others wait
+        with contextlib.nullcontext() if locked else schema_lock(engine):
+            if current_revision(engine) != head_revision():
+                upgrade(engine)
