@@ -6,6 +6,10 @@ Formats (KERNELS.md section 1):
   per 16 elements, stored as its uint8 bit pattern. DeepSeek-V4.1 rule (no global scale):
   ``s = e4m3(clamp(amax/6, 2^-9, 448))``, ``code = RNE_e2m1(x / s)`` (ties to even,
   saturating at 6). Optional per-tensor fp32 ``global_scale`` g: ``x = e2m1 * s * g``.
+  ``rounding="engine"`` reproduces the serving engines' quantizers (vLLM, FlashInfer,
+  TensorRT-LLM) bit for bit: ``s = e4m3(min(gs * (amax * fl(1/6)), 448))`` with no lower
+  clamp (a zero scale zeroes the block), ``code = RNE_e2m1(x * fl(1 / (s * fl(1/gs))))``,
+  gs = fl(1/g) (1 without g). docs/formats.md compares the two.
 - ``mxfp4``: the same E2M1 packing with one UE8M0 scale (a power of two, byte = exponent +
   127) per 32 elements. Scale rule (DeepGEMM's ``ceil_to_ue8m0``): ``2^ceil(log2(amax/6))``,
   so no element saturates.
@@ -33,7 +37,8 @@ the interpreter, sm_90 and sm_100):
   and one fp16 multiply an element, against ~8 ops an element for the generic decode.
 - ``nvfp4_quantize_tile(x)``: ``[R, D]`` fp32 -> (``[R, D//2]`` u8 codes, ``[R, D//16]`` E4M3
   bits), the DeepSeek-V4.1 rule with ``div_rn`` (Triton's default fast division rounds
-  ties the wrong way).
+  ties the wrong way); ``nvfp4_quantize_tile_g(x, g, rg, HAS_G, ENGINE)`` with a global
+  scale and either rounding.
 """
 from __future__ import annotations
 
@@ -53,6 +58,7 @@ __all__ = [
     "dequantize_triton", "quantize_nvfp4_triton",
     "e2m1_to_f32", "e4m3_bits_to_f32", "ue8m0_to_f32", "e2m1x2_unpack_f32", "nvfp4_tile_to_f32",
     "mxfp4_tile_to_f32", "fp8_ue8m0_tile_to_f32", "nvfp4_tile_to_f16_scaled", "nvfp4_quantize_tile",
+    "nvfp4_quantize_tile_g", "ROUNDINGS", "RCP6",
 ]
 
 NVFP4_BLOCK = 16
@@ -63,6 +69,10 @@ E2M1_MAX = 6.0
 E2M1_VALUES = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
                             -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], dtype=torch.float32)
 F16_SHIFT = 2.0 ** 14  # nvfp4_tile_to_f16_scaled returns value / F16_SHIFT
+ROUNDINGS = ("exact", "engine")
+"""``quantize_nvfp4`` roundings: ``exact`` divides by the scale (the DeepSeek-V4.1 rule);
+``engine`` multiplies by its fp32 reciprocal, as vLLM / FlashInfer / TensorRT-LLM do."""
+RCP6 = 0.1666666716337204  # fl32(1/6) (0x3E2AAAAB): the engines' rcp.approx.ftz(6.0f)
 
 
 # --------------------------------------------------------------------------- PyTorch
@@ -135,21 +145,42 @@ def _blocks(x: torch.Tensor, block: int) -> torch.Tensor:
     return x.float().reshape(*x.shape[:-1], x.shape[-1] // block, block)
 
 
-def quantize_nvfp4(x: torch.Tensor, global_scale: float | torch.Tensor | None = None
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+def _check_rounding(rounding: Any) -> None:
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
+
+
+def quantize_nvfp4(x: torch.Tensor, global_scale: float | torch.Tensor | None = None, *,
+                   rounding: str = "exact") -> tuple[torch.Tensor, torch.Tensor]:
     """Quantize ``x [..., D]`` (D % 16 == 0) to NVFP4.
 
     Returns ``codes [..., D/2] uint8`` (element 2i in the low nibble) and
-    ``scales [..., D/16] uint8`` (E4M3 bit patterns): ``s = e4m3(clamp(amax/6, 2^-9, 448))``,
-    ``code = RNE_e2m1(x / s)``. With ``global_scale`` g, ``x / g`` is quantized instead
-    (dequantize with the same g).
+    ``scales [..., D/16] uint8`` (E4M3 bit patterns). ``rounding="exact"``:
+    ``s = e4m3(clamp(amax/6, 2^-9, 448))``, ``code = RNE_e2m1(x / s)``; with ``global_scale``
+    g, ``x / g`` is quantized instead (dequantize with the same g). ``rounding="engine"``: the
+    serving engines' arithmetic, ``s = e4m3(min(gs * (amax * fl(1/6)), 448))`` (a zero scale
+    gives zero codes), ``code = RNE_e2m1(x * fl(1 / (s * fl(1/gs))))`` with gs = fl(1/g), 1
+    without g. Both: a block holding a NaN gets scale 0x7F (NaN) and codes 0; +-inf saturates
+    to +-6 under scale 448. docs/formats.md has the details.
     """
+    _check_rounding(rounding)
     xb = _blocks(x, NVFP4_BLOCK)
-    if global_scale is not None:
-        xb = xb / torch.as_tensor(global_scale, dtype=torch.float32, device=x.device)
-    amax = xb.abs().amax(dim=-1, keepdim=True)
-    s8 = (amax / E2M1_MAX).clamp(SCALE_MIN_NVFP4, E4M3_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
-    codes = e2m1_encode(xb / e4m3_bits_to_float(s8))
+    g = None if global_scale is None else torch.as_tensor(global_scale, dtype=torch.float32, device=x.device)
+    if rounding == "exact":
+        if g is not None:
+            xb = xb / g
+        amax = xb.abs().amax(dim=-1, keepdim=True)
+        s8 = (amax / E2M1_MAX).clamp(SCALE_MIN_NVFP4, E4M3_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
+        codes = e2m1_encode(xb / e4m3_bits_to_float(s8))
+    else:
+        sf = xb.abs().amax(dim=-1, keepdim=True) * torch.tensor(RCP6, dtype=torch.float32, device=x.device)
+        if g is not None:
+            gs = 1.0 / g
+            sf = gs * sf
+        s8 = sf.clamp(max=E4M3_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
+        s = e4m3_bits_to_float(s8)
+        d = s * (1.0 / gs) if g is not None else s
+        codes = e2m1_encode(xb * torch.where(s != 0, 1.0 / d, torch.zeros_like(d)))
     nan = xb.isnan().any(dim=-1, keepdim=True)  # a block holding a NaN: scale NaN (0x7F), codes 0
     s8, codes = torch.where(nan, 0x7F, s8).to(torch.uint8), torch.where(nan, 0, codes).to(torch.uint8)
     return pack_e2m1(codes.flatten(-2)), s8.squeeze(-1)
@@ -327,16 +358,42 @@ def _f32_to_e4m3_bits(s):
 @triton.jit
 def nvfp4_quantize_tile(x):
     """``[R, D]`` fp32 -> (``[R, D//2]`` uint8 codes, ``[R, D//16]`` uint8 E4M3 scales), the V4.1 rule."""
+    return nvfp4_quantize_tile_g(x, 1.0, 1.0, False, False)
+
+
+@triton.jit
+def nvfp4_quantize_tile_g(x, g, rg, HAS_G: tl.constexpr, ENGINE: tl.constexpr):
+    """``nvfp4_quantize_tile`` with a global scale and the rounding of ``quantize_nvfp4``.
+
+    ``ENGINE`` False: ``g`` divides ``x`` first (``HAS_G``), then the V4.1 rule. ``ENGINE`` True:
+    ``g`` is the engines' multiplier gs and ``rg`` its fp32 reciprocal; the scale's E4M3 rounding
+    takes ``gs * (amax * fl(1/6))`` with no lower clamp, the codes ``x * (1 / (s * rg))``.
+    Every product is one fp32 rounding (no add to fuse into an FMA) and the reciprocals use
+    ``div_rn``, so the interpreter and the GPU give the PyTorch bits."""
     R: tl.constexpr = x.shape[0]
     D: tl.constexpr = x.shape[1]
     xb = tl.reshape(x, (R, D // 16, 16))
-    amax = tl.max(tl.abs(xb), axis=2)
-    s = tl.math.div_rn(amax, tl.full(amax.shape, 6.0, tl.float32))
-    s = tl.minimum(tl.maximum(s, 0.001953125), 448.0)
-    s8 = _f32_to_e4m3_bits(s)
-    sf = e4m3_bits_to_f32(s8)
-    y = tl.math.div_rn(xb, tl.broadcast_to(sf[:, :, None], xb.shape))
     nan = tl.max((xb != xb).to(tl.int32), axis=2) > 0  # as quantize_nvfp4: a NaN block is scale 0x7F, codes 0
+    if ENGINE:
+        sf = tl.max(tl.abs(xb), axis=2) * 0.1666666716337204  # RCP6
+        if HAS_G:
+            sf = g * sf
+        s8 = _f32_to_e4m3_bits(tl.minimum(sf, 448.0))
+        d = e4m3_bits_to_f32(s8)
+        if HAS_G:
+            d = d * rg
+        zero = s8 == 0  # a zero scale zeroes the block (no 1/0)
+        r = tl.where(zero, 0.0, tl.math.div_rn(tl.full(d.shape, 1.0, tl.float32), tl.where(zero, 1.0, d)))
+        y = xb * tl.broadcast_to(r[:, :, None], xb.shape)
+    else:
+        if HAS_G:
+            xb = tl.math.div_rn(xb, tl.full(xb.shape, g, tl.float32))
+        amax = tl.max(tl.abs(xb), axis=2)
+        s = tl.math.div_rn(amax, tl.full(amax.shape, 6.0, tl.float32))
+        s = tl.minimum(tl.maximum(s, 0.001953125), 448.0)
+        s8 = _f32_to_e4m3_bits(s)
+        sf = e4m3_bits_to_f32(s8)
+        y = tl.math.div_rn(xb, tl.broadcast_to(sf[:, :, None], xb.shape))
     s8 = tl.where(nan, 0x7F, s8)
     codes = tl.reshape(tl.where(nan[:, :, None], 0, _e2m1_encode_f32(y)), (R, D // 2, 2))
     lo, hi = tl.split(codes)
@@ -392,13 +449,13 @@ def _dequant_f16_rows_kernel(codes_ptr, scales_ptr, out_ptr, rows, stride_c, str
 
 
 @triton.jit
-def _quant_rows_kernel(x_ptr, codes_ptr, scales_ptr, rows, stride_x, stride_c, stride_s,
-                       D: tl.constexpr, BLOCK_R: tl.constexpr):
+def _quant_rows_kernel(x_ptr, codes_ptr, scales_ptr, rows, g, rg, stride_x, stride_c, stride_s,
+                       D: tl.constexpr, BLOCK_R: tl.constexpr, HAS_G: tl.constexpr, ENGINE: tl.constexpr):
     pid = tl.program_id(0)
     r = pid * BLOCK_R + tl.arange(0, BLOCK_R)
     rm = r < rows
     x = tl.load(x_ptr + r[:, None] * stride_x + tl.arange(0, D)[None, :], mask=rm[:, None], other=0.0)
-    codes, scales = nvfp4_quantize_tile(x.to(tl.float32))
+    codes, scales = nvfp4_quantize_tile_g(x.to(tl.float32), g, rg, HAS_G, ENGINE)
     tl.store(codes_ptr + r[:, None] * stride_c + tl.arange(0, D // 2)[None, :], codes, mask=rm[:, None])
     tl.store(scales_ptr + r[:, None] * stride_s + tl.arange(0, D // 16)[None, :], scales, mask=rm[:, None])
 
@@ -451,18 +508,47 @@ def dequantize_triton(fmt: str, codes: torch.Tensor, scales: torch.Tensor,
     return out.reshape(*codes.shape[:-1], D)
 
 
-def quantize_nvfp4_triton(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The Triton quantizer (no global scale); bit-identical to :func:`quantize_nvfp4` (NaN and
-    infinities included)."""
+def _global_scale_value(global_scale: float | torch.Tensor | None) -> float | None:
+    """A global scale as a Python float holding an fp32 value (a tensor is read once: a host sync)."""
+    if global_scale is None:
+        return None
+    if isinstance(global_scale, torch.Tensor):
+        if global_scale.numel() != 1:
+            raise ValueError(f"global_scale must be one number, got a tensor of shape {list(global_scale.shape)}")
+        global_scale = global_scale.item()
+    if isinstance(global_scale, bool) or not isinstance(global_scale, (int, float)):
+        raise TypeError(f"global_scale must be a number, got {type(global_scale).__name__}")
+    g = float(torch.tensor(global_scale, dtype=torch.float32))
+    if not (g > 0 and g != float("inf")):
+        raise ValueError(f"global_scale must be a positive finite number, got {global_scale!r}")
+    return g
+
+
+def quantize_nvfp4_triton(x: torch.Tensor, global_scale: float | torch.Tensor | None = None, *,
+                          rounding: str = "exact") -> tuple[torch.Tensor, torch.Tensor]:
+    """The Triton quantizer; bit-identical to :func:`quantize_nvfp4` with the same ``global_scale``
+    and ``rounding`` (NaN and infinities included). D must be a power of two >= 16."""
+    _check_rounding(rounding)
     _real_tensor("x", x)
     D = x.shape[-1]
     if D % 16 or D & (D - 1):
         raise ValueError(f"last dimension {D} must be a power of two >= 16")
+    g = _global_scale_value(global_scale)
+    engine = rounding == "engine"
+    gk, rgk = 1.0, 1.0
+    if g is not None:
+        if engine:  # the engines' multiplier gs = fl(1/g) and its fp32 reciprocal, as quantize_nvfp4 makes them
+            gs = torch.tensor(1.0) / torch.tensor(g, dtype=torch.float32)
+            gk, rgk = float(gs), float(torch.tensor(1.0) / gs)
+        else:
+            gk = g
     x2 = _rows(x.float())
     rows = x2.shape[0]
     codes = torch.empty(rows, D // 2, dtype=torch.uint8, device=x.device)
     scales = torch.empty(rows, D // 16, dtype=torch.uint8, device=x.device)
     BLOCK_R = 16
-    _quant_rows_kernel[(cdiv(rows, BLOCK_R),)](x2, codes, scales, rows, x2.stride(0), codes.stride(0),
-                                                     scales.stride(0), D=D, BLOCK_R=BLOCK_R)
+    if rows:
+        _quant_rows_kernel[(cdiv(rows, BLOCK_R),)](x2, codes, scales, rows, gk, rgk, x2.stride(0), codes.stride(0),
+                                                   scales.stride(0), D=D, BLOCK_R=BLOCK_R, HAS_G=g is not None,
+                                                   ENGINE=engine)
     return codes.reshape(*x.shape[:-1], D // 2), scales.reshape(*x.shape[:-1], D // 16)
