@@ -33,10 +33,11 @@ op                         arguments (``*``: keyword-only, as in the function)  
 =========================  ======================================================  ==========================
 
 PyTorch's custom ops take no keyword-only tensors, so ``expert_map`` and ``topk_idx`` come
-before the ``*`` (pass them by name all the same). ``engram_lookup`` takes the table as its two tensors (``EngramTable.codes`` and ``.scales``)
-and its placement: ``hbm`` tables on the rows' device, ``host`` / ``host_thp`` tables in
-pinned (or registered) host memory, ``host_split`` values on the host and scales on the
-device. ``mqa_topk_logits`` is ``mqa_topk(..., return_logits=True)``. ``quantize_nvfp4``
+before the ``*`` (pass them by name all the same). ``engram_lookup`` takes the table as its two tensors (``EngramTable.codes`` and ``.scales``:
+two views of one packed ``[rows, 264]`` table, or two tensors ``[rows, 256]`` and ``[rows, 8]``
+contiguous) and its placement: ``hbm`` tables on the rows' device, ``host`` / ``host_thp``
+tables in pinned (or registered) host memory, ``host_split`` values on the host and scales on
+the device. ``mqa_topk_logits`` is ``mqa_topk(..., return_logits=True)``. ``quantize_nvfp4``
 runs the Triton quantizer where it applies (no global scale, a power-of-two last dimension,
 tensors a kernel can read) and the PyTorch one otherwise: the two agree bit for bit.
 """
@@ -195,7 +196,7 @@ def _engram_lookup_fake(codes, scales, rows, *, placement="hbm"):
 
 @functools.cache
 def _view_class() -> type:
-    from kernel_templates.engram.table import EngramTable
+    from kernel_templates.engram.table import ROW_BYTES, EngramTable
 
     class TableView(EngramTable):
         """An ``EngramTable`` over tensors the caller owns: nothing allocated, nothing freed."""
@@ -205,6 +206,11 @@ def _view_class() -> type:
             self.placement = self.requested_placement = placement
             self.reason, self.pinned, self.registered, self.huge_page_bytes = None, False, False, 0
             self._mmap, self._reg_ptr, self._data, self._codes, self._scales = None, 0, None, codes, scales
+
+        @property
+        def split(self) -> bool:
+            """Values and scales as two tensors (not the two views of one packed table)."""
+            return self._codes is not None and self._codes.stride(0) != ROW_BYTES
 
         def close(self) -> None:
             self._codes = self._scales = None
