@@ -479,3 +479,24 @@ def test_a_pack_config_its_launcher_refuses_falls_back_to_the_default(tmp_path, 
             runtime._CHECKS["moe_routing"] = before
     assert sel.how == "default" and sel.config["MAX_PROGRAMS"] >= 1 and seen
     assert "refused by its launcher" in caplog.text
+
+
+@pytest.mark.parametrize("family,knob,bad", [("moe_routing", "MAX_PROGRAMS", 0), ("mhc", "BLOCK_T", 3),
+                                             ("nvfp4_attention", "NUM_SPLITS", 0), ("engram", "ROWS", 6),
+                                             ("sparse_mqa", "NUM_SPLITS", -4)])
+def test_every_family_registers_its_launchers_check_for_pack_configs(family, knob, bad):
+    """Each family's import registers the same knob check its launcher runs: the loader's
+    guard against a pack config the launcher would refuse (or misrun) covers all five. Every
+    default of the small grid passes it; one bad knob is named."""
+    import dataclasses
+
+    from tuner import registry
+    from tuner.runtime.target import INTERPRETER
+
+    k = registry.get(family)  # imports the family, which registers its check
+    check = runtime._CHECKS[family]
+    configs = [runtime.select(family, dataclasses.asdict(w), INTERPRETER).config for w in k.small_workloads]
+    for c in configs:
+        check(dict(c))
+    with pytest.raises(ValueError, match=knob):
+        check(dict(configs[0], **{knob: bad}))

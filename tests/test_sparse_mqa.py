@@ -703,8 +703,14 @@ def test_validation_errors():
         M.launch(config=c, **dict(inp, top_k=5000))
     with pytest.raises(ValueError, match="MX_FP8_DOT"):
         M.launch(config=dict(c, MX_FP8_DOT=True), **inp)
-    with pytest.raises(KeyError):  # a config is complete: no knob falls back to a default
+    with pytest.raises(ValueError, match=r"lacks \['RANK_BLOCK'\]"):  # a config is complete: no fallback
         M.launch(config={k: v for k, v in c.items() if k != "RANK_BLOCK"}, **inp)
+    for knob, bad in (("NUM_SPLITS", 0), ("BLOCK_N", 48), ("TOPK_ALGO", "merge"), ("LAUNCH_PDL", 1),
+                      ("num_warps", 64), ("RADIX_FIRST", "sampled_byte")):
+        with pytest.raises(ValueError, match=f"sparse_mqa: {knob} must be"):
+            M.launch(config=dict(c, **{knob: bad}), **inp)
+    with pytest.raises(TypeError, match="config must be a dict"):
+        M.launch(config=list(c.items()), **inp)
 
 
 def test_cost_profiles_and_bytes_per_key():

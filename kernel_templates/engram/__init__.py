@@ -16,7 +16,7 @@ import torch
 
 from kernel_templates._host import next_power_of_2
 from kernel_templates.engram.hashing import MIN_TABLE_ROWS, ROWS_PER_TOKEN, engram_hash, make_params, token_shape, zipf_tokens
-from kernel_templates.engram.lookup import GRID_SM_FRACS, grid_programs, launch, workload_of
+from kernel_templates.engram.lookup import GRID_SM_FRACS, check_config, grid_programs, launch, workload_of
 from kernel_templates.engram.prefetch import EngramPrefetcher, PrefetchHandle, prefetch_config
 from kernel_templates.engram.reference import reference, reference_hash
 from kernel_templates.engram.table import D, N_SCALES, PLACEMENTS, ROW_BYTES, SPLIT_PLACEMENTS, EngramTable
@@ -147,6 +147,7 @@ def _torch_eager(table: EngramTable, rows: torch.Tensor) -> torch.Tensor:
 baselines = {"torch_eager": _torch_eager}
 
 runtime.register_defaults("engram", lambda wd, target: default_config(Workload(**wd), target))
+runtime.register_check("engram", lambda c: check_config(c, split=True))  # the launcher checks VEC again for the table's layout
 
 SPEC = KernelSpec(
     name="engram", workload=Workload, make_inputs=make_inputs, reference=reference, launch=launch,

@@ -346,6 +346,7 @@ def lower_signatures(workload: Workload, config: dict[str, Any],
 
 
 runtime.register_defaults("mhc", lambda wd, target: default_config(Workload(**wd), target))
+runtime.register_check("mhc", _check_config)
 
 SPEC = KernelSpec(
     name="mhc", workload=Workload, make_inputs=make_inputs, reference=reference, launch=launch,

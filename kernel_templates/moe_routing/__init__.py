@@ -394,6 +394,7 @@ def lower_signatures(workload: Workload, config: dict[str, Any],
 
 
 runtime.register_defaults("moe_routing", lambda wd, target: default_config(Workload(**wd), target))
+runtime.register_check("moe_routing", _check_config)
 
 SPEC = KernelSpec(
     name="moe_routing", workload=Workload, make_inputs=make_inputs, reference=reference, launch=launch,

@@ -549,6 +549,7 @@ def lower_signatures(workload: Workload, config: dict[str, Any],
 baselines = {"torch_eager": torch_eager}
 
 runtime.register_defaults("nvfp4_attention", lambda wd, target: default_config(Workload(**wd), target))
+runtime.register_check("nvfp4_attention", lambda c: check_knobs("nvfp4_attention", c, KNOBS))
 
 SPEC = KernelSpec(
     name="nvfp4_attention",

@@ -24,11 +24,11 @@ from typing import Any
 
 import torch
 
-from kernel_templates._host import cdiv, next_power_of_2
+from kernel_templates._host import cdiv, check_knobs, next_power_of_2
 from kernel_templates.nvfp4 import quantize_mxfp4
 from kernel_templates.sparse_mqa.common import (_RS, BYTES_PER_KEY, D_INDEX, K_FORMATS, PAGE, PROFILES, RADIX_FIRST,
                                                 TOPK_ALGOS)
-from kernel_templates.sparse_mqa.launcher import _algo, _buffers, _plan, _validate, launch
+from kernel_templates.sparse_mqa.launcher import KNOBS, _algo, _buffers, _plan, _validate, launch
 from kernel_templates.sparse_mqa.reference import reference, scores_at, topk_of_logits, torch_eager, visible
 from kernel_templates.sparse_mqa.scoring_gluon import score_gluon_error
 from tuner import lowering, runtime
@@ -422,6 +422,7 @@ def lower_signatures(workload: Workload, config: dict[str, Any], target: Target
 
 
 runtime.register_defaults("sparse_mqa", lambda wd, target: default_config(Workload(**wd), target))
+runtime.register_check("sparse_mqa", lambda c: check_knobs("sparse_mqa", c, KNOBS))
 
 SPEC = KernelSpec(
     name="sparse_mqa",

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from kernel_templates._gluon import TensorDescriptor, gl
-from kernel_templates._host import cdiv, next_power_of_2
+from kernel_templates._host import cdiv, check_knobs, next_power_of_2
 from kernel_templates.sparse_mqa.bound import (_bound_place_kernel, _bound_threshold_kernel, _bound_topk_kernel,
                                                bound_gmax_block, bound_parts, bound_select_cap)
 from kernel_templates.sparse_mqa.common import (_CNT_C1, _CNT_C1X, _CNT_C2, _CNT_C3, _CNT_C4, _CNT_C5, _CNT_TIE, _RS,
@@ -306,6 +306,16 @@ def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, conf
     return bufs
 
 
+KNOBS = {"BLOCK_N": ("pow2", 16, 128), "NUM_SPLITS": ("int", 1, 4096),
+         "TOPK_ALGO": ("in", ("radix", "row", "bound")), "TOPK_BLOCK": ("pow2", 1, 8192),
+         "TOPK_SPLITS": ("pow2", 1, 4096), "PLACE_CHUNK": ("int", 0, 8192), "RANK_BLOCK": ("pow2", 1, 1024),
+         "RADIX_FIRST": ("in", RADIX_FIRST), "BOUND_GROUP": ("pow2", 1, 1024), "RANK_STEP": ("int", 1, 1 << 20),
+         "LAUNCH_PDL": ("bool",), "num_warps": ("pow2", 1, 32), "num_stages": ("int", 1, 16),
+         "SCORE_GLUON": ("bool",), "MX_FP8_DOT": ("bool",), "MX_WORD_DECODE": ("bool",),
+         "SCORE_MAXNREG": ("int", 0, 255), "SCORE_SAMPLE": ("bool",)}
+"""Every knob's type and range, checked before a launch (``check_knobs``)."""
+
+
 def launch(*, config: dict[str, Any], q: torch.Tensor, weights: torch.Tensor, k_cache: torch.Tensor,
            k_scales: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor, top_k: int,
            k_format: str = "fp8", return_logits: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
@@ -315,6 +325,7 @@ def launch(*, config: dict[str, Any], q: torch.Tensor, weights: torch.Tensor, k_
     ``top_k=0`` with ``return_logits=True`` runs the scoring alone. ``seq_lens[b]`` must
     not exceed ``block_table.shape[1] * PAGE`` (not checked: a host sync).
     """
+    check_knobs("sparse_mqa", config, KNOBS)
     _validate(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_format)
     B, T = q.shape[:2]
     max_len = block_table.shape[1] * k_cache.shape[1]
