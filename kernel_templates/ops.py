@@ -24,7 +24,7 @@ op                         arguments (``*``: keyword-only, as in the function)  
                            sinkhorn_iters
 ``nvfp4_decode_attention`` q, kv_codes, kv_scales?, block_table, seq_lens, swa_kv,  out
                            swa_scales, sink, topk_idx?, \\*, sm_scale?, kv_dtype
-``quantize_nvfp4``         x, global_scale?                                         codes, scales
+``quantize_nvfp4``         x, global_scale?, \\*, rounding                            codes, scales
 ``mqa_topk``               q, weights, k_cache, k_scales, block_table, seq_lens,    topk_idx
                            \\*, top_k, k_format
 ``mqa_topk_logits``        as ``mqa_topk``                                          topk_idx, logits
@@ -38,8 +38,8 @@ two views of one packed ``[rows, 264]`` table, or two tensors ``[rows, 256]`` an
 contiguous) and its placement: ``hbm`` tables on the rows' device, ``host`` / ``host_thp``
 tables in pinned (or registered) host memory, ``host_split`` values on the host and scales on
 the device. ``mqa_topk_logits`` is ``mqa_topk(..., return_logits=True)``. ``quantize_nvfp4``
-runs the Triton quantizer where it applies (no global scale, a power-of-two last dimension,
-tensors a kernel can read) and the PyTorch one otherwise: the two agree bit for bit.
+runs the Triton quantizer where it applies (a power-of-two last dimension, tensors a kernel
+can read) and the PyTorch one otherwise: the two agree bit for bit, in either rounding.
 """
 from __future__ import annotations
 
@@ -125,11 +125,11 @@ def _nvfp4_attention_fake(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv,
     return q.new_empty(q.shape, dtype=torch.bfloat16)
 
 
-def _triton_quantizes(x: torch.Tensor, global_scale: float | None) -> bool:
+def _triton_quantizes(x: torch.Tensor) -> bool:
     from tuner.runtime.target import NoBackend, Target
 
     D = x.shape[-1] if x.dim() else 0
-    if global_scale is not None or D < 16 or D & (D - 1) or x.numel() == 0:
+    if D < 16 or D & (D - 1) or x.numel() == 0:
         return False
     try:
         Target.of(x.device)
@@ -138,15 +138,15 @@ def _triton_quantizes(x: torch.Tensor, global_scale: float | None) -> bool:
     return True
 
 
-def _quantize_nvfp4(x, global_scale=None):
+def _quantize_nvfp4(x, global_scale=None, *, rounding="exact"):
     nvfp4 = _fam("nvfp4")
-    if _triton_quantizes(x, global_scale):
-        return nvfp4.quantize_nvfp4_triton(x)
-    codes, scales = nvfp4.quantize_nvfp4(x, global_scale)
+    if _triton_quantizes(x):
+        return nvfp4.quantize_nvfp4_triton(x, global_scale, rounding=rounding)
+    codes, scales = nvfp4.quantize_nvfp4(x, global_scale, rounding=rounding)
     return codes.contiguous(), scales.contiguous()
 
 
-def _quantize_nvfp4_fake(x, global_scale=None):
+def _quantize_nvfp4_fake(x, global_scale=None, *, rounding="exact"):
     lead, D = tuple(x.shape[:-1]), x.shape[-1]
     return x.new_empty((*lead, D // 2), dtype=torch.uint8), x.new_empty((*lead, D // 16), dtype=torch.uint8)
 
@@ -258,7 +258,8 @@ OPS = {
         ("mhc_seam", (f"(Tensor X, Tensor y, Tensor post, Tensor comb, Tensor fn, Tensor scale, Tensor base, "
                       f"Tensor norm_w, *, {_OPTS}) -> (Tensor, Tensor, Tensor, Tensor)"), _mhc_seam, _mhc_seam_fake),
         ("nvfp4_decode_attention", f"({_ATT}) -> Tensor", _nvfp4_attention, _nvfp4_attention_fake),
-        ("quantize_nvfp4", "(Tensor x, float? global_scale=None) -> (Tensor, Tensor)", _quantize_nvfp4,
+        ("quantize_nvfp4", "(Tensor x, float? global_scale=None, *, str rounding='exact') -> (Tensor, Tensor)",
+         _quantize_nvfp4,
          _quantize_nvfp4_fake),
         ("mqa_topk", f"({_MQA}) -> Tensor", _mqa_topk, _mqa_topk_fake),
         ("mqa_topk_logits", f"({_MQA}) -> (Tensor, Tensor)", _mqa_topk_logits, _mqa_topk_logits_fake),

@@ -103,11 +103,13 @@ def test_opcheck_and_same_result_as_the_plain_function(name, cases, monkeypatch)
         assert g.dtype == w.dtype and g.shape == w.shape and torch.equal(g, w), name
 
 
-def test_quantize_op_with_a_global_scale_is_the_pytorch_quantizer(device):
-    x = torch.randn(2, 3, 32, device=device)
-    got = ops.quantize_nvfp4(x, 0.5)
-    for g, w in zip(got, nvfp4.quantize_nvfp4(x, 0.5)):
-        assert g.is_contiguous() and torch.equal(g, w)
+@pytest.mark.parametrize("width", [32, 48])  # 48: not a power of two, the PyTorch quantizer
+def test_quantize_op_takes_a_global_scale_and_the_engines_rounding(width, device):
+    x = torch.randn(2, 3, width, device=device)
+    for rounding in ("exact", "engine"):
+        got = ops.quantize_nvfp4(x, 0.5, rounding=rounding)
+        for g, w in zip(got, nvfp4.quantize_nvfp4(x, 0.5, rounding=rounding)):
+            assert g.is_contiguous() and torch.equal(g, w)
 
 
 def test_engram_lookup_op_checks_where_the_table_lives(cases, device):
