@@ -1,0 +1,245 @@
+"""benchmarks/peers.py without a GPU: the shapes, the layout converters (round trips against our own
+formats), the rows, tables and JSON built from measurements, and the one-line exits."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks import their siblings by name
+
+import peers_core as C
+import peers_layouts as L
+
+from benchmarks.peers import main, parse_args, parse_budget, parse_only
+from kernel_templates.engram.hashing import make_params, zipf_tokens
+from kernel_templates.engram.reference import reference_hash
+from kernel_templates.nvfp4 import dequantize_fp8_ue8m0, quantize_fp8_ue8m0
+
+# ----------------------------------------------------------------------------- shapes
+
+
+def test_shapes_cover_the_issue_grids() -> None:
+    sm = C.shapes("sparse_mqa")
+    assert {s["context"] for s in sm} == {8192, 32768, 131072, 524288} and {s["batch"] for s in sm} == {1, 8, 32, 64}
+    assert {s["profile"] for s in sm} == {"dsv32"}
+    mhc = C.shapes("mhc")
+    assert {s["tokens"] for s in mhc} == {1, 64, 256, 1024, 4096, 8192} and {s["dim"] for s in mhc} == {4096, 5120, 7168}
+    assert {s["op"] for s in mhc} == {"pre", "post", "seam"} and len(mhc) == 3 * 3 * 6
+    att = C.shapes("attention")
+    assert {(s["heads"], s["mode"]) for s in att} == {(64, "dense"), (64, "sparse"), (16, "dense")}
+    for fam in C.FAMILIES:
+        full, quick = C.shapes(fam), C.shapes(fam, quick=True)
+        assert quick and all(q in full for q in quick) and len(quick) < len(full)
+    with pytest.raises(ValueError, match="unknown family"):
+        C.shapes("nope")
+
+
+def test_shape_key_and_select() -> None:
+    assert C.shape_key({"batch": 1, "context": 8192, "profile": "dsv32"}) == "batch=1 context=8K profile=dsv32"
+    sm = C.shapes("sparse_mqa")
+    kept = C.select(sm, {"batch": {"1", "32"}, "context": {"8K", "524288"}})
+    assert {(s["batch"], s["context"]) for s in kept} == {(1, 8192), (32, 8192), (1, 524288), (32, 524288)}
+    assert C.select(sm, {"heads": {"64"}}) == sm  # an axis the family lacks filters nothing
+
+
+# ----------------------------------------------------------------------------- peers
+
+
+def test_load_peer_keeps_the_exact_error() -> None:
+    def broken(name: str) -> None:
+        raise OSError(f"{name}/_C.so: undefined symbol: _ZN3c104cuda29c10_cuda_check_implementation")
+
+    mod, err = C.load_peer("deep_gemm", broken)
+    assert mod is None and err == "OSError: deep_gemm/_C.so: undefined symbol: _ZN3c104cuda29c10_cuda_check_implementation"
+    mod, err = C.load_peer("json")
+    assert mod is json and err is None
+    mod, err = C.load_peer("no_such_peer_module_xyz")
+    assert mod is None and err.startswith("ModuleNotFoundError: No module named 'no_such_peer_module_xyz'")
+
+
+# ----------------------------------------------------------------------------- rows, tables, JSON
+
+
+def _cands() -> dict[str, dict]:
+    return {"peer a": C.candidate("ok", [10.0, 12.0, 11.0], kv_bytes=576),
+            "peer b": C.candidate("unavailable", error="flash_mla: OSError: libcudart.so.13: cannot open\nmore"),
+            "ours x": C.candidate("ok", [20.0, 22.0, 21.0]), "ours y": C.candidate("ok", [5.0, 5.5, 4.5]),
+            "ours z": C.candidate("mismatch", error="out: 3 of 512 elements differ")}
+
+
+def test_rows_ratio_and_table() -> None:
+    assert C.summarize([3.0, 1.0, 2.0]) == {"median_us": 2.0, "min_us": 1.0, "max_us": 3.0}
+    assert C.ratio(10.0, 5.0) == 2.0 and C.ratio(None, 5.0) is None and C.ratio(3.0, 0.0) is None
+    pairs = [C.Pair("peer a", "ours x", "ours does more"), C.Pair("peer a", "ours y"), C.Pair("peer b", "ours y"),
+             C.Pair("peer a", "ours z"), C.Pair("peer a", "ours missing")]
+    rows = C.pair_rows("attention", {"batch": 16, "context": 32768}, _cands(), pairs)
+    assert len(rows) == 4  # the pair naming a candidate the shape lacks is left out
+    ax, ay, by, az = rows
+    assert ax["ratio"] == pytest.approx(11.0 / 21.0) and ay["ratio"] == pytest.approx(11.0 / 5.0)
+    assert ax["peer_kv_bytes"] == 576 and ax["shape_key"] == "batch=16 context=32K"
+    assert by["ratio"] is None and by["peer_status"] == "unavailable"
+    assert by["peer_error"] == "flash_mla: OSError: libcudart.so.13: cannot open"  # first line only
+    assert az["ratio"] is None and az["ours_error"] == "out: 3 of 512 elements differ"
+    lines = C.table("attention", rows, "NVIDIA H100 80GB HBM3")
+    assert "NVIDIA H100 80GB HBM3" in lines[0] and lines[1].split()[:2] == ["peer", "shape"]
+    assert lines[2].split()[-6:-3] == ["21.0", "0.52", "peer"]
+    assert "2.20" in lines[3]
+    assert "unavailable" in lines[4] and "libcudart.so.13" in lines[4]
+    assert "mismatch" in lines[5] and "3 of 512 elements differ" in lines[5]
+    assert lines[-1] == "  note peer a vs ours x: ours does more"
+    assert C.table("engram", [], "gpu")[1] == "  (no rows)"
+
+
+def test_closing_note_best_peer_and_report() -> None:
+    rows = C.pair_rows("mhc", {"op": "pre", "tokens": 1}, _cands(),
+                       [C.Pair("peer a", "ours x"), C.Pair("peer a", "ours y"), C.Pair("peer b", "ours y")])
+    assert [r["ours"] for r in C.slower(rows)] == ["ours x"]
+    note = C.closing_note(rows, {("mhc", "op=pre tokens=1", "ours x"): "ours 3 launches, 20.0 us in kernels"})
+    assert note[0] == "ours is slower at 1 timed row(s):"
+    assert "ours x 21.0 us vs peer a 11.0 us (0.52x); ours 3 launches" in note[1]
+    assert C.closing_note([r for r in rows if r["ours"] == "ours y"]) == ["ours is not slower than a peer at any timed shape"]
+    bp = C.best_peer(rows)
+    assert bp["rows"] == 2 and bp["ratio_min"] == pytest.approx(11 / 21) and bp["ratio_max"] == pytest.approx(2.2)
+    assert C.best_peer([])["ratio_min"] is None
+    rep = C.report({"gpu": "H100"}, {"flash_mla": "OSError: x", "tile_kernels": None}, {"mhc": {"rows": rows}}, rounds=5)
+    assert rep["peers"]["flash_mla"] == {"package": C.PEER_PACKAGES["flash_mla"], "loaded": False, "error": "OSError: x"}
+    assert rep["peers"]["tile_kernels"]["loaded"] and rep["rounds"] == 5 and len(rep["slower"]) == 1
+    json.dumps(rep)  # what the benchmark writes is plain JSON
+
+
+# ----------------------------------------------------------------------------- layouts
+
+
+def _fp8_keys(pages: int, page: int = 64, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(pages, page, 128, generator=g)
+    s = x.abs().amax(-1).clamp(min=1e-4) / 448.0
+    return (x / s[..., None]).to(torch.float8_e4m3fn), s
+
+
+def test_deepgemm_fused_cache_round_trip_and_layout() -> None:
+    k, s = _fp8_keys(3)
+    fused = L.deepgemm_fused_kv(k, s)
+    assert fused.shape == (3, 64, 1, 132) and fused.dtype == torch.uint8 and fused.stride(1) == 132
+    page0 = fused[0].reshape(-1)
+    assert torch.equal(page0[:128], k[0, 0].view(torch.uint8))                 # key 0's codes first
+    assert torch.equal(page0[64 * 128:64 * 128 + 4], s[0, :1].view(torch.uint8))  # then the page's scales
+    k2, s2 = L.split_deepgemm_fused_kv(fused)
+    assert torch.equal(k2.view(torch.uint8), k.view(torch.uint8)) and torch.equal(s2, s)
+    with pytest.raises(ValueError, match="fp32 scales"):
+        L.deepgemm_fused_kv(k, s.double())
+
+
+def test_context_lens_mask_and_topk() -> None:
+    lens = L.context_lens_2d(torch.tensor([5, 3], dtype=torch.int32), 2)
+    assert lens.tolist() == [[4, 5], [2, 3]] and lens.dtype == torch.int32
+    logits = torch.arange(2 * 2 * 6, dtype=torch.float32).view(4, 6)
+    m = L.mask_logits(logits, lens)
+    assert m.shape == (2, 2, 6) and torch.isinf(m[0, 0, 4:]).all() and not torch.isinf(m[0, 1, :5]).any()
+    idx = L.topk_from_logits(m, 4)
+    assert idx[1, 0].tolist() == [1, 0, -1, -1] and idx[0, 1].tolist() == [4, 3, 2, 1]
+    assert L.topk_from_logits(m, 8).shape == (2, 2, 8)
+
+
+def test_v4_format_keeps_our_fp8_latents() -> None:
+    g = torch.Generator().manual_seed(1)
+    codes, scales = quantize_fp8_ue8m0(torch.randn(3, 64, 512, generator=g))
+    ours = dequantize_fp8_ue8m0(codes, scales)
+    v4 = L.pack_v4(ours)
+    assert v4.shape == (3, 64, 1, 584) and v4.stride(1) == 584 and v4.stride(0) % 576 == 0
+    back = L.unpack_v4(v4)
+    assert torch.equal(back[..., 448:], ours[..., 448:])            # the last 64 values are bf16: exact
+    err = (back - ours).abs()
+    assert float(err.max()) < 1e-3 and float((err > 0).float().mean()) < 0.01  # only tiny values lose bits
+    assert torch.equal(L.unpack_v4(L.pack_v4(back)), back)           # what the format holds, it keeps
+    out = torch.zeros(3, L.v4_page_stride(64), dtype=torch.uint8)
+    assert torch.equal(L.unpack_v4(L.pack_v4(ours, out=out)), back)
+    with pytest.raises(ValueError, match="out must be"):
+        L.pack_v4(ours, out=out[:, :100])
+
+
+def test_physical_indices_and_window_cache() -> None:
+    bt = torch.tensor([[3, 0], [1, 2]], dtype=torch.int32)
+    idx = torch.tensor([[0, 65, -1], [127, 5, 64]], dtype=torch.int32)
+    phys = L.physical_indices(idx, bt, 64)
+    assert phys.shape == (2, 1, 3) and phys[:, 0].tolist() == [[192, 1, -1], [191, 69, 128]]
+    win = dequantize_fp8_ue8m0(*quantize_fp8_ue8m0(torch.randn(2, 128, 512)))
+    cache, widx = L.window_as_extra_cache(win)
+    assert cache.shape == (4, 64, 1, 584) and widx.shape == (2, 1, 128) and widx[1, 0, 0] == 128
+    assert float((L.unpack_v4(cache).view(2, 128, 512) - win).abs().max()) < 1e-3
+    with pytest.raises(ValueError, match="multiple"):
+        L.window_as_extra_cache(win[:, :100])
+
+
+def test_dense_fp8_pow2_and_appended_pages() -> None:
+    x = dequantize_fp8_ue8m0(*quantize_fp8_ue8m0(torch.randn(4, 64, 512)))
+    codes, s = L.pow2_fp8(x, 576)
+    assert codes.shape == (4, 64, 576) and torch.equal(codes[..., 512:].float(), torch.zeros(4, 64, 64))
+    assert float(torch.log2(s)) == round(float(torch.log2(s)))      # a power of two: dequantized exact in bf16
+    back = L.unpow2_fp8(codes, s, 512)
+    assert torch.equal(back.to(torch.bfloat16).float(), back) and float((back - x).abs().max()) < 1e-3
+    c2, s2 = L.pow2_fp8(x[:2], 576, scale=s)
+    assert torch.equal(s2, s) and torch.equal(c2.view(torch.uint8), codes[:2].view(torch.uint8))
+    cache = torch.arange(3 * 64, dtype=torch.float32).view(3, 64, 1)
+    bt = torch.tensor([[2], [0]], dtype=torch.int32)
+    extra = -torch.arange(2 * 128, dtype=torch.float32).view(2, 128, 1)
+    new, bt2 = L.append_pages(cache, bt, extra)
+    assert new.shape == (7, 64, 1) and bt2.tolist() == [[2, 3, 4], [0, 5, 6]]
+    assert torch.equal(new[bt2[1, 1:].long()].reshape(128, 1), extra[1])
+
+
+def _tile_kernels_hash(ids: torch.Tensor, mult: torch.Tensor, sizes: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    """tile-kernels' documented engram_hash math: per layer, the XOR of ``ids[:, k] * mult[k]`` up to
+    n-gram index k, then for every k >= 1 the 8 tables ``hash mod size + offset``."""
+    h = torch.zeros(ids.shape[0], dtype=torch.int64)
+    cols = []
+    for k in range(ids.shape[1]):
+        h = h ^ (ids[:, k].long() * mult[0, k])
+        if k:
+            cols.append(h[:, None] % sizes[0, k - 1].long()[None, :])
+    return (torch.cat(cols, dim=1) + offs[0].long()[None, :]).to(torch.int32)[None]
+
+
+def test_engram_ids_for_tile_kernels_hash_to_our_rows() -> None:
+    p = make_params(8 * 2**20, seed=0)
+    tokens = zipf_tokens((3, 7), seed=0)
+    tokens[0, 2] = -5  # a bad id hashes as class 0 on both sides
+    ids = L.ngram_ids(tokens, p["comp"], p["pad_id"])
+    assert ids.shape == (21, 4) and ids.dtype == torch.int32
+    assert ids[0, 1] == p["comp"][p["pad_id"]] and ids[8, 1] == p["comp"][tokens[1, 0]]  # lookback stops at the row
+    mult, sizes, offs = L.tk_hash_params(p["multipliers"], p["primes"], p["offsets"])
+    assert mult.shape == (1, 4) and sizes.shape == (1, 3, 8) and offs.shape == (1, 24) and sizes.dtype == torch.int32
+    want = reference_hash(tokens, p["comp"], p["multipliers"], p["primes"], p["offsets"], pad_id=p["pad_id"])
+    assert torch.equal(_tile_kernels_hash(ids, mult, sizes, offs)[0].long(), want.view(-1, 24))
+    with pytest.raises(ValueError, match="int32"):
+        L.tk_hash_params(p["multipliers"], p["primes"] * 2**30, p["offsets"])
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def test_parse_args_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, msg in ((["--family", "attention,nope"], "unknown nope"), (["--budget", "soon"], "--budget"),
+                      (["--only", "batch"], "--only"), (["--rounds", "0"], "--rounds"),
+                      (["--pack", "/nonexistent"], "not a kernel pack")):
+        with pytest.raises(SystemExit) as e:
+            parse_args(argv)
+        assert e.value.code == 2 and msg in capsys.readouterr().err
+    a = parse_args(["--family", "mhc", "--quick", "--only", "tokens=1;dim=5120", "--budget", "9m"])
+    assert a.families == ["mhc"] and a.budget_s == 540 and a.filters == {"tokens": {"1"}, "dim": {"5120"}}
+    assert parse_budget("90s") == 90 and parse_budget("1h") == 3600 and parse_only("a=1,2;b=x") == {"a": {"1", "2"}, "b": {"x"}}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the exits without a GPU")
+def test_main_exits_with_one_line_without_a_gpu(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["--family", "engram", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["peers: no CUDA GPU: this benchmark runs our kernels and the peers' on one"]
+    assert main(["--family", "engram", "--only", "tokens=3"]) == 2
+    assert capsys.readouterr().err.strip() == "peers: --only leaves no shape to run"
+    assert not list(tmp_path.iterdir())  # nothing written
