@@ -415,9 +415,31 @@ def test_bad_rows_never_crash_the_dashboard_or_regressions(history_db, tmp_path,
                 err = capsys.readouterr().err
                 assert rc in (0, 1) if decodes else (rc == 2 and "does not decode" in err and "\n" not in err.strip()), \
                     (name, argv[0], rc, err)
+            if not decodes:  # the server stays up and answers one line saying what did not read
+                status, body = _get_once(db)
+                assert status == 500 and body.count("\n") == 1 and "cannot render the dashboard from" in body, \
+                    (name, status, body)
         except Exception as e:  # noqa: BLE001 - collected: the failure lists every bad row
             crashed.append(f"{name}: {type(e).__name__}: {str(e)[:150]}")
     assert not crashed, "\n".join(crashed)
+
+
+def _get_once(db: Path) -> tuple[int, str]:
+    """One GET of the dashboard server on ``db``: (status, body)."""
+    import urllib.error
+
+    from tuner.dashboard.server import make_server
+
+    httpd = make_server(open_store(str(db), create=False), 0)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{httpd.server_address[1]}/", timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def test_the_dashboard_server_answers_200_parallel_requests_within_2_s(tmp_path):

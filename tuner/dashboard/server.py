@@ -81,7 +81,10 @@ def make_server(store: Store, port: int = 8765, *, pack: Path | None = None, thr
                 body = page.get(max_age)
             except Exception as e:  # noqa: BLE001 - a broken read answers 500, the server stays up
                 log.exception("rendering the dashboard failed")
-                self._send(500, f"cannot render the dashboard: {type(e).__name__}\n".encode(), "text/plain; charset=utf-8")
+                # one line naming what did not read (a row that does not decode: its column's error)
+                first = str(e).splitlines()[0][:200] if str(e) else ""
+                why = f"cannot render the dashboard from {store.shown_url}: {type(e).__name__}: {first}\n"
+                self._send(500, why.encode(), "text/plain; charset=utf-8")
                 return
             self._send(200, body.encode("utf-8"), "text/html; charset=utf-8")
 
