@@ -5,9 +5,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
 from tuner import registry
+from tuner.cli import scaleout as scaleout_cli
 from tuner.cli.common import CliError, DbOption, console, err_console, parse_duration
 
 app = typer.Typer()
@@ -26,12 +26,24 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
                                                    "without improvement.")] = 8,
              limit: Annotated[Optional[int], typer.Option("--limit", help="At most this many workloads.")] = None,
              dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and tune nothing.")] = False,
+             workers: Annotated[Optional[str], typer.Option(
+                 "--workers", help="Worker processes, one per GPU: N, or 'all' (each GPU of CUDA_VISIBLE_DEVICES, "
+                 "else every visible one; through the interpreter N processes). They take workloads through the "
+                 "database; other hosts join with `tune worker --db URL` (PostgreSQL).")] = None,
+             lease: Annotated[str, typer.Option(
+                 "--lease", help="With --workers: how long a workload stays a worker's after its last heartbeat; "
+                 "a killed worker's workload is taken over once it runs out.")] = "60s",
+             status: Annotated[bool, typer.Option(
+                 "--status", help="Print the newest campaign's workers (host, GPU, workload, last heartbeat) and "
+                 "per family done / claimed / left; tune nothing.")] = False,
              db: DbOption = None) -> None:
     """Tune the default grids of all families (or --kernel) on this GPU, resuming where the last run stopped.
 
     Missing entries first, then stale ones, then current ones with the fewest trials and the
     largest gap to the floor. Every trial is committed as it finishes: a killed campaign loses
-    nothing and the same command goes on. Without a GPU the small interpreter grids run."""
+    nothing and the same command goes on. Without a GPU the small interpreter grids run.
+    With --workers the workloads are spread over one worker process per GPU, all sharing the
+    database (docs/scale-out.md)."""
     from tuner import campaign as camp
     from tuner.store import open_store
     from tuner.study import Settings
@@ -45,8 +57,15 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
     if limit is not None and limit < 1:
         raise CliError("--limit must be at least 1")
     budget_s = parse_duration(budget) if budget is not None else None
+    lease_s = parse_duration(lease)
+    n_workers = scaleout_cli.parse_workers(workers) if workers is not None else None
     ks = [registry.get(k) for k in kernel] if kernel else list(registry.kernels().values())
     gpu = gpu_available()
+    if status:
+        return scaleout_cli.print_status(open_store(db, create=False))
+    if workers is not None and not dry_run:
+        devs = scaleout_cli.devices_or_exit(n_workers)
+        return _with_workers(ks, states, trials, patience, limit, budget_s, lease_s, devs, db)
     store = open_store(db)
     items = camp.plan(store, [(k, list(k.workloads if gpu else k.small_workloads)) for k in ks], states)[:limit]
     counts = {s: sum(it.state == s for it in items) for s in camp.STATES}
@@ -86,16 +105,78 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
             err_console.print(f"interrupted after {len(done)} workloads: every finished trial is kept in "
                               f"{store.shown_url}; run the same command to go on", highlight=False, markup=False)
             raise typer.Exit(130) from None
-    table = Table(title=f"campaign: {len(done)} of {len(items)} workloads")
-    for col in ("family", "workloads", "tuned", "kept default", "median speedup"):
-        table.add_column(col)
-    by: dict[str, list[Any]] = {}
-    for it, o in zip(items, done):
-        by.setdefault(it.kernel.name, []).append(o)
-    for name, outs in by.items():
-        sp = sorted(o.default_us / o.winner_us for o in outs if o.default_us and o.winner_us)
-        table.add_row(name, str(len(outs)), str(sum(not o.is_default for o in outs)),
-                      str(sum(o.is_default for o in outs)), f"{sp[len(sp) // 2]:.2f}x" if sp else "-")
-    console.print(table)
+    console.print(scaleout_cli.summary([(it.kernel.name, o) for it, o in zip(items, done)],
+                                       f"campaign: {len(done)} of {len(items)} workloads"))
     dbarg = "" if db is None else f" --db {db}"
     console.print(f"Next: `tune export --out packs/<gpu>{dbarg}` writes the pack.", highlight=False)
+
+
+def _with_workers(ks: list[Any], states: list[str], trials: int, patience: int, limit: int | None,
+                  budget_s: float | None, lease_s: float, devs: list[str], db: str | None) -> None:
+    """A new campaign in the database, planned for this GPU, worked on by one process per GPU."""
+    from tuner import scaleout
+    from tuner.store import open_store
+    from tuner.study import ensure_environment
+    from tuner.timing import gpu_available
+
+    store = open_store(db)
+    coord = scaleout.Coordinator(store)
+    try:
+        c = coord.create([k.name for k in ks], states, {"n_trials": trials, "patience": patience, "limit": limit},
+                         lease_s=lease_s, budget_s=budget_s)
+    except scaleout.ScaleoutError as e:
+        raise CliError(str(e)) from None
+    n = coord.plan(c, ensure_environment(store), scaleout.grids_of(c, gpu_available()))
+    v = scaleout.view(store, c.id)
+    planned = ", ".join(f"{v.planned[s]} {s}" for s in states if v.planned.get(s))
+    dbarg = "" if db is None else f" --db {db}"
+    console.print(f"campaign {c.id} on {scaleout_cli.where(devs)}: {n} workloads ({planned or 'none'}) of "
+                  f"{', '.join(k.name for k in ks)}; results in {store.shown_url}; another host joins with "
+                  f"`tune worker{dbarg}`", highlight=False, soft_wrap=True, markup=False)
+    rc = scaleout_cli.watch(store, c.id, devs, db) if n else 0
+    if rc:
+        raise typer.Exit(rc)
+
+
+@app.command("worker")
+def worker(workers: Annotated[str, typer.Option(
+               "--workers", help="Worker processes on this host, one per GPU: N, or 'all' (each GPU of "
+               "CUDA_VISIBLE_DEVICES, else every visible one; one through the interpreter).")] = "all",
+           campaign_id: Annotated[Optional[int], typer.Option(
+               "--campaign", help="The campaign to join (default: the newest).")] = None,
+           db: DbOption = None) -> None:
+    """Join a campaign started elsewhere (`tune campaign --workers N`) with this host's GPUs.
+
+    The workers take the campaign's workloads for this host's GPU through the database (a
+    GPU the campaign has not seen yet gets its own plan), renew their claims while they live,
+    and end when nothing is left. Several hosts need PostgreSQL (--db postgresql://...); a
+    SQLite file serves one host only. Ctrl-C gives the workloads back at once."""
+    from tuner import scaleout
+    from tuner.store import open_store
+    from tuner.study import ensure_environment
+    from tuner.timing import gpu_available
+
+    devs = scaleout_cli.devices_or_exit(scaleout_cli.parse_workers(workers))
+    store = open_store(db)
+    coord = scaleout.Coordinator(store)
+    try:
+        c = coord.campaign(campaign_id)
+        coord.check_host(c)
+    except scaleout.ScaleoutError as e:
+        raise CliError(str(e)) from None
+    env = ensure_environment(store)
+    n = coord.plan(c, env, scaleout.grids_of(c, gpu_available()))
+    v = scaleout.view(store, c.id)
+    left = sum(f.left + f.claimed for f in v.families)
+    pending, held, _, budget_left = coord.outstanding(c, env)
+    if not pending + held or (budget_left is not None and budget_left <= 0):
+        why = "its budget is spent" if pending + held else f"nothing is left for {env.gpu}"
+        console.print(f"campaign {c.id}: {why} ({left} workloads left in all); `tune campaign --workers N` "
+                      "plans a new one", highlight=False, soft_wrap=True, markup=False)
+        return
+    console.print(f"joining campaign {c.id} (started {v.created:%Y-%m-%d %H:%M} UTC on {v.host}) with "
+                  f"{scaleout_cli.where(devs)}: {n} workloads planned for this GPU; {left} workloads left in all; "
+                  f"results in {store.shown_url}", highlight=False, soft_wrap=True, markup=False)
+    rc = scaleout_cli.watch(store, c.id, devs, db)
+    if rc:
+        raise typer.Exit(rc)
