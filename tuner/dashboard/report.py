@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from tuner.dashboard.campaign import section as campaign_section
 from tuner.dashboard.detect import Change, detect
 from tuner.dashboard.history import (Entry, Ratios, Series, Verdict, current_entries, latest_revalidations,
                                      load_history, versions_label)
@@ -151,6 +152,8 @@ class Data:
     pack_manifest: dict[str, Any] | None = None
     unreadable: list[str] | None = None
     """Rows of the database that do not hold what they should: left out, listed on the page."""
+    campaign: Any = None
+    """The newest campaign over several workers (``tuner.scaleout.CampaignView``), if any."""
 
 
 def gather(store: Store, *, pack: Path | None = None, threshold: float = 0.05, min_points: int = 2,
@@ -170,9 +173,11 @@ def gather(store: Store, *, pack: Path | None = None, threshold: float = 0.05, m
         source = "database"
     with store.session() as s:
         envs = list(s.scalars(select(Environment).order_by(Environment.id)))
+    from tuner.scaleout import view
+
     return Data(store.url, dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), history, changes, entries, source,
                 latest_revalidations(store), envs, _registry_info() if registry_info else {}, threshold, manifest,
-                unreadable)
+                unreadable, view(store))
 
 
 # -- coverage -------------------------------------------------------------------------------
@@ -446,6 +451,7 @@ def render(data: Data, *, refresh_s: int | None = None) -> str:
              f'{_plural(len(stale), "entry", "entries")}</div>'
              f'<div class="card"><div class="n">{len(kernels)}</div>{_plural(len(kernels), "kernel")} · '
              f'{sum(len(s.points) for s in data.history)} measurements</div></div>')
+    h.append(campaign_section(data.campaign))
     if open_regs or unconfirmed:
         h.append("<h3>Regressions</h3><table class=\"regressions\"><tr><th></th><th>kernel</th><th>workload</th><th>GPU</th>"
                  "<th>change</th><th>before -> after (us)</th><th>from</th><th>what changed</th><th>p</th></tr>")

@@ -27,6 +27,9 @@ def _state(store: Store, pack: Path | None) -> tuple:
             parts.append(tuple(c.execute(text(f"SELECT count(*), max(id) FROM {table}")).one()))
         parts.append(tuple(c.execute(text("SELECT max(updated) FROM tuner_winners")).one()))
         parts.append(tuple(c.execute(text("SELECT max(finished), count(finished) FROM tuner_runs")).one()))
+        parts.append(tuple(c.execute(text("SELECT count(*), max(claimed), max(finished), count(finished) "
+                                          "FROM tuner_claims")).one()))
+        parts.append(tuple(c.execute(text("SELECT count(*), max(finished) FROM tuner_workers")).one()))
     if pack is not None:
         parts.append(tuple(sorted((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in Path(pack).iterdir())))
     return tuple(parts)
