@@ -43,8 +43,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the sibling modules (benchmarks is not a package)
 
-from _results import RAW_OUT, raw_path, write_raw
-from peers_core import FAMILIES, closing_note, load_peer, report, select, shapes, table
+from _results import RAW_OUT, raw_path, write_raw  # noqa: E402
+from peers_core import FAMILIES, closing_note, load_peer, probe_import, report, select, shapes, table  # noqa: E402
 
 log = logging.getLogger("bench.peers")
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     needed = sorted({m for f in args.families for m in MODULES[f]})
     peers, errors = {}, {}
     for m in needed:
-        peers[m], errors[m] = load_peer(m)
+        peers[m], errors[m] = load_peer(m, probe=probe_import)
         log.info("peer %s: %s", m, "loaded" if errors[m] is None else f"NOT LOADED: {errors[m]}")
     gpu = gpu_identity()
     name = gpu.get("gpu", torch.cuda.get_device_name())

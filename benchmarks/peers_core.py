@@ -82,15 +82,65 @@ def select(shape_list: list[dict[str, Any]], filters: dict[str, set[str]]) -> li
 
 # ----------------------------------------------------------------------------- peers
 
-def load_peer(module: str, importer: Callable[[str], Any] = importlib.import_module) -> tuple[Any, str | None]:
+def describe(e: BaseException) -> str:
+    """``Type: message``, then each exception it was raised from (``torch.ops.load_library`` wraps the
+    loader's own message, e.g. the missing symbol, in a generic one)."""
+    parts, seen = [], set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        parts.append(f"{type(e).__name__}: {e}".strip())
+        e = e.__cause__ or e.__context__
+    return " <- ".join(parts)
+
+
+_PROBE = """import sys
+try:
+    import {module}
+except BaseException as e:
+    parts, seen = [], set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        parts.append(f"{{type(e).__name__}}: {{e}}".strip())
+        e = e.__cause__ or e.__context__
+    print(" <- ".join(parts).replace(chr(10), " "), file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+def probe_import(module: str, timeout: float = 600.0) -> str | None:
+    """Import ``module`` in a child Python first: None where it imports, else the last line it printed.
+    A compiled extension built for another Python or torch can kill the process that loads it (the
+    dynamic loader's "symbol lookup error"), which no ``except`` catches; the child takes that."""
+    import subprocess
+    import sys
+
+    try:
+        r = subprocess.run([sys.executable, "-c", _PROBE.format(module=module)], check=False, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"importing {module} took more than {timeout:.0f} s"
+    if r.returncode == 0:
+        return None
+    lines = [ln for ln in (r.stderr or r.stdout).strip().splitlines() if ln.strip()]
+    last = lines[-1].strip() if lines else ""
+    return f"import {module} exited with status {r.returncode}: {last}" if last else f"import {module} exited with status {r.returncode}"
+
+
+def load_peer(module: str, importer: Callable[[str], Any] = importlib.import_module,
+              probe: Callable[[str], str | None] | None = None) -> tuple[Any, str | None]:
     """``(module, None)``, or ``(None, the exact error)`` where importing it fails (not installed, a
-    compiled extension that does not load with this torch, no GPU...): never dropped in silence."""
+    compiled extension that does not load with this torch, no GPU...): never dropped in silence.
+    ``probe`` (``probe_import``) tries the import in a child process first."""
+    if probe is not None:
+        err = probe(module)
+        if err is not None:
+            return None, err
     try:
         return importer(module), None
-    except BaseException as e:
+    except BaseException as e:  # an extension's import may raise anything, SystemExit included
         if isinstance(e, KeyboardInterrupt):
             raise
-        return None, f"{type(e).__name__}: {e}".strip()
+        return None, describe(e)
 
 
 # ----------------------------------------------------------------------------- measurements

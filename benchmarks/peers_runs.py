@@ -42,6 +42,7 @@ class Ctx:
     rounds: int = 5
     reps: int = 50
     breakdown: bool = True
+    device: str = "cuda"  # "cpu": the Triton interpreter (a smoke test of the harness; times not meaningful)
 
     def peer(self, module: str) -> tuple[Any, Cand | None]:
         """The module, or None and the ``unavailable`` candidate carrying its load error."""
@@ -51,17 +52,22 @@ class Ctx:
         return m, None
 
 
-def config(kernel: str, workload: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def config(kernel: str, workload: dict[str, Any], device: str = "cuda") -> tuple[dict[str, Any], str]:
     """Our config for the workload from the active pack (``runtime.use_pack``), else the default."""
     from tuner import runtime
     from tuner.runtime.target import Target
 
-    sel = runtime.select(kernel, workload, Target.of("cuda"))
+    sel = runtime.select(kernel, workload, Target.of(device))
     return dict(sel.config), sel.how
 
 
 def _err(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}".strip()
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def _time(fns: dict[str, Callable[[], Any]], spec: Any, ctx: Ctx) -> tuple[dict[str, list[float]], str]:
@@ -80,7 +86,7 @@ def _time(fns: dict[str, Callable[[], Any]], spec: Any, ctx: Ctx) -> tuple[dict[
         except RuntimeError as e:  # a capture the peer (or ours) does not support: time every candidate with events
             if not graph:
                 raise
-            torch.cuda.synchronize()
+            _sync()
             log.info("graph capture failed (%s): events for every candidate of the shape", _err(e).splitlines()[0])
     raise AssertionError("unreachable")
 
@@ -123,13 +129,13 @@ def finish(family: str, shape: dict[str, Any], spec: Any, cands: dict[str, Cand]
         try:
             if c.check is not None:
                 c.check()
-            torch.cuda.synchronize()
+            _sync()
         except AssertionError as e:
             out[name] = candidate("mismatch", error=str(e), **c.extra)
             continue
         except Exception as e:  # noqa: BLE001 - a peer's call may raise anything: recorded, the shape goes on
             out[name] = candidate("error", error=_err(e), **c.extra)
-            torch.cuda.synchronize()
+            _sync()
             continue
         live[name] = c.fn
     method = None
@@ -169,8 +175,8 @@ def run_sparse_mqa(shape: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
     why = M.feasible(w)
     if why:
         return {"shape": shape, "skipped": why, "candidates": {}, "rows": []}
-    cfg, how = config("sparse_mqa", workload_dict(w))
-    inputs = M.make_inputs(w, "cuda", 0)
+    cfg, how = config("sparse_mqa", workload_dict(w), ctx.device)
+    inputs = M.make_inputs(w, ctx.device, 0)
     k = inputs["top_k"]
     sub = dict(inputs, **{n: inputs[n][:VERIFY_SEQS] for n in ("q", "weights", "block_table", "seq_lens")})
     sub_l = dict(sub, return_logits=True)
@@ -356,8 +362,8 @@ def run_attention(shape: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
         if why:
             cands[f"ours {dt}"] = Cand(status="unsupported", error=why)
             continue
-        cfg, how = config("nvfp4_attention", workload_dict(w))
-        inp = ins[dt] = dict(A.make_inputs(w, "cuda", 0), sm_scale=tau)
+        cfg, how = config("nvfp4_attention", workload_dict(w), ctx.device)
+        inp = ins[dt] = dict(A.make_inputs(w, ctx.device, 0), sm_scale=tau)
         sub = _attn_slice(inp, nv)
         refs[dt] = A.reference(**sub)
 
@@ -441,8 +447,8 @@ def run_mhc(shape: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
 
     op, T, D = shape["op"], shape["tokens"], shape["dim"]
     w = H.Workload(op=op, tokens=T, dim=D)
-    cfg, how = config("mhc", workload_dict(w))
-    inp = H.make_inputs(w, "cuda", 0)
+    cfg, how = config("mhc", workload_dict(w), ctx.device)
+    inp = H.make_inputs(w, ctx.device, 0)
     ref = H.reference(**inp)
     cands = {f"ours {op}": Cand(lambda: H.launch(config=cfg, **inp), lambda: H.verify(H.launch(config=cfg, **inp), ref, inp),
                                 extra={"config_from": how})}
@@ -520,8 +526,8 @@ def run_engram(shape: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
     from kernel_templates.engram.hashing import make_params, token_shape, zipf_tokens
     from kernel_templates.engram.reference import reference_hash
 
-    p = make_params(8 * 2**20, seed=0, device="cuda")
-    tokens = zipf_tokens(token_shape(shape["tokens"]), seed=0).cuda()
+    p = make_params(8 * 2**20, seed=0, device=ctx.device)
+    tokens = zipf_tokens(token_shape(shape["tokens"]), seed=0).to(ctx.device)
     args = (tokens, p["comp"], p["multipliers"], p["primes"], p["offsets"])
     want = reference_hash(*args, pad_id=p["pad_id"]).reshape(-1, 24)
 
@@ -569,8 +575,8 @@ def run_moe_routing(shape: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
     from tuner.spec import workload_dict
 
     w = MR.Workload(tokens=shape["tokens"], profile=shape["profile"])
-    cfg, how = config("moe_routing", workload_dict(w))
-    inp = MR.make_inputs(w, "cuda", 0)
+    cfg, how = config("moe_routing", workload_dict(w), ctx.device)
+    inp = MR.make_inputs(w, ctx.device, 0)
     ref = MR.reference(**inp)
     logits, bias, k = inp["logits"], inp["bias"], inp["top_k"]
     T, E = logits.shape
@@ -585,8 +591,8 @@ def run_moe_routing(shape: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
 
     cands = {"ours routing": Cand(ours, lambda: MR.verify(ours(), ref, inp), extra={"config_from": how})}
     if not grouped:
-        ids = torch.empty(T, k, dtype=torch.int32, device="cuda")
-        wts = torch.empty(T, k, dtype=torch.float32, device="cuda")
+        ids = torch.empty(T, k, dtype=torch.int32, device=ctx.device)
+        wts = torch.empty(T, k, dtype=torch.float32, device=ctx.device)
         kw = {"E": E, "EP": 1 << (E - 1).bit_length(), "K": k, "KP": max(2, 1 << (k - 1).bit_length()),
               "SQRTSOFTPLUS": inp["scoring"] == "sqrtsoftplus", "RENORM": bool(inp["renormalize"])}
         scaling = float(inp["routed_scaling_factor"])

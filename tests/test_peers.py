@@ -12,13 +12,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks import their siblings by name
 
-import peers_core as C
-import peers_layouts as L
+import peers_core as C  # noqa: E402
+import peers_layouts as L  # noqa: E402
 
-from benchmarks.peers import main, parse_args, parse_budget, parse_only
-from kernel_templates.engram.hashing import make_params, zipf_tokens
-from kernel_templates.engram.reference import reference_hash
-from kernel_templates.nvfp4 import dequantize_fp8_ue8m0, quantize_fp8_ue8m0
+from benchmarks.peers import main, parse_args, parse_budget, parse_only  # noqa: E402
+from kernel_templates.engram.hashing import make_params, zipf_tokens  # noqa: E402
+from kernel_templates.engram.reference import reference_hash  # noqa: E402
+from kernel_templates.nvfp4 import dequantize_fp8_ue8m0, quantize_fp8_ue8m0  # noqa: E402
 
 # ----------------------------------------------------------------------------- shapes
 
@@ -60,6 +60,23 @@ def test_load_peer_keeps_the_exact_error() -> None:
     assert mod is json and err is None
     mod, err = C.load_peer("no_such_peer_module_xyz")
     assert mod is None and err.startswith("ModuleNotFoundError: No module named 'no_such_peer_module_xyz'")
+
+    def wrapped(name: str) -> None:  # torch.ops.load_library wraps the loader's message
+        try:
+            raise OSError("libc10_cuda.so: cannot open shared object file")
+        except OSError as e:
+            raise OSError(f"Could not load this library: {name}/cuda.abi3.so") from e
+
+    assert C.load_peer("flash_mla", wrapped)[1] == ("OSError: Could not load this library: flash_mla/cuda.abi3.so <- "
+                                                   "OSError: libc10_cuda.so: cannot open shared object file")
+
+
+def test_probe_import_runs_the_import_in_a_child() -> None:
+    assert C.probe_import("json") is None
+    err = C.probe_import("no_such_peer_module_xyz")
+    assert err == "import no_such_peer_module_xyz exited with status 1: ModuleNotFoundError: No module named 'no_such_peer_module_xyz'"
+    calls = []
+    assert C.load_peer("json", probe=lambda m: calls.append(m) or "it crashed") == (None, "it crashed") and calls == ["json"]
 
 
 # ----------------------------------------------------------------------------- rows, tables, JSON
@@ -243,3 +260,47 @@ def test_main_exits_with_one_line_without_a_gpu(capsys: pytest.CaptureFixture[st
     assert main(["--family", "engram", "--only", "tokens=3"]) == 2
     assert capsys.readouterr().err.strip() == "peers: --only leaves no shape to run"
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+# ----------------------------------------------------------------------------- the harness end to end (interpreter)
+
+
+def _fake_tile_kernels() -> object:
+    """tile-kernels' engram_hash and MoE gates in torch (their documented math), and a topk_gate that
+    picks the wrong experts: the harness must time the first two and report the third as a mismatch."""
+    from types import SimpleNamespace
+
+    from kernel_templates.moe_routing.reference import reference_topk
+
+    def top2_sum_gate(logits, bias, k, topk_group, n_group, shared, n_shared, scaling, *ranks_and_scoring):
+        w, ids = reference_topk(logits, bias, top_k=k, n_group=n_group, topk_group=topk_group,
+                                scoring=ranks_and_scoring[-1], routed_scaling_factor=scaling, renormalize=True)
+        return ids.long(), w
+
+    return SimpleNamespace(engram=SimpleNamespace(engram_hash=_tile_kernels_hash),
+                           moe=SimpleNamespace(top2_sum_gate=top2_sum_gate,
+                                               topk_gate=lambda s, k: torch.argsort(s, dim=1)[:, :k]))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter smoke test of the harness")
+def test_harness_checks_times_and_reports_on_the_interpreter() -> None:
+    from peers_runs import Ctx, run_engram, run_moe_routing
+
+    ctx = Ctx(peers={"tile_kernels": _fake_tile_kernels()}, errors={"tile_kernels": None}, rounds=1, reps=1,
+              breakdown=False, device="cpu")
+    res = run_engram({"tokens": 3}, ctx)
+    c = res["candidates"]
+    assert {n: v["status"] for n, v in c.items()} == {"ours engram_hash": "ok", "tk engram_hash": "ok",
+                                                       "torch n-grams + tk engram_hash": "ok"}
+    assert [r["ratio"] is not None for r in res["rows"]] == [True, True] and res["timing"] == "graph replay"
+    res = run_moe_routing({"profile": "dsv41-flash", "tokens": 2}, ctx)
+    st = {n: v["status"] for n, v in res["candidates"].items()}
+    assert st == {"ours routing": "ok", "ours top-k only": "ok", "tk top2_sum_gate": "ok",
+                  "tk topk_gate (scores given)": "mismatch"}
+    assert "differ from the reference" in res["candidates"]["tk topk_gate (scores given)"]["error"]
+    assert len(res["rows"]) == 3 and res["rows"][2]["ratio"] is None
+    gone = Ctx(peers={"tile_kernels": None}, errors={"tile_kernels": "OSError: libcudart.so.13: cannot open"},
+               rounds=1, reps=1, breakdown=False, device="cpu")
+    rows = run_engram({"tokens": 1}, gone)["rows"]
+    assert {r["peer_status"] for r in rows} == {"unavailable"}
+    assert rows[0]["peer_error"] == "tile_kernels: OSError: libcudart.so.13: cannot open"

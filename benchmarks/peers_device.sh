@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The peers of benchmarks/peers.py on a GPU machine without network access. The wheels (~98 MB) travel
+# in two parts, each under a 64 MiB transfer with the tree: a/ TileLang + TileKernels (52.4 MB), b/ the rest
+# (45.1 MB); both install into one folder, /tmp/site, which the second step finds on the same machine.
+#
+#   bash benchmarks/peers_device.sh fetch            # here, with network: the wheels into .whl-peers/a and b
+#   bash benchmarks/peers_device.sh install .whl-peers/a                      # GPU machine, first call
+#   bash benchmarks/peers_device.sh install .whl-peers/b && \
+#     bash benchmarks/peers_device.sh run --quick                             # same machine, second call
+#
+# `run` puts /tmp/site and the tree on PYTHONPATH, checks that DeepGEMM's extension loads and rebuilds it
+# with its build_ext.py where it does not (it needs DeepGEMM's source: the wheel ships no csrc/; DG_SRC
+# names a source tree of the wheel's version), then runs benchmarks/peers.py with --out $OUT/peers (OUT
+# defaults to /tmp/out) and the arguments given. Exit status: peers.py's; 2 for a bad subcommand.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+SITE=${PEERS_SITE:-/tmp/site}
+WHEELS=.whl-peers
+
+fetch() {  # run where PyPI is reachable; the versions pyproject.toml's `peers` extra names
+  local plat="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64"
+  plat="$plat --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64"
+  local get="python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $plat"
+  mkdir -p "$WHEELS/a" "$WHEELS/b"
+  $get -d "$WHEELS/a" tilelang==0.1.15 "apache-tvm-ffi>=0.1.11,<0.1.13" tile-kernels==1.0.0 || return 1
+  $get -d "$WHEELS/b" sgl-flash-mla==1.0.0 sgl-deep-gemm==0.2.5 "z3-solver>=4.13.0,<4.15.5" torch-c-dlpack-ext || return 1
+  du -sb "$WHEELS/a" "$WHEELS/b"
+}
+
+install() {  # one part of the wheels into $SITE, next to what an earlier part put there
+  local dir=${1:-}
+  if [ -z "$dir" ] || ! ls "$dir"/*.whl > /dev/null 2>&1; then
+    echo "peers_device.sh install: no wheels in '${dir}' (carry .whl-peers/a or .whl-peers/b)" >&2
+    return 2
+  fi
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$dir"/*.whl
+}
+
+rebuild_deep_gemm() {  # DeepGEMM's prebuilt _C.so is built against a newer torch than the machine's
+  local err
+  err=$(python3 -c "import deep_gemm" 2>&1 | tail -1) && return 0
+  [ -d "$SITE/deep_gemm" ] || return 0  # not installed: peers.py reports it
+  if [ -n "${DG_SRC:-}" ] && [ -f "$DG_SRC/csrc/torch_library_api.cpp" ]; then
+    echo "deep_gemm: rebuilding _C.so against torch $(python3 -c 'import torch; print(torch.__version__)') from $DG_SRC"
+    (cd "$SITE/deep_gemm" && python3 build_ext.py "$DG_SRC" "$SITE/deep_gemm/_C.so") || echo "deep_gemm: rebuild failed" >&2
+  else
+    echo "deep_gemm: does not load ($err); the wheel ships no csrc/ for build_ext.py: set DG_SRC to a DeepGEMM source tree to rebuild" >&2
+  fi
+}
+
+run() {
+  export PYTHONPATH="$SITE:$PWD" PYTHONUNBUFFERED=1
+  rebuild_deep_gemm
+  local out=${OUT:-/tmp/out}
+  mkdir -p "$out/peers"
+  python3 benchmarks/peers.py --out "$out/peers" "$@"
+}
+
+cmd=${1:-}
+shift || true
+case "$cmd" in
+  fetch) fetch ;;
+  install) install "$@" ;;
+  rebuild) export PYTHONPATH="$SITE:$PWD"; rebuild_deep_gemm ;;
+  run) run "$@" ;;
+  *) echo "usage: bash benchmarks/peers_device.sh fetch | install DIR | rebuild | run [peers.py arguments]" >&2; exit 2 ;;
+esac
