@@ -20,18 +20,39 @@ import math
 import os
 import re
 import stat
+import threading
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from tuner.runtime.env import gpu_identity
+from tuner.runtime.folder import Choice, choose
 from tuner.runtime.target import Target
 from tuner.spec import log2_distance
 
-__all__ = ["PackError", "Pack", "Selection", "load_pack", "use_pack", "active_pack", "select",
-           "register_defaults", "register_check", "gpu_identity", "Target", "PACK_SCHEMA", "sha256_file", "manifest_digest",
-           "MANIFEST_SEAL"]
+__all__ = [
+    "MANIFEST_SEAL",
+    "PACK_SCHEMA",
+    "Choice",
+    "Pack",
+    "PackError",
+    "Selection",
+    "Target",
+    "active_pack",
+    "gpu_identity",
+    "load_pack",
+    "manifest_digest",
+    "register_check",
+    "register_defaults",
+    "register_warmup",
+    "select",
+    "sha256_file",
+    "stats",
+    "use_pack",
+    "warmup",
+]
 
 log = logging.getLogger("tuner.runtime")
 
@@ -57,6 +78,9 @@ class Selection:
 def register_defaults(kernel: str, fn: Callable[[dict[str, Any], Target], dict[str, Any]]) -> None:
     """Kernel templates register their default-config heuristic ((workload dict, target) -> config)."""
     _DEFAULTS[kernel] = fn
+    with _NO_PACK.lock:  # selections cached with an earlier heuristic are stale
+        for key in [k for k in _NO_PACK.cache if k[0] == kernel]:
+            del _NO_PACK.cache[key]
 
 
 def register_check(kernel: str, fn: Callable[[dict[str, Any]], None]) -> None:
@@ -256,49 +280,111 @@ def _table_key(table: _KernelTable, workload: Mapping[str, Any]) -> tuple:
     return tuple(str(workload[a]) for a in table.categorical) + tuple(float(workload[a]) for a in table.numeric)
 
 
+class _Tally:
+    """Selections cached and counted, safe from many threads: one lock around the cache writes,
+    the counters and the one-time warnings (a lookup itself runs outside it)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.cache: dict[tuple, Selection] = {}
+        self.counters: dict[str, Counter] = {}
+        self.cold: Counter = Counter()
+        self.warned: set[str] = set()
+
+    def remember(self, key: tuple, sel: Selection, kernel: str, workload: Mapping[str, Any], owner: str) -> Selection:
+        """Cache ``sel`` (the first one cached for ``key`` wins); a selection first made while a
+        CUDA graph is being captured is counted ``cold`` and warned about once per kernel."""
+        capturing = _capturing()
+        with self.lock:
+            sel = self.cache.setdefault(key, sel)
+            if capturing:
+                self.cold[kernel] += 1
+        if capturing:
+            self.warn_once(f"{kernel} cold", f"{owner}: {kernel} at {dict(workload)} was first selected inside a CUDA "
+                                             "graph capture; a kernel not compiled before compiles during the capture. "
+                                             "Call tuner.runtime.warmup(...) (or run the step once) before capturing.")
+        return sel
+
+    def count(self, kernel: str, how: str) -> None:
+        with self.lock:
+            c = self.counters.get(kernel)
+            if c is None:
+                c = self.counters[kernel] = Counter()
+            c[how] += 1
+
+    def warn_once(self, key: str, msg: str) -> None:
+        with self.lock:
+            if key in self.warned:
+                return
+            self.warned.add(key)
+        log.warning(msg)
+
+    def stats(self) -> dict[str, dict[str, int]]:
+        with self.lock:
+            return {k: {h: c[h] for h in ("exact", "nearest", "default")} for k, c in self.counters.items()}
+
+
+def _capturing() -> bool:
+    """A CUDA graph is being captured on this thread's current stream (no CUDA initialised: no)."""
+    import torch
+
+    return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
+
+
 @dataclass
 class Pack:
-    """A loaded, verified kernel pack."""
+    """A loaded, verified kernel pack. Its ``select`` is safe from many threads."""
 
     path: Path
     manifest: dict[str, Any]
     tables: dict[str, _KernelTable]
     usable: bool = True
     """False when the pack was made on another GPU: every select falls back to defaults."""
-    counters: dict[str, Counter] = field(default_factory=dict)
-    _cache: dict[tuple, Selection] = field(default_factory=dict, repr=False)
-    _warned: set = field(default_factory=set, repr=False)
+    chosen: Choice | None = None
+    """Where the pack came from a folder of packs: which one and why (None: loaded by its own path)."""
+    _tally: _Tally = field(default_factory=_Tally, repr=False)
 
     @property
     def name(self) -> str:
         return self.manifest.get("name", self.path.name)
+
+    @property
+    def counters(self) -> dict[str, Counter]:
+        """Per kernel, a Counter of how its selections were found (``stats()`` is the copy to read)."""
+        return self._tally.counters
 
     def __repr__(self) -> str:
         n = sum(len(t.entries) for t in self.tables.values())
         return (f"Pack({self.name!r}, {str(self.path)!r}, {n} entries over {len(self.tables)} kernels, "
                 f"{'usable' if self.usable else 'made for another GPU: defaults'})")
 
-    def select(self, kernel: str, workload: Mapping[str, Any], target: Target | None = None) -> Selection:
+    def select(self, kernel: str, workload: Mapping[str, Any], target: Target | None = None, *,
+               count: bool = True) -> Selection:
         """The config for ``kernel`` at ``workload`` (a dict of axis -> value) on ``target``
-        (None: the device at hand), whose defaults fill what the pack lacks. Cached."""
+        (None: the device at hand), whose defaults fill what the pack lacks: the entry for this
+        workload, else the nearest tuned one (same categorical axes), else the default. Never
+        tunes, never raises for a shape outside the pack's grid; cached (host-side shapes only,
+        no device sync) and counted (``stats()``) unless ``count`` is False."""
         target = target or Target.of()
         key = (kernel, tuple(workload.items()), target)
-        sel = self._cache.get(key)
+        sel = self._tally.cache.get(key)
         if sel is None:
-            sel = self._lookup(kernel, workload, target)
-            check = _CHECKS.get(kernel)
-            if check is not None and sel.how != "default":
-                try:
-                    check(dict(sel.config))
-                except (ValueError, TypeError) as e:  # a pack's config its launcher refuses
-                    self._warn_once(f"{kernel} check", f"pack {self.name!r}: a {kernel} config is refused by its "
-                                                       f"launcher ({e}); using defaults there")
-                    sel = _default(kernel, workload, target)
-            self._cache[key] = sel
-        c = self.counters.get(kernel)
-        if c is None:
-            c = self.counters[kernel] = Counter()
-        c[sel.how] += 1
+            sel = self._tally.remember(key, self._resolve(kernel, workload, target), kernel, workload,
+                                       f"pack {self.name!r}")
+        if count:
+            self._tally.count(kernel, sel.how)
+        return sel
+
+    def _resolve(self, kernel: str, workload: Mapping[str, Any], target: Target) -> Selection:
+        sel = self._lookup(kernel, workload, target)
+        check = _CHECKS.get(kernel)
+        if check is not None and sel.how != "default":
+            try:
+                check(dict(sel.config))
+            except (ValueError, TypeError) as e:  # a pack's config its launcher refuses
+                self._warn_once(f"{kernel} check", f"pack {self.name!r}: a {kernel} config is refused by its "
+                                                   f"launcher ({e}); using defaults there")
+                sel = _default(kernel, workload, target)
         return sel
 
     def entry(self, kernel: str, workload: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -325,7 +411,7 @@ class Pack:
             self._warn_once(kernel, f"workload {dict(workload)} does not name the axes of {kernel!r} "
                                     f"({', '.join(table.categorical + table.numeric)}); using defaults")
             return _default(kernel, workload, target)
-        ckey, nkey = key[:len(table.categorical)], key[len(table.categorical):]
+        ckey = key[:len(table.categorical)]
         hit = table.exact.get(key)
         if hit is not None:
             return Selection(dict(hit["config"]), "exact", hit["workload"])
@@ -344,43 +430,96 @@ class Pack:
         return Selection(dict(best["config"]), "nearest", best["workload"])
 
     def _warn_once(self, key: str, msg: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            log.warning(msg)
+        self._tally.warn_once(key, msg)
 
     def stats(self) -> dict[str, dict[str, int]]:
         """Per-kernel counts of exact / nearest / default selections so far."""
-        return {k: {h: c[h] for h in ("exact", "nearest", "default")} for k, c in self.counters.items()}
+        return self._tally.stats()
+
+    def cold(self) -> dict[str, int]:
+        """Per kernel, the selections first made inside a CUDA graph capture (none after a warmup)."""
+        with self._tally.lock:
+            return dict(self._tally.cold)
 
 
-def load_pack(path: str | os.PathLike, *, allow_other_gpu: bool = False) -> Pack:
-    """Load and verify a pack folder; raise ``PackError`` if it cannot be trusted.
+MAX_PACKS = 64
+"""Packs a folder of packs may hold."""
+
+
+def load_pack(path: str | os.PathLike, *, allow_other_gpu: bool = False, gpu: Mapping[str, Any] | None = None
+              ) -> Pack:
+    """Load and verify a pack, or the pack of a folder of packs that serves this GPU; raise
+    ``PackError`` if it cannot be trusted.
 
     A pack made on another GPU loads, warns once, and selects defaults (unless
     ``allow_other_gpu`` and the compute capability matches). Other software versions on
     the same GPU are used with one warning suggesting ``tune revalidate``.
+
+    A folder of packs (subfolders each holding a pack: ``packs/`` with ``nvidia-h200/``,
+    ``nvidia-h100/``) gives the pack made on this GPU, else the nearest by compute capability
+    with one warning (``folder.choose``; its configs run where the compute capability is the
+    same, else defaults). Every pack's manifest is verified before one is chosen; the chosen
+    pack says which and why (``Pack.chosen``, ``stats()``). ``gpu``: the GPU to choose and
+    grade for, as ``gpu_identity()``'s fields (None: this process's).
     """
     try:
-        return _load_pack(Path(path), allow_other_gpu)
+        return _load(Path(path), allow_other_gpu, dict(gpu) if gpu is not None else gpu_identity())
     except PackError:
         raise
     except Exception as e:  # noqa: BLE001 - whatever a crafted pack trips, the caller gets one PackError
         raise PackError(f"{path}: cannot load the pack ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})") from None
 
 
-def _load_pack(root: Path, allow_other_gpu: bool) -> Pack:
+def _load(root: Path, allow_other_gpu: bool, here: dict[str, Any]) -> Pack:
+    if (root / "manifest.json").exists() or (root / "manifest.json").is_symlink() or not root.is_dir():
+        pack = _load_pack(root)
+        msg = _grade(pack, allow_other_gpu, here)
+        if msg:
+            log.warning(msg)
+        return pack
+    packs = _folder_manifests(root)
+    choice = choose(packs, here)
+    pack = _load_pack(root / choice.name)
+    pack.chosen = choice
+    _grade(pack, choice.runs_configs, here)  # one warning below says it all
+    if choice.how != "gpu":
+        log.warning("%s: %s", root, choice.reason)
+    else:
+        log.info("%s: %s", root, choice.reason)
+    return pack
+
+
+def _folder_manifests(root: Path) -> dict[str, dict[str, Any]]:
+    """Subfolder name -> verified manifest of each pack in the folder of packs ``root``."""
+    try:
+        subs = sorted(os.scandir(root), key=lambda d: d.name)
+    except OSError as e:
+        raise PackError(f"{root}: cannot list the folder ({e.strerror})") from None
+    found: dict[str, dict[str, Any]] = {}
+    for d in subs:
+        if not (Path(d.path) / "manifest.json").exists() and not (Path(d.path) / "manifest.json").is_symlink():
+            continue  # not a pack (a README, an unrelated folder)
+        if d.is_symlink() or not d.is_dir(follow_symlinks=False):
+            raise PackError(f"{root}: {d.name!r} is a symbolic link (a folder of packs holds its own packs only)")
+        if len(found) == MAX_PACKS:
+            raise PackError(f"{root}: more than {MAX_PACKS} packs")
+        found[d.name] = _manifest(Path(d.path))
+    if not found:
+        raise PackError(f"{root}: no manifest.json (not a kernel pack, nor a folder of packs)")
+    return found
+
+
+def _manifest(root: Path) -> dict[str, Any]:
+    """The pack's manifest, checked: a JSON object of our schema, sealed by ``manifest.sha256``
+    where the pack has one."""
     mpath = root / "manifest.json"
     if not mpath.is_file() and not mpath.is_symlink():
-        raise PackError(f"{root}: no manifest.json (not a kernel pack)")
+        raise PackError(f"{root}: no manifest.json (not a kernel pack, nor a folder of packs)")
     manifest = _read_json(mpath, MAX_MANIFEST_BYTES)
     if not isinstance(manifest, dict):
         raise PackError(f"{mpath}: manifest is not a JSON object")
     if manifest.get("schema") != PACK_SCHEMA:
         raise PackError(f"{mpath}: pack schema {manifest.get('schema')!r} is not supported (want {PACK_SCHEMA})")
-    files = manifest.get("files")
-    kernels = manifest.get("kernels")
-    if not isinstance(files, dict) or not isinstance(kernels, dict):
-        raise PackError(f"{mpath}: manifest lacks 'files' or 'kernels'")
     if not isinstance(manifest.get("fingerprint") or {}, dict):
         raise PackError(f"{mpath}: manifest's 'fingerprint' is not a JSON object")
     seal = root / MANIFEST_SEAL
@@ -390,6 +529,16 @@ def _load_pack(root: Path, allow_other_gpu: bool) -> Pack:
     else:
         log.warning("pack %s has no %s: its manifest is not covered by a checksum (export it again)", root,
                     MANIFEST_SEAL)
+    return manifest
+
+
+def _load_pack(root: Path) -> Pack:
+    manifest = _manifest(root)
+    mpath = root / "manifest.json"
+    files = manifest.get("files")
+    kernels = manifest.get("kernels")
+    if not isinstance(files, dict) or not isinstance(kernels, dict):
+        raise PackError(f"{mpath}: manifest lacks 'files' or 'kernels'")
     blobs: dict[str, bytes] = {}
     for name, digest in files.items():
         if not isinstance(name, str) or Path(name).name != name or name in ("manifest.json", MANIFEST_SEAL) \
@@ -425,64 +574,97 @@ def _load_pack(root: Path, allow_other_gpu: bool) -> Pack:
         exact = {tuple(str(e["workload"][a]) for a in cat) + tuple(float(e["workload"][a]) for a in num): e
                  for e in entries}
         tables[kernel] = _KernelTable(cat, num, exact, entries)
-    pack = Pack(root, manifest, tables)
-    _grade(pack, allow_other_gpu)
-    return pack
+    return Pack(root, manifest, tables)
 
 
-def _grade(pack: Pack, allow_other_gpu: bool) -> None:
+def _grade(pack: Pack, allow_other_gpu: bool, here: Mapping[str, Any]) -> str | None:
+    """Mark ``pack`` unusable where it was made on another GPU (unless ``allow_other_gpu`` and
+    the compute capability is the same); the warning to log, if any."""
     made = pack.manifest.get("fingerprint", {}) or {}
-    here = gpu_identity()
-    if made.get("gpu") == here["gpu"]:
+    if made.get("gpu") == here.get("gpu"):
         changed = [k for k in ("driver", "cuda", "torch", "triton") if made.get(k) != here.get(k)]
         if changed:
-            log.warning("pack %r was tuned with other %s; using it. Run `tune revalidate` to re-check it here.",
-                        pack.name, "/".join(changed))
-        return
+            return (f"pack {pack.name!r} was tuned with other {'/'.join(changed)}; using it. Run `tune revalidate` "
+                    "to re-check it here.")
+        return None
     if allow_other_gpu and made.get("cc") and made.get("cc") == here.get("cc"):
-        log.warning("pack %r was tuned on %s, this is %s (same arch); using it as allowed.",
-                    pack.name, made.get("gpu"), here["gpu"])
-        return
+        return f"pack {pack.name!r} was tuned on {made.get('gpu')}, this is {here.get('gpu')} (same arch); using it as allowed."
     pack.usable = False
-    log.warning("pack %r was tuned on %s, this is %s; using default configs.",
-                pack.name, made.get("gpu", "an unknown GPU"), here["gpu"])
+    return (f"pack {pack.name!r} was tuned on {made.get('gpu', 'an unknown GPU')}, this is {here.get('gpu')}; using "
+            "default configs.")
 
 
 _ACTIVE: Pack | None = None
 _ACTIVE_FROM_ENV = False
+_ACTIVE_LOCK = threading.Lock()
+_NO_PACK = _Tally()
+"""Selections made with no pack active: the defaults, cached and counted as a pack's are."""
 
 
 def use_pack(pack: str | os.PathLike | Pack | None) -> Pack | None:
-    """Make ``pack`` (a path or a loaded Pack) the one kernel calls use; None clears it."""
+    """Make ``pack`` (a pack's path, a folder of packs, a loaded Pack) the one kernel calls use;
+    None clears it."""
     global _ACTIVE, _ACTIVE_FROM_ENV
     if not isinstance(pack, (str, os.PathLike, Pack, type(None))):
         raise TypeError(f"use_pack takes a pack folder's path, a loaded Pack or None, not {type(pack).__name__}")
-    _ACTIVE = load_pack(pack) if isinstance(pack, (str, os.PathLike)) else pack
-    _ACTIVE_FROM_ENV = True  # an explicit choice overrides TUNER_PACK
-    return _ACTIVE
+    loaded = load_pack(pack) if isinstance(pack, (str, os.PathLike)) else pack
+    with _ACTIVE_LOCK:
+        _ACTIVE = loaded
+        _ACTIVE_FROM_ENV = True  # an explicit choice overrides TUNER_PACK
+    return loaded
 
 
 def active_pack() -> Pack | None:
-    """The pack in use: set by ``use_pack``, else loaded once from ``TUNER_PACK``.
+    """The pack in use: set by ``use_pack``, else loaded once from ``TUNER_PACK`` (a pack or a
+    folder of packs), by whichever thread asks first while the others wait for it.
 
     A bad ``TUNER_PACK`` logs one warning and leaves no pack active (defaults run).
     """
     global _ACTIVE, _ACTIVE_FROM_ENV
     if not _ACTIVE_FROM_ENV:
-        _ACTIVE_FROM_ENV = True
-        env = os.environ.get("TUNER_PACK")
-        if env:
-            try:
-                _ACTIVE = load_pack(env)
-            except Exception as e:  # noqa: BLE001 - a server runs on with defaults, whatever the pack is
-                log.warning("TUNER_PACK ignored: %s", e)
+        with _ACTIVE_LOCK:
+            if not _ACTIVE_FROM_ENV:
+                loaded, env = None, os.environ.get("TUNER_PACK")
+                if env:
+                    try:
+                        loaded = load_pack(env)
+                    except Exception as e:  # noqa: BLE001 - a server runs on with defaults, whatever the pack is
+                        log.warning("TUNER_PACK ignored: %s", e)
+                _ACTIVE, _ACTIVE_FROM_ENV = loaded, True
     return _ACTIVE
 
 
-def select(kernel: str, workload: Mapping[str, Any], target: Target | None = None) -> Selection:
+def select(kernel: str, workload: Mapping[str, Any], target: Target | None = None, *, count: bool = True
+           ) -> Selection:
     """Select through the active pack, or the kernel's default for ``target`` (None: the
-    device at hand) when none is active."""
+    device at hand) when none is active; cached and counted either way (``stats()``)."""
+    pack = _ACTIVE if _ACTIVE_FROM_ENV else active_pack()
+    if pack is not None:
+        return pack.select(kernel, workload, target, count=count)
+    target = target or Target.of()
+    key = (kernel, tuple(workload.items()), target)
+    sel = _NO_PACK.cache.get(key)
+    if sel is None:
+        sel = _NO_PACK.remember(key, _default(kernel, workload, target), kernel, workload, "no pack")
+    if count:
+        _NO_PACK.count(kernel, sel.how)
+    return sel
+
+
+def stats() -> dict[str, Any]:
+    """What runs: the active pack (``pack``: its name, ``path``, ``usable``, and where it came
+    from a folder of packs, ``chosen``: why that one) and, per kernel, how many selections were
+    exact / nearest / default (``kernels``) and first made inside a CUDA graph capture
+    (``cold``). With no pack active, the defaults' counts."""
     pack = _ACTIVE if _ACTIVE_FROM_ENV else active_pack()
     if pack is None:
-        return _default(kernel, workload, target)
-    return pack.select(kernel, workload, target)
+        with _NO_PACK.lock:
+            cold = dict(_NO_PACK.cold)
+        return {"pack": None, "path": None, "usable": False, "chosen": "no pack active: default configs",
+                "kernels": _NO_PACK.stats(), "cold": cold}
+    return {"pack": pack.name, "path": str(pack.path), "usable": pack.usable,
+            "chosen": pack.chosen.reason if pack.chosen else f"loaded from {pack.path}",
+            "kernels": pack.stats(), "cold": pack.cold()}
+
+
+from tuner.runtime.warm import register_warmup, warmup

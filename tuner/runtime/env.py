@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import platform
+import threading
 from typing import Any
 
 
@@ -10,6 +11,7 @@ INTERPRETER_GPU = "cpu-interpreter"
 """The GPU name of results measured through the interpreter (correct, not timed meaningfully)."""
 
 _COUNTERS: dict[tuple, Any] = {}
+_COUNTERS_LOCK = threading.Lock()
 
 
 def stream_counters(owner: str, device: Any, n: int) -> Any:
@@ -24,7 +26,10 @@ def stream_counters(owner: str, device: Any, n: int) -> Any:
     key = (owner, device, torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0)
     buf = _COUNTERS.get(key)
     if buf is None:
-        buf = _COUNTERS[key] = torch.zeros(n, dtype=torch.int32, device=device)
+        with _COUNTERS_LOCK:  # two threads on one stream must share one buffer, not make two
+            buf = _COUNTERS.get(key)
+            if buf is None:
+                buf = _COUNTERS[key] = torch.zeros(n, dtype=torch.int32, device=device)
     if buf.numel() != n:
         raise ValueError(f"{owner}: counters of {buf.numel()} ints here, {n} asked for (one size per owner)")
     return buf
