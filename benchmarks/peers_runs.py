@@ -189,9 +189,11 @@ def run_sparse_mqa(shape: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
     def ours_call() -> Any:
         return M.launch(config=cfg, **inputs)
 
-    def check_scoring() -> None:
+    def check_scoring() -> None:  # the logits, and the exact top-k of them (-1 past a short row)
         lg = ours_scoring()[1][:VERIFY_SEQS]
-        M.verify((M.topk_of_logits(lg, k), lg), (ref_idx, ref_logits), sub_l)
+        idx = M.topk_of_logits(lg, k)
+        idx = torch.cat([idx, idx.new_full((*idx.shape[:-1], k - idx.shape[-1]), -1)], dim=-1)
+        M.verify((idx, lg), (ref_idx, ref_logits), sub_l)
 
     cands = {"ours scoring": Cand(ours_scoring, check_scoring, extra={"config_from": how}),
              "ours scoring + top-k": Cand(ours_call, lambda: M.verify(ours_call()[:VERIFY_SEQS], ref_idx, sub),

@@ -304,3 +304,159 @@ def test_harness_checks_times_and_reports_on_the_interpreter() -> None:
     rows = run_engram({"tokens": 1}, gone)["rows"]
     assert {r["peer_status"] for r in rows} == {"unavailable"}
     assert rows[0]["peer_error"] == "tile_kernels: OSError: libcudart.so.13: cannot open"
+
+
+def _fake_mhc_peers(monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
+    """tile-kernels' mHC entry points (and DeepGEMM's prenorm GEMM) in torch, at the module paths the
+    harness imports them from."""
+    from types import ModuleType, SimpleNamespace
+
+    from kernel_templates.mhc.reference import coeffs_from_mix
+
+    def coeffs(mix, scale, base, eps, iters, X):
+        pre, post, comb = coeffs_from_mix(mix.double(), scale, base, eps, iters)
+        return (pre[:, :, None] * X.double()).sum(1).to(torch.bfloat16), post.float(), comb.float()
+
+    def big_fuse(residual, fn, scale, base, rms_eps, mhc_pre_eps, mhc_sinkhorn_eps, mhc_post_mult_value,
+                 sinkhorn_repeat, n_splits=16):
+        X = residual[0]
+        x = X.float().flatten(1)
+        h, post, comb = coeffs((x @ fn.t()) * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + rms_eps), scale, base,
+                               rms_eps, sinkhorn_repeat, X)
+        return post[None, :, :, None], comb[None], h[None]
+
+    def mhc_pre(residual, fn, scale, base, *, norm_eps, post_mult_value, pre_eps, sinkhorn_eps, sinkhorn_repeat):
+        post, comb, h = big_fuse(residual, fn, scale, base, norm_eps, pre_eps, sinkhorn_eps, post_mult_value,
+                                 sinkhorn_repeat)
+        return h, (post, comb)
+
+    def post_fwd(x, residual, post, comb):
+        return (post * x[:, :, None, :].float() + torch.einsum("stij,stid->stjd", comb, residual.float())).to(torch.bfloat16)
+
+    def fused_rest(D, rms_eps, pre_eps, sinkhorn_eps, post_mult, iters, n_splits, mhc_mult):
+        def run(d, sq, scale, base, X, post, comb, h):
+            mix = d.sum(0) * torch.rsqrt(sq.sum(0)[:, None] / (4 * D) + rms_eps)
+            hh, p, c = coeffs(mix, scale, base, rms_eps, iters, X)
+            h.copy_(hh), post.copy_(p), comb.copy_(c.reshape(-1, 16))
+        return run
+
+    def prenorm_gemm(a, b, d, sq, n):
+        d.zero_(), sq.zero_()
+        d[0], sq[0] = a.float() @ b.t(), a.float().pow(2).sum(-1)
+
+    mods = {"tile_kernels": {}, "tile_kernels.mhc": {}, "tile_kernels.mhc.post_kernel": {"mhc_post_fwd": post_fwd},
+            "tile_kernels.mhc.pre_big_fuse_kernel": {"_mhc_pre_big_fuse": fused_rest}, "tile_kernels.modeling": {},
+            "tile_kernels.modeling.mhc": {}, "tile_kernels.modeling.mhc.ops": {},
+            "tile_kernels.modeling.mhc.ops.pre_big_fuse": {"mhc_pre_big_fuse": big_fuse},
+            "tile_kernels.modeling.mhc.functional": {"mhc_pre": mhc_pre}}
+    for name, attrs in mods.items():
+        m = ModuleType(name)
+        m.__dict__.update(attrs)
+        monkeypatch.setitem(sys.modules, name, m)
+    return sys.modules["tile_kernels"], SimpleNamespace(tf32_hc_prenorm_gemm=prenorm_gemm)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter smoke test of the harness")
+def test_mhc_peers_checked_against_our_reference_on_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    from peers_runs import Ctx, run_mhc
+
+    tk, dg = _fake_mhc_peers(monkeypatch)
+    ctx = Ctx(peers={"tile_kernels": tk, "deep_gemm": dg}, errors={"tile_kernels": None, "deep_gemm": None}, rounds=1,
+              reps=1, breakdown=False, device="cpu")
+    for op, peers in (("pre", {"tk fused pre", "tk pre (4 kernels)", "deepgemm gemm + tk fused pre"}),
+                      ("post", {"tk post"}), ("seam", {"tk post + tk fused pre", "tk post + deepgemm gemm + tk fused pre"})):
+        res = run_mhc({"op": op, "dim": 64, "tokens": 2}, ctx)
+        assert {n: v["status"] for n, v in res["candidates"].items()} == {f"ours {op}": "ok", **dict.fromkeys(peers, "ok")}
+        assert {r["peer"] for r in res["rows"]} == peers and all(r["ratio"] for r in res["rows"])
+
+
+def _fake_flash_mla() -> object:
+    """FlashMLA's decode entry points in torch, reading the layouts the harness builds (``peers_layouts``):
+    dense (FP8 with per-tensor descales, or bf16) over paged entries, sparse V4 with the extra cache and
+    the sink; it returns (out, lse) as FlashMLA does (the sink already applied in sparse mode only)."""
+    from types import SimpleNamespace
+
+    def attend(q, ent, tau):  # q [H, d], ent [n, d] -> out [H, 512], lse [H]
+        logits = tau * q @ ent.t()
+        return torch.softmax(logits, -1) @ ent[:, :512], torch.logsumexp(logits, -1)
+
+    def call(q, k_cache, block_table, lens, d_v, sched, softmax_scale, is_fp8_kvcache, indices=None, attn_sink=None,
+             extra_k_cache=None, extra_indices_in_kvcache=None, use_legacy=False, kv_format=None, descale_q=None,
+             descale_k=None):
+        assert use_legacy and d_v == 512
+        B, _, H, _ = q.shape
+        outs, lses = [], []
+        for b in range(B):
+            if indices is None:
+                qb = q[b, 0].float() * (descale_q if is_fp8_kvcache else 1.0)
+                K = k_cache.float() * (descale_k if is_fp8_kvcache else 1.0)
+                ent = K[block_table[b].long()].reshape(-1, K.shape[-1])[:int(lens[b])]
+            else:
+                assert kv_format == "V4"
+                qb = q[b, 0].float()
+                glob, win = L.unpack_v4(k_cache).reshape(-1, 512), L.unpack_v4(extra_k_cache).reshape(-1, 512)
+                i, j = indices[b, 0].long(), extra_indices_in_kvcache[b, 0].long()
+                ent = torch.cat([glob[i[i >= 0]], win[j[j >= 0]]])
+            o, lse = attend(qb, ent, softmax_scale)
+            if attn_sink is not None:
+                o = o * torch.sigmoid(lse - attn_sink)[:, None]
+            outs.append(o)
+            lses.append(lse)
+        return torch.stack(outs)[:, None].to(torch.bfloat16), torch.stack(lses)[:, :, None]
+
+    return SimpleNamespace(get_mla_metadata=lambda: (SimpleNamespace(tile_scheduler_metadata=None, num_splits=None), None),
+                           get_mla_decoding_metadata=lambda *a, **k: (torch.zeros(1), torch.zeros(1)),
+                           flash_mla_with_kvcache=call)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter smoke test of the harness")
+def test_attention_peers_see_our_problem_on_the_interpreter() -> None:
+    from peers_runs import Ctx, run_attention
+
+    ctx = Ctx(peers={"flash_mla": _fake_flash_mla()}, errors={"flash_mla": None}, rounds=1, reps=1, breakdown=False,
+              device="cpu")
+    res = run_attention({"heads": 16, "mode": "sparse", "context": 256, "batch": 2}, ctx)
+    c = res["candidates"]
+    assert {n: v["status"] for n, v in c.items()} == {"ours nvfp4": "ok", "ours fp8": "ok", "flashmla sparse v4": "ok"}
+    assert c["flashmla sparse v4"]["kv_bytes"] == 584 and c["flashmla sparse v4"]["kv_conversion_max_err"] < 1e-3
+    res = run_attention({"heads": 16, "mode": "dense", "context": 256, "batch": 2}, ctx)
+    c = res["candidates"]
+    assert {n: v["status"] for n, v in c.items()} == {"ours nvfp4": "ok", "ours fp8": "ok", "ours bf16": "ok",
+                                                     "flashmla dense fp8": "ok", "flashmla dense bf16": "ok"}
+    assert len(res["rows"]) == 4 and all(r["ratio"] for r in res["rows"])
+
+
+def _fake_deep_gemm() -> object:
+    """DeepGEMM's paged MQA logits in torch over its fused cache; past each query's visible keys it
+    writes garbage (the kernel leaves those entries unwritten), which the harness must mask."""
+    from types import SimpleNamespace
+
+    def logits(q, fused, weights, lens, block_table, meta, max_len):
+        keys, scales = L.split_deepgemm_fused_kv(fused)
+        B, n, H, D = q.shape
+        out = torch.full((B * n, max_len), 7.0)
+        for b in range(B):
+            k = keys[block_table[b].long()].float().reshape(-1, D)[:max_len]
+            s = scales[block_table[b].long()].reshape(-1)[:max_len]
+            dots = torch.relu(torch.einsum("thd,nd->thn", q[b].float(), k))
+            val = (dots * weights.view(B, n, H)[b][..., None]).sum(1) * s
+            for t in range(n):
+                vis = int(lens[b, t])
+                out[b * n + t, :vis] = val[t, :vis]
+        return out
+
+    return SimpleNamespace(get_num_sms=lambda: 4, get_paged_mqa_logits_metadata=lambda lens, page, sms: torch.zeros(sms + 1, 2),
+                           fp8_fp4_paged_mqa_logits=logits)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter smoke test of the harness")
+def test_sparse_mqa_peer_logits_masked_and_checked_on_the_interpreter() -> None:
+    from peers_runs import Ctx, run_sparse_mqa
+
+    ctx = Ctx(peers={"deep_gemm": _fake_deep_gemm()}, errors={"deep_gemm": None}, rounds=1, reps=1, breakdown=False,
+              device="cpu")
+    res = run_sparse_mqa({"profile": "dsv32", "next_n": 1, "context": 256, "batch": 2}, ctx)
+    assert {n: v["status"] for n, v in res["candidates"].items()} == dict.fromkeys(
+        ("ours scoring", "ours scoring + top-k", "deepgemm logits", "deepgemm logits + torch.topk", "deepgemm metadata"), "ok")
+    assert [(r["peer"], r["ours"]) for r in res["rows"]] == [("deepgemm logits", "ours scoring"),
+                                                            ("deepgemm logits + torch.topk", "ours scoring + top-k")]
