@@ -102,7 +102,8 @@ class Coordinator:
 
     @contextlib.contextmanager
     def tx(self) -> Iterator[Session]:
-        """One short write transaction, committed on leaving (rolled back on an error)."""
+        """One short write transaction, committed on leaving (rolled back on an error); reads
+        that change nothing go through ``store.session()``."""
         with self.Session() as s, s.begin():
             yield s
 
@@ -128,7 +129,7 @@ class Coordinator:
 
     def campaign(self, campaign_id: int | None = None) -> Campaign:
         """The campaign ``campaign_id``, else the newest one not replaced."""
-        with self.Session() as s:
+        with self.store.session() as s:
             q = select(Campaign)
             q = q.where(Campaign.id == campaign_id) if campaign_id is not None else \
                 q.where(Campaign.status != "replaced").order_by(Campaign.id.desc()).limit(1)
@@ -153,7 +154,7 @@ class Coordinator:
         host = host or socket.gethostname()
         if not self.sqlite:
             return
-        with self.Session() as s:
+        with self.store.session() as s:
             others = {h.split("/")[0] for h in self._live_workers(s, c, db_now(s))} - {host}
         if others:
             raise ScaleoutError(f"{self.store.shown_url} is a SQLite file: campaign {c.id} runs on "
@@ -167,7 +168,7 @@ class Coordinator:
             return s.scalar(select(func.count()).select_from(Claim).where(
                 Claim.campaign_id == c.id, Claim.environment_id == env.id)) or 0
 
-        with self.Session() as s:
+        with self.store.session() as s:
             if n := count(s):
                 return n
         items = camp.plan(self.store, grids, c.states)[: c.settings.get("limit")]
@@ -183,7 +184,7 @@ class Coordinator:
                     s.get(Campaign, c.id).status = "open"  # another GPU joined a finished campaign
         except IntegrityError:  # (a database without the transaction's lock: the other insert won)
             pass
-        with self.Session() as s:
+        with self.store.session() as s:
             return count(s)
 
     # -- workers -----------------------------------------------------------------------------
@@ -270,7 +271,7 @@ class Coordinator:
     def outstanding(self, c: Campaign, env: Environment) -> tuple[int, int, int, float | None]:
         """Claims of ``env`` pending and held, live workers of ``env`` (at least 1), and the
         seconds left of the campaign's budget (None: no budget)."""
-        with self.Session() as s:
+        with self.store.session() as s:
             now = db_now(s)
             rows = dict(s.execute(select(Claim.status, func.count()).where(
                 Claim.campaign_id == c.id, Claim.environment_id == env.id, Claim.status != "done")
@@ -351,7 +352,7 @@ def work(store: Store, campaign_id: int, *, on_event: Callable[[str, dict[str, A
             if taken is None:
                 if not pending and not held:
                     break
-                time.sleep(min(c.lease_s / 2, 5.0))  # the others' leases may run out: stay to take over
+                time.sleep(min(c.lease_s / 4, 1.0))  # the others' leases may run out: stay to take over
                 continue
             hear("claimed", {"claim": taken})
             k = registry.get(taken.kernel)

@@ -1,0 +1,390 @@
+"""One campaign over several worker processes sharing one database (SQLite, and a real
+PostgreSQL server from conftest's ``pg_server``): claims and leases, a worker killed outright
+mid-trial, Ctrl-C, a second host on SQLite, mixed GPUs, `tune campaign --workers/--status`,
+`tune worker`, and every `--db` command on PostgreSQL.
+
+Workers are forked from this process (imports already paid) and measure through a fake
+worker; a kill is a real SIGKILL. Leases are a second or two.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import multiprocessing as mp
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from conftest import FakeWorker
+from sqlalchemy import select
+
+import tuner.study
+from tuner import scaleout
+from tuner.cli.main import main
+from tuner.store import Campaign, CampaignWorker, Claim, Environment, Run, Trial, TrialStatus, Winner, open_store
+from tuner.study import ensure_environment
+
+FORK = mp.get_context("fork")
+KERNELS = ["moe_routing", "mhc"]  # 5 small workloads
+N_TRIALS = 2
+
+
+class SlowWorker(FakeWorker):
+    """A trial takes a little while. Where ``hang_in`` names a file, the first process to reach
+    its second trial writes its pid there and stays in that trial (to be killed or interrupted)."""
+
+    hang_in: Path | None = None
+    calls = 0
+
+    def evaluate(self, kernel, workload, config, seed):
+        SlowWorker.calls += 1
+        if SlowWorker.hang_in is not None and SlowWorker.calls == 2:
+            try:
+                fd = os.open(SlowWorker.hang_in, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                pass
+            else:
+                os.write(fd, str(os.getpid()).encode())
+                os.close(fd)
+                time.sleep(120)
+        time.sleep(0.02)
+        return super().evaluate(kernel, workload, config, seed)
+
+
+@pytest.fixture
+def slow(monkeypatch):
+    monkeypatch.setattr(tuner.study, "Worker", SlowWorker)
+    monkeypatch.setattr(SlowWorker, "hang_in", None)
+    monkeypatch.setattr(SlowWorker, "calls", 0)
+    return SlowWorker
+
+
+def _campaign(db: str, kernels=KERNELS, lease_s: float = 1.0) -> int:
+    store = open_store(db)
+    c = scaleout.Coordinator(store).create(kernels, ["missing", "stale", "current"],
+                                           {"n_trials": N_TRIALS, "patience": 100,
+                                            "tuner": {"rounds": 1, "finalists": 2}}, lease_s=lease_s)
+    store.engine.dispose()  # nothing of this process's pool reaches the forked workers
+    return c.id
+
+
+def _workers(db: str, cid: int, n: int, target=None) -> list:
+    procs = [FORK.Process(target=target or scaleout.worker_main, args=(db, cid, "")) for _ in range(n)]
+    for p in procs:
+        p.start()
+    return procs
+
+
+def _wait_for(path: Path, timeout: float = 60) -> int:
+    end = time.monotonic() + timeout
+    while not (path.exists() and path.read_text()):
+        assert time.monotonic() < end, "no worker reached its second trial"
+        time.sleep(0.02)
+    return int(path.read_text())
+
+
+def _held_by(store, pid: int) -> tuple[int, int]:
+    """(worker id, claim id) of the worker process ``pid`` and the claim it holds."""
+    with store.session() as s:
+        w = s.scalar(select(CampaignWorker).where(CampaignWorker.pid == pid))
+        c = s.scalar(select(Claim).where(Claim.worker_id == w.id, Claim.status == "claimed"))
+    return w.id, c.id
+
+
+def _join(procs, timeout: float = 90) -> list[int]:
+    for p in procs:
+        p.join(timeout)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    return [p.exitcode for p in procs]
+
+
+def _optuna_agrees(store) -> int:
+    """Every trial we recorded is Optuna's trial of that number in the matching state (and
+    value); Optuna's other trials are configs told again (a value we measured) or failed.
+    Returns the number of failed Optuna trials no row of ours stands for (killed mid-trial)."""
+    import optuna
+    from optuna.trial import TrialState
+
+    storage = store.optuna_storage()
+    with store.session() as s:
+        ours = s.scalars(select(Trial).where(Trial.phase == "search")).all()
+    unmatched_fail = 0
+    for summary in optuna.get_all_study_summaries(storage):
+        kernel, wkey = summary.study_name.split("|")[:2]
+        mine = {t.optuna_number: t for t in ours if (t.kernel, t.workload_key) == (kernel, wkey)}
+        values = {t.median_us for t in mine.values() if t.status == TrialStatus.ok}
+        trials = {t.number: t for t in optuna.load_study(study_name=summary.study_name, storage=storage).trials}
+        assert set(mine) <= set(trials), f"{summary.study_name}: trials of ours Optuna does not hold"
+        for number, t in trials.items():
+            assert t.state != TrialState.RUNNING, f"{summary.study_name} #{number} left running"
+            if number in mine:
+                want = {TrialStatus.ok: TrialState.COMPLETE, TrialStatus.pruned: TrialState.PRUNED}.get(
+                    mine[number].status, TrialState.FAIL)
+                assert t.state == want and (t.value == mine[number].median_us or want != TrialState.COMPLETE)
+            elif t.state == TrialState.COMPLETE:
+                assert t.value in values  # a config measured before, told again
+            elif t.state == TrialState.FAIL:
+                unmatched_fail += 1
+    return unmatched_fail
+
+
+def _check_finished(db: str, cid: int, n_claims: int) -> dict:
+    """Every workload done once with one winner; no trial lost or recorded twice; Optuna
+    agrees. Returns the claims by id."""
+    store = open_store(db)
+    with store.session() as s:
+        claims = {c.id: c for c in s.scalars(select(Claim).where(Claim.campaign_id == cid)).all()}
+        winners = s.scalars(select(Winner)).all()
+        search = s.scalars(select(Trial).where(Trial.phase == "search")).all()
+    assert len(claims) == n_claims and {c.status for c in claims.values()} == {"done"}
+    keys = sorted((c.kernel, c.workload_key) for c in claims.values())
+    assert sorted((w.kernel, w.workload_key) for w in winners) == keys  # exactly one winner each
+    seen: dict[tuple, int] = {}
+    for t in search:
+        seen[(t.kernel, t.workload_key, t.config_key)] = seen.get((t.kernel, t.workload_key, t.config_key), 0) + 1
+    assert max(seen.values()) == 1, "a config recorded twice"
+    for c in claims.values():
+        measured = [t for t in search if (t.kernel, t.workload_key) == (c.kernel, c.workload_key)
+                    and t.status != TrialStatus.pruned]
+        assert len(measured) == N_TRIALS == c.outcome["evaluated"], (c.workload_key, len(measured), c.outcome)
+    return claims
+
+
+@pytest.mark.parametrize("backend,n", [("sqlite", 2), ("postgresql", 4)])
+def test_a_worker_killed_mid_trial_loses_nothing_and_its_workload_is_finished_by_another(
+        backend, n, tmp_path, slow, request):
+    db = str(tmp_path / "r.db") if backend == "sqlite" else request.getfixturevalue("pg_db")
+    cid = _campaign(db)
+    slow.hang_in = tmp_path / "hang"
+    procs = _workers(db, cid, n)
+    pid = _wait_for(slow.hang_in)
+    store = open_store(db)
+    wid, claim_id = _held_by(store, pid)
+    os.kill(pid, signal.SIGKILL)
+    codes = _join(procs)
+    assert sorted(codes) == [-signal.SIGKILL] + [0] * (n - 1)
+    claims = _check_finished(db, cid, 5)
+    taken = claims[claim_id]
+    assert taken.worker_id != wid and taken.attempts == 2  # finished by another worker
+    with store.session() as s:
+        assert s.get(CampaignWorker, wid).status == "lost"
+        assert {w.status for w in s.scalars(select(CampaignWorker)).all() if w.id != wid} == {"done"}
+        assert s.get(Campaign, cid).status == "done"
+        runs = s.scalars(select(Run)).all()
+        assert sorted(r.status for r in runs).count("interrupted") == 1
+        assert all(r.status == "done" for r in runs if r.settings.get("pid") != pid)
+        dead = {r.id for r in runs if r.settings.get("pid") == pid}
+        kept = s.scalars(select(Trial).where(Trial.run_id.in_(dead), Trial.phase == "search",
+                                             Trial.status == TrialStatus.ok)).all()
+    # the trial it finished before the kill is one of the workload's N_TRIALS (checked above)
+    assert [t.workload_key for t in kept] == [taken.workload_key]
+    assert _optuna_agrees(store) == 1  # the trial it was measuring, failed: no row of ours
+
+
+def test_ctrl_c_gives_the_claim_back_at_once_and_the_next_worker_goes_on(tmp_path, slow):
+    db = str(tmp_path / "r.db")
+    cid = _campaign(db, kernels=["moe_routing"], lease_s=30.0)  # only the release frees it within the test
+    slow.hang_in = tmp_path / "hang"
+    (p,) = _workers(db, cid, 1)
+    pid = _wait_for(slow.hang_in)
+    store = open_store(db)
+    wid, claim_id = _held_by(store, pid)
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGINT)
+    assert _join([p], 20) == [130] and time.monotonic() - t0 < 10
+    with store.session() as s:
+        c = s.get(Claim, claim_id)
+        assert (c.status, c.worker_id, c.lease_until) == ("pending", None, None)
+        assert s.get(CampaignWorker, wid).status == "interrupted"
+        assert [r.status for r in s.scalars(select(Run)).all()] == ["interrupted"]
+    slow.hang_in = None
+    assert _join(_workers(db, cid, 1)) == [0]
+    claims = _check_finished(db, cid, 2)
+    assert claims[claim_id].attempts == 2
+    assert _optuna_agrees(store) == 1
+
+
+def test_sigterm_is_ctrl_c(tmp_path, slow):
+    db = str(tmp_path / "r.db")
+    cid = _campaign(db, kernels=["moe_routing"], lease_s=30.0)
+    slow.hang_in = tmp_path / "hang"
+    (p,) = _workers(db, cid, 1)
+    pid = _wait_for(slow.hang_in)
+    os.kill(pid, signal.SIGTERM)
+    assert _join([p], 20) == [130]
+    with open_store(db).session() as s:
+        assert {c.status for c in s.scalars(select(Claim)).all()} == {"pending"}
+
+
+def _as_other_gpu(db: str, cid: int, device: str) -> None:
+    """A worker whose GPU is another (its fingerprint says an H100)."""
+    import tuner.device
+
+    real = tuner.device.gpu_identity()
+    tuner.device.gpu_identity = lambda: {**real, "gpu": "NVIDIA H100 80GB HBM3", "cc": "9.0", "sms": 132}
+    scaleout.worker_main(db, cid, device)
+
+
+def test_mixed_gpus_each_plan_their_own_workloads_and_record_trials_under_their_own_environment(tmp_path, slow):
+    db = str(tmp_path / "r.db")
+    cid = _campaign(db, kernels=["moe_routing"])
+    procs = _workers(db, cid, 1) + _workers(db, cid, 1, target=_as_other_gpu)
+    assert _join(procs) == [0, 0]
+    store = open_store(db)
+    with store.session() as s:
+        gpu = dict(s.execute(select(Environment.id, Environment.gpu)).all())
+        claims = s.scalars(select(Claim)).all()
+        workers = {w.id: w for w in s.scalars(select(CampaignWorker)).all()}
+        runs = s.scalars(select(Run)).all()
+        trials = s.scalars(select(Trial)).all()
+        winners = s.scalars(select(Winner)).all()
+    assert sorted(gpu.values()) == ["NVIDIA H100 80GB HBM3", "cpu-interpreter"]
+    assert sorted(gpu[c.environment_id] for c in claims) == ["NVIDIA H100 80GB HBM3"] * 2 + ["cpu-interpreter"] * 2
+    assert all(workers[c.worker_id].environment_id == c.environment_id for c in claims)
+    env_of_run = {r.id: r.environment_id for r in runs}
+    by_pid = {w.pid: w.environment_id for w in workers.values()}
+    assert all(env_of_run[r.id] == by_pid[r.settings["pid"]] for r in runs)
+    assert {env_of_run[t.run_id] for t in trials} == set(gpu)
+    assert sorted(gpu[w.environment_id] for w in winners) == sorted(gpu[c.environment_id] for c in claims)
+
+
+def test_a_second_host_on_sqlite_is_refused_with_one_line(tmp_path, capsys):
+    db = str(tmp_path / "r.db")
+    cid = _campaign(db)
+    store = open_store(db)
+    env = ensure_environment(store)
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    with store.session() as s:
+        s.add(CampaignWorker(campaign_id=cid, host="gpu-host-7", pid=1, device="0", gpu="NVIDIA H200",
+                             environment_id=env.id, status="running", started=now, heartbeat=now))
+        s.commit()
+    assert main(["worker", "--db", db]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "SQLite" in err and "gpu-host-7" in err and "PostgreSQL" in err
+    with pytest.raises(scaleout.ScaleoutError):
+        scaleout.Coordinator(store).join(scaleout.Coordinator(store).campaign(), env, "")
+    # a new campaign while that one has a live worker: refused too
+    assert main(["campaign", "--workers", "1", "--db", db]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"campaign {cid} is running" in err and "tune worker" in err
+
+
+def test_a_second_host_joins_on_postgresql(pg_db):
+    cid = _campaign(pg_db)
+    store = open_store(pg_db)
+    coord = scaleout.Coordinator(store)
+    c = coord.campaign(cid)
+    coord.join(c, ensure_environment(store), "")
+    coord.check_host(c, "gpu-host-7")  # no refusal: PostgreSQL's locks hold across hosts
+
+
+def test_cli_workers_status_and_worker(tmp_path, monkeypatch, capsys, slow):
+    monkeypatch.setattr(scaleout, "START_METHOD", "fork")
+    db = str(tmp_path / "r.db")
+    assert main(["campaign", "--workers", "2", "--kernel", "moe-routing", "--trials", "2", "--lease", "2s",
+                 "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "campaign 1 on 2 workers on the interpreter" in out and "2 workloads (2 missing)" in out
+    assert "[2/2] moe_routing" in out and "tune worker --db" in out
+    assert main(["campaign", "--status", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert "campaign 1: done" in out and out.count("cpu-interpreter") >= 3 and "moe_routing" in out
+    assert main(["worker", "--db", db]) == 0
+    assert "nothing is left" in capsys.readouterr().out
+    # a second campaign of current entries (search further) joined by `tune worker`
+    store = open_store(db)
+    cid = scaleout.Coordinator(store).create(["moe_routing"], ["current"], {"n_trials": 1, "patience": 5},
+                                             lease_s=2.0).id
+    store.engine.dispose()
+    assert main(["worker", "--workers", "1", "--db", db]) == 0
+    assert f"joining campaign {cid}" in capsys.readouterr().out
+    with open_store(db).session() as s:
+        assert [c.status for c in s.scalars(select(Claim).where(Claim.campaign_id == cid))] == ["done"] * 2
+    from tuner.dashboard.report import build_report
+
+    page = build_report(open_store(db))
+    assert f"Campaign {cid}" in page and "moe_routing" in page
+    for args, needle in ((["campaign", "--workers", "0"], "at least 1"), (["campaign", "--workers", "some"], "--workers"),
+                         (["campaign", "--workers", "2", "--lease", "soon"], "bad duration"),
+                         (["worker", "--campaign", "99"], "no campaign 99")):
+        assert main([*args, "--db", db]) == 2
+        err = capsys.readouterr().err.strip()
+        assert needle in err and len(err.splitlines()) == 1, err
+    assert main(["worker", "--db", str(tmp_path / "new.db")]) == 2
+    assert "tune campaign --workers" in capsys.readouterr().err
+
+
+def test_every_db_command_on_postgresql(pg_db, monkeypatch, capsys, tmp_path, slow):
+    import tuner.revalidate
+
+    monkeypatch.setattr(scaleout, "START_METHOD", "fork")
+    monkeypatch.setattr(tuner.revalidate, "Worker", FakeWorker)
+    assert main(["moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "2", "--db", pg_db]) == 0
+    assert main(["campaign", "--workers", "2", "--kernel", "mhc", "--trials", "1", "--limit", "2", "--lease", "2s",
+                 "--db", pg_db]) == 0
+    assert main(["show", "moe-routing", "--db", pg_db]) == 0
+    assert "tokens" in capsys.readouterr().out
+    assert main(["export", "--out", str(tmp_path / "pack"), "--db", pg_db]) == 0
+    assert main(["verify-pack", str(tmp_path / "pack")]) == 0
+    assert main(["revalidate", "--db", pg_db]) == 0
+    assert main(["regressions", "--db", pg_db]) == 0
+    assert main(["dashboard", "--out", str(tmp_path / "d.html"), "--db", pg_db]) == 0
+    assert main(["campaign", "--status", "--db", pg_db]) == 0
+    assert "campaign 1: done" in capsys.readouterr().out
+    assert "Campaign 1" in (tmp_path / "d.html").read_text()
+
+
+def test_budget_spent_leaves_the_rest_pending_and_a_new_campaign_replaces_it(tmp_path, monkeypatch, capsys, slow):
+    monkeypatch.setattr(scaleout, "START_METHOD", "fork")
+    db = str(tmp_path / "r.db")
+    assert main(["campaign", "--workers", "1", "--kernel", "moe-routing", "--kernel", "mhc", "--trials", "2",
+                 "--budget", "1s", "--lease", "2s", "--db", db]) == 0
+    out = capsys.readouterr().out
+    with open_store(db).session() as s:
+        left = s.scalars(select(Claim).where(Claim.status != "done")).all()
+        assert {c.status for c in left} <= {"pending"}
+        assert ("budget spent" in out) == bool(left) and s.get(Campaign, 1).status == ("open" if left else "done")
+    assert main(["campaign", "--workers", "1", "--kernel", "moe-routing", "--trials", "2", "--lease", "2s",
+                 "--db", db]) == 0
+    with open_store(db).session() as s:
+        assert s.get(Campaign, 1).status == ("replaced" if left else "done")
+        assert s.get(Campaign, 2).status == "done"
+
+
+def test_schema_0004_adds_the_campaign_tables_and_keeps_every_row(tmp_path, monkeypatch):
+    import sqlite3
+
+    from sqlalchemy import create_engine, inspect
+
+    from tuner import registry
+    from tuner.store import Store
+    from tuner.store.db import _sqlite_pragmas, current_revision, head_revision, upgrade
+    from tuner.study import Settings, Tuner
+
+    db = tmp_path / "old.db"
+    engine = create_engine(f"sqlite:///{db}")
+    _sqlite_pragmas(engine)
+    upgrade(engine, "0003")  # a database of the schema before campaigns, with a tuned workload in it
+    monkeypatch.setattr(tuner.study, "Worker", FakeWorker)
+    k = registry.get("moe_routing")
+    Tuner(Store(f"sqlite:///{db}", engine), k, Settings.quick(n_trials=2)).run(list(k.small_workloads)[:1])
+    engine.dispose()
+
+    def counts() -> dict[str, int]:
+        con = sqlite3.connect(db)
+        names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        out = {n: con.execute(f'SELECT COUNT(*) FROM "{n}"').fetchone()[0] for n in names}
+        con.close()
+        return out
+
+    before = counts()
+    assert current_revision(create_engine(f"sqlite:///{db}")) == "0003" and "tuner_claims" not in before
+    store = open_store(str(db))
+    assert current_revision(store.engine) == head_revision()
+    assert {"tuner_campaigns", "tuner_workers", "tuner_claims"} <= set(inspect(store.engine).get_table_names())
+    after = counts()
+    assert before["tuner_trials"] > 0 and before["trials"] > 0 and before["tuner_winners"] == 1
+    assert {n: after[n] for n in before} == before
