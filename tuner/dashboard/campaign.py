@@ -21,9 +21,9 @@ def section(v: Any) -> str:
     budget = "" if v.budget_left_s is None else (
         f" · budget left {v.budget_left_s / 60:.0f} min" if v.budget_left_s > 0 else " · budget spent")
     out = [f'<section id="campaign"><h3>Campaign {int(v.id)} <span class="note">({_esc(v.status)})</span></h3>',
-           f'<p class="note">started {_esc(f"{v.created:%Y-%m-%d %H:%M}")} UTC on {_esc(v.host)} · '
-           f'{_esc(", ".join(v.kernels))} · {_esc(", ".join(v.states))} · {_esc(v.settings.get("n_trials"))} trials'
-           f' · lease {_esc(f"{v.lease_s:g}")} s{_esc(budget)}</p>']
+           (f'<p class="note">started {_esc(f"{v.created:%Y-%m-%d %H:%M}")} UTC on {_esc(v.host)} · '
+            f'{_esc(", ".join(v.kernels))} · {_esc(", ".join(v.states))} · {_esc(v.settings.get("n_trials"))} trials'
+            f' · lease {_esc(f"{v.lease_s:g}")} s{_esc(budget)}</p>')]
     if v.workers:
         out.append('<table class="workers"><tr><th>worker</th><th>host</th><th>GPU</th><th>state</th>'
                    "<th>workload</th><th>last heartbeat</th></tr>")
