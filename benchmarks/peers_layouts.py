@@ -121,7 +121,7 @@ def pack_v4(latent: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tens
 def unpack_v4(cache: torch.Tensor) -> torch.Tensor:
     """``pack_v4``'s inverse: ``[pages, PAGE, 512]`` fp32, exactly the values the V4 format holds."""
     P, page = cache.shape[:2]
-    flat = torch.as_strided(cache, (P, page * V4_BYTES), (cache.stride(0), 1))
+    flat = torch.as_strided(cache.view(torch.uint8), (P, page * V4_BYTES), (cache.stride(0), 1))
     body = flat[:, :page * (V4_NOPE + 2 * V4_ROPE)].reshape(P, page, V4_NOPE + 2 * V4_ROPE)
     codes = body[..., :V4_NOPE].contiguous().view(torch.float8_e4m3fn).float().view(P, page, V4_TILES, V4_TILE)
     rope = body[..., V4_NOPE:].contiguous().view(torch.bfloat16).float()

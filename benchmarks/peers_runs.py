@@ -331,6 +331,7 @@ def _flashmla_sparse_v4(fm: Any, inp: dict[str, Any], tau: float) -> tuple[Calla
     window = dequantize_fp8_ue8m0(inp["swa_kv"], inp["swa_scales"])
     extra, extra_idx = L.window_as_extra_cache(window, page)
     err = max(err, L.max_abs_err(L.unpack_v4(extra).view_as(window), window))
+    cache, extra = cache.view(torch.float8_e4m3fn), extra.view(torch.float8_e4m3fn)  # the dtype FlashMLA's tests pass
     idx = L.physical_indices(inp["topk_idx"], inp["block_table"], page)
     q = inp["q"].unsqueeze(1).contiguous()
     sched = fm.get_mla_metadata()[0]
