@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import DEVICE
 
 import kernel_templates.engram as EN
 import kernel_templates.mhc as MH
@@ -21,8 +22,7 @@ FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
 @pytest.fixture(scope="module")
 def cases() -> dict[str, tuple[tuple, dict]]:
     """Tiny inputs of every op (CPU through the interpreter, or the GPU): name -> (args, kwargs)."""
-    from tests.conftest import DEVICE as dev
-
+    dev = DEVICE
     g = torch.Generator().manual_seed(0)
     mh = MH.make_inputs(MH.Workload("seam", 2, 32), dev, 0)
     sq = SM.make_inputs(SM.Workload(1, 64, 1, "dsv41-flash"), dev, 0)
@@ -196,8 +196,6 @@ def _layer_inputs(layer: TinyLayer, device: str, seed: int = 0):
 
 @pytest.fixture(scope="module")
 def layer():
-    from tests.conftest import DEVICE
-
     return TinyLayer(DEVICE)
 
 
