@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import DEVICE
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -55,7 +56,7 @@ def test_vector_set(quantize, rounding):
     wrong = []
     for g in sorted({v.get("global_scale") for v in VECTORS}, key=lambda g: g or 0):
         vecs = [v for v in VECTORS if v.get("global_scale") == g]
-        codes, scales = quantize(_rows(vecs), g, rounding=rounding)
+        codes, scales = quantize(_rows(vecs).to(DEVICE), g, rounding=rounding)
         for vec, c, s in zip(vecs, F.unpack_e2m1(codes).tolist(), scales[:, 0].tolist()):
             want = vec[rounding]
             if c != want["codes"] or s != want["scale"]:
@@ -143,8 +144,8 @@ def test_both_roundings_match_an_independent_re_implementation(rounding, g):
     assert np.array_equal(scales.reshape(-1).numpy(), want_s)
     assert np.array_equal(F.unpack_e2m1(codes).reshape(-1, 16).numpy(), want_c)
     if g in (None, 3.0):  # the Triton twin, bit for bit
-        c_t, s_t = F.quantize_nvfp4_triton(x, g, rounding=rounding)
-        assert torch.equal(c_t, codes) and torch.equal(s_t, scales)
+        c_t, s_t = F.quantize_nvfp4_triton(x.to(DEVICE), g, rounding=rounding)
+        assert torch.equal(c_t.cpu(), codes) and torch.equal(s_t.cpu(), scales)
 
 
 @pytest.mark.parametrize("rounding", F.ROUNDINGS)
@@ -155,12 +156,12 @@ def test_both_roundings_match_an_independent_re_implementation(rounding, g):
 def test_triton_matches_torch_in_each_rounding(rounding, x, g, mult):
     x = torch.from_numpy(x) * mult
     a = F.quantize_nvfp4(x, g, rounding=rounding)
-    b = F.quantize_nvfp4_triton(x, g, rounding=rounding)
-    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    b = F.quantize_nvfp4_triton(x.to(DEVICE), g, rounding=rounding)
+    assert torch.equal(a[0], b[0].cpu()) and torch.equal(a[1], b[1].cpu())
 
 
 def test_bad_rounding_and_global_scale_are_refused():
-    x = torch.ones(2, 16)
+    x = torch.ones(2, 16, device=DEVICE)
     for q in (F.quantize_nvfp4, F.quantize_nvfp4_triton):
         with pytest.raises(ValueError, match="rounding must be one of"):
             q(x, rounding="nearest")
@@ -213,3 +214,31 @@ def test_share_of_exact_ties_the_engines_move():
     assert 0.02 < r["moved_of_ties"] < 0.08
     assert 1e-4 < r["moved"] < 1e-3
     assert math.isclose(r["moved"], r["moved_of_ties"] * r["ties"], rel_tol=1e-6)
+
+
+@pytest.mark.gpu
+def test_the_engines_approximate_reciprocal_is_the_ieee_one_where_they_use_it():
+    """``rcp.approx.ftz.f32`` (the engines' ``reciprocal_approximate_ftz``) of 6 and of every positive
+    E4M3 scale is the correctly rounded reciprocal: without a global scale the engines' kernel computes
+    exactly what ``rounding="engine"`` does. Also counts where it is not, over random fp32 values."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def rcp_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + i, mask=i < n, other=1.0)
+        y = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                      pack=1)
+        tl.store(y_ptr + i, y, mask=i < n)
+
+    def rcp(x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        rcp_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+        return y
+
+    scales = torch.cat([torch.tensor([6.0]), torch.from_numpy(E4M3_POS[1:])]).to(DEVICE)
+    assert torch.equal(rcp(scales), 1.0 / scales)
+    r = torch.rand(1 << 22, generator=torch.Generator().manual_seed(0)).to(DEVICE) + 1.0  # [1, 2): every binade alike
+    off = (rcp(r) != 1.0 / r).float().mean().item()
+    print(f"rcp.approx.ftz.f32 differs from the IEEE reciprocal on {off:.2%} of fp32 values in [1, 2)")
