@@ -73,7 +73,7 @@ def run_clean(code: str, *args: str, timeout: int = 600) -> Any:
 class FakeWorker:
     """Stands in for the isolated worker: a made-up time per config, no kernel run."""
 
-    def __init__(self, timeout_s: float = 0, reps: int = 0) -> None:
+    def __init__(self, timeout_s: float = 0, reps: int = 0, **options: Any) -> None:
         pass
 
     def __enter__(self):
