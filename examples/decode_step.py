@@ -183,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     checked = CheckingKernels()
     out = decode_step(model, checked)
     stats = pack.stats()
-    ref = decode_step(model, ReferenceKernels())
+    twin = ReferenceKernels(follow=checked.choices)
+    ref = decode_step(model, twin)
     diff = agreement(out, ref)
     bound = END_TO_END_TOL * dims.layers
     n = sum(checked.calls.values())
@@ -193,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     for f in checked.failures:
         print(f"  FAILED {f}")
     print(f"check: final residual vs the reference twin, max |diff| / max |ref| of a sequence {diff:.2e} "
-          f"(bound {bound:.2e}): {'agree' if diff <= bound else 'DISAGREE'}")
+          f"(bound {bound:.2e}): {'agree' if diff <= bound else 'DISAGREE'}; the twin took the tuned step's "
+          f"choice where its own differed: indexer keys {twin.differed['sparse_mqa']} of "
+          f"{twin.compared['sparse_mqa']}, experts {twin.differed['moe_routing']} of {twin.compared['moe_routing']}")
     print(f"pack {pack.name!r} ({'usable here' if pack.usable else 'made on another GPU: defaults'}), one step's "
           "lookups, exact / nearest / default:")
     for kernel, c in sorted(stats.items()):

@@ -42,7 +42,10 @@ def test_tiny_step_agrees_with_its_reference_and_compiles_whole(model):
     assert set(checked.calls) == FAMILIES
     assert checked.calls["nvfp4_attention"] == checked.calls["sparse_mqa"] == TINY.layers
     assert checked.calls["mhc_seam"] == TINY.layers - 1
-    ref = decode_step(model, ReferenceKernels())
+    twin = ReferenceKernels(follow=checked.choices)
+    ref = decode_step(model, twin)
+    assert twin.follow == [] and twin.compared == {"sparse_mqa": TINY.layers * TINY.batch * TINY.idx_topk,
+                                                   "moe_routing": TINY.layers * TINY.batch * TINY.top_k}
     assert out.shape == model.X0.shape and out.dtype == torch.bfloat16
     diff = agreement(out, ref)
     assert 0 < diff <= cli.END_TO_END_TOL * TINY.layers

@@ -16,7 +16,7 @@ from examples.decode.model import MhcParams
 from kernel_templates import engram as eg
 from kernel_templates import mhc, moe_routing, nvfp4_attention, sparse_mqa
 from kernel_templates.engram.reference import reference_hash
-from kernel_templates.moe_routing.reference import MoeRouting
+from kernel_templates.moe_routing.reference import MoeRouting, _scores, reference_align
 from kernel_templates.nvfp4 import quantize_nvfp4
 
 K_FORMAT = "mxfp4"
@@ -90,10 +90,37 @@ class TunerKernels:
 
 class ReferenceKernels:
     """Each family's PyTorch ``reference`` (fp32 / fp64), with outputs stored as the step stores
-    them (bf16 activations and residual): the step's twin."""
+    them (bf16 activations and residual): the step's twin.
+
+    ``follow``: the discrete choices of a tuned step (``CheckingKernels.choices``: each indexer
+    top-k, each token's experts, in call order). A choice the kernels' rounding flips (a key at the
+    top-k boundary, an expert a hair behind another) would make the two steps diverge by a whole
+    expert; where the twin's own choice differs, it takes the tuned one and counts the difference
+    (``differed``: keys or (token, slot) picks, ``compared``: of how many), so what the final
+    residuals compare is the continuous arithmetic. The expert weights stay the twin's own, from
+    its logits."""
 
     name = "reference"
     ops = False
+
+    def __init__(self, follow: list[torch.Tensor] | None = None) -> None:
+        self.follow = list(follow) if follow is not None else None
+        self.differed: dict[str, int] = {"sparse_mqa": 0, "moe_routing": 0}
+        self.compared: dict[str, int] = {"sparse_mqa": 0, "moe_routing": 0}
+
+    def _take(self, family: str, own: torch.Tensor) -> torch.Tensor:
+        """The tuned step's choice where it is followed (counting the rows' elements not in the twin's own)."""
+        if self.follow is None:
+            return own
+        theirs = self.follow.pop(0).to(own.device)
+        if theirs.shape != own.shape:
+            raise ValueError(f"{family}: the followed choice has shape {list(theirs.shape)}, the twin's "
+                             f"{list(own.shape)}: another step's choices")
+        a, b = theirs.reshape(-1, own.shape[-1]), own.reshape(-1, own.shape[-1])
+        inside = (a[:, :, None] == b[:, None, :]).any(-1) | (a < 0)
+        self.differed[family] += int((~inside).sum())
+        self.compared[family] += int((a >= 0).sum())
+        return theirs
 
     def engram_hash(self, tokens, p):
         return reference_hash(tokens, *_hash_args(p), pad_id=p["pad_id"])
@@ -117,15 +144,22 @@ class ReferenceKernels:
         return Xn.to(torch.bfloat16), u.to(torch.bfloat16), post_n, comb_n
 
     def mqa_topk(self, q, weights, k_cache, k_scales, block_table, seq_lens, top_k):
-        return sparse_mqa.reference(q, weights, k_cache, k_scales, block_table, seq_lens, top_k=top_k,
-                                    k_format=K_FORMAT)
+        return self._take("sparse_mqa", sparse_mqa.reference(q, weights, k_cache, k_scales, block_table, seq_lens,
+                                                             top_k=top_k, k_format=K_FORMAT))
 
     def attention(self, q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink, topk_idx):
         return nvfp4_attention.reference(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink,
                                          topk_idx=topk_idx, kv_dtype="nvfp4").to(torch.bfloat16)
 
     def moe_routing(self, logits, bias, routing):
-        return moe_routing.reference(logits, bias, **routing)
+        own = moe_routing.reference(logits, bias, **routing)
+        ids = self._take("moe_routing", own.topk_ids)
+        if ids is own.topk_ids:
+            return own
+        w = _scores(logits, routing["scoring"]).gather(1, ids.long())  # KERNELS.md: weights of the unbiased scores
+        if routing["renormalize"]:
+            w = w / w.sum(-1, keepdim=True)
+        return MoeRouting(w * routing["routed_scaling_factor"], ids, *reference_align(ids, logits.shape[1], 64))
 
 
 class _CheckedLookup:
@@ -144,7 +178,8 @@ class CheckingKernels(TunerKernels):
     """The tuned kernels (plain functions, eager), each call judged against its family's
     ``reference`` on the same inputs by the family's ``verify`` (its tolerance); the Engram hash
     and the NVFP4 quantizer must match exactly. ``failures`` lists what failed, ``calls`` counts
-    the calls judged per family, ``layer`` labels them."""
+    the calls judged per family, ``layer`` labels them; ``choices`` keeps the discrete outputs
+    (indexer top-k, experts) for a ``ReferenceKernels`` twin to follow."""
 
     def __init__(self) -> None:
         super().__init__(ops=False)
@@ -152,6 +187,7 @@ class CheckingKernels(TunerKernels):
         self.ref = ReferenceKernels()
         self.failures: list[str] = []
         self.calls: dict[str, int] = {}
+        self.choices: list[torch.Tensor] = []
         self.layer = 0
 
     def _judge(self, family: str, check: Callable[[], None]) -> None:
@@ -204,6 +240,7 @@ class CheckingKernels(TunerKernels):
         inputs = {"q": q, "weights": weights, "k_cache": k_cache, "k_scales": k_scales, "block_table": block_table,
                       "seq_lens": seq_lens, "top_k": top_k, "k_format": K_FORMAT, "return_logits": False}
         self._judge("sparse_mqa", lambda: sparse_mqa.SPEC.verify(out, sparse_mqa.reference(**inputs), inputs))
+        self.choices.append(out)
         return out
 
     def attention(self, q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink, topk_idx):
@@ -219,4 +256,5 @@ class CheckingKernels(TunerKernels):
         out = super().moe_routing(logits, bias, routing)
         inputs = dict(logits=logits, bias=bias, block_m=64, expert_map=None, **routing)
         self._judge("moe_routing", lambda: moe_routing.SPEC.verify(out, moe_routing.reference(**inputs), inputs))
+        self.choices.append(out.topk_ids)
         return out
