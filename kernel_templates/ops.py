@@ -14,7 +14,7 @@ an op's first call, not here (this module is imported before any of them).
 =========================  ======================================================  ==========================
 op                         arguments (``*``: keyword-only, as in the function)      outputs
 =========================  ======================================================  ==========================
-``moe_routing``            logits, bias?, expert_map?, \\*, top_k, n_group,        topk_weights, topk_ids,
+``moe_routing``            logits, bias?, expert_map?, \\*, top_k, n_group,         topk_weights, topk_ids,
                            topk_group, scoring, routed_scaling_factor,              sorted_token_ids,
                            renormalize, block_m                                     expert_ids,
                                                                                     num_tokens_post_pad
@@ -33,11 +33,11 @@ op                         arguments (``*``: keyword-only, as in the function)  
 =========================  ======================================================  ==========================
 
 PyTorch's custom ops take no keyword-only tensors, so ``expert_map`` and ``topk_idx`` come
-before the ``*`` (pass them by name all the same). ``engram_lookup`` takes the table as its two tensors (``EngramTable.codes`` and ``.scales``:
-two views of one packed ``[rows, 264]`` table, or two tensors ``[rows, 256]`` and ``[rows, 8]``
-contiguous) and its placement: ``hbm`` tables on the rows' device, ``host`` / ``host_thp``
-tables in pinned (or registered) host memory, ``host_split`` values on the host and scales on
-the device. ``mqa_topk_logits`` is ``mqa_topk(..., return_logits=True)``. ``quantize_nvfp4``
+before the ``*`` (pass them by name all the same). ``engram_lookup`` takes the table as its two
+tensors (``EngramTable.codes`` and ``.scales``: two views of one packed ``[rows, 264]`` table, or
+two tensors ``[rows, 256]`` and ``[rows, 8]`` contiguous) and its placement: ``hbm`` tables on
+the rows' device, ``host`` / ``host_thp`` tables in pinned (or registered) host memory,
+``host_split`` values on the host and scales on the device. ``mqa_topk_logits`` is ``mqa_topk(..., return_logits=True)``. ``quantize_nvfp4``
 runs the Triton quantizer where it applies (a power-of-two last dimension, tensors a kernel
 can read) and the PyTorch one otherwise: the two agree bit for bit, in either rounding.
 """
