@@ -37,9 +37,10 @@ before the ``*`` (pass them by name all the same). ``engram_lookup`` takes the t
 tensors (``EngramTable.codes`` and ``.scales``: two views of one packed ``[rows, 264]`` table, or
 two tensors ``[rows, 256]`` and ``[rows, 8]`` contiguous) and its placement: ``hbm`` tables on
 the rows' device, ``host`` / ``host_thp`` tables in pinned (or registered) host memory,
-``host_split`` values on the host and scales on the device. ``mqa_topk_logits`` is ``mqa_topk(..., return_logits=True)``. ``quantize_nvfp4``
-runs the Triton quantizer where it applies (a power-of-two last dimension, tensors a kernel
-can read) and the PyTorch one otherwise: the two agree bit for bit, in either rounding.
+``host_split`` values on the host and scales on the device. ``mqa_topk_logits`` is
+``mqa_topk(..., return_logits=True)``. ``quantize_nvfp4`` runs the Triton quantizer where it
+applies (a power-of-two last dimension, tensors a kernel can read) and the PyTorch one
+otherwise: the two agree bit for bit, in either rounding.
 """
 from __future__ import annotations
 
