@@ -219,6 +219,39 @@ def test_sigterm_is_ctrl_c(tmp_path, slow):
         assert {c.status for c in s.scalars(select(Claim)).all()} == {"pending"}
 
 
+def test_a_lease_run_out_is_taken_over_and_the_lost_workers_runs_are_closed(tmp_path):
+    """A worker on another host stops renewing: the next claim takes its workload over, marks it
+    lost and its run interrupted (its process cannot be looked up from here)."""
+    db = str(tmp_path / "r.db")
+    cid = _campaign(db, kernels=["moe_routing"], lease_s=0.2)
+    store = open_store(db)
+    coord = scaleout.Coordinator(store)
+    c, env = coord.campaign(cid), ensure_environment(store)
+    assert coord.plan(c, env, scaleout.grids_of(c, False)) == 2
+    far = coord.join(c, env, "0")
+    first = coord.claim(c, env, far)
+    near = coord.join(c, env, "")  # (joined before the other is on another host: SQLite refuses those)
+    with store.session() as s:
+        w = s.get(CampaignWorker, far)
+        w.host, w.pid = "gpu-host-7", 4242
+        s.add(Run(kind="tune", kernel="moe_routing", environment_id=env.id, source_hash="x",
+                  settings={"host": "gpu-host-7", "pid": 4242}, status="running"))
+        s.commit()
+    second = coord.claim(c, env, near)
+    assert second.id != first.id and second.taken_from is None  # the first is still leased
+    assert coord.renew(c, near) == 1
+    time.sleep(0.3)
+    coord.renew(c, near)  # the near worker lives on; the far one is silent past its lease
+    again = coord.claim(c, env, near)
+    assert (again.id, again.taken_from, again.attempts) == (first.id, far, 2)
+    assert coord.claim(c, env, near) is None  # the near worker's own claims are renewed, not free
+    with store.session() as s:
+        assert s.get(CampaignWorker, far).status == "lost"
+        assert [r.status for r in s.scalars(select(Run)).all()] == ["interrupted"]
+    assert [w.silent for w in scaleout.view(store, cid).workers] == [False, False]  # lost is not running
+    assert coord.release(near) == 2 and coord.outstanding(c, env)[:2] == (2, 0)
+
+
 def _as_other_gpu(db: str, cid: int, device: str) -> None:
     """A worker whose GPU is another (its fingerprint says an H100)."""
     import tuner.device

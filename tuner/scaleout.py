@@ -368,13 +368,29 @@ def work(store: Store, campaign_id: int, *, on_event: Callable[[str, dict[str, A
         status = "interrupted"
         raise
     finally:
-        beat.stop()
-        if status != "done":
-            with contextlib.suppress(Exception):  # the database itself may be what failed
-                coord.release(wid)
-        with contextlib.suppress(Exception):
-            coord.leave(c, wid, status)
+        with _shielded():
+            beat.stop()
+            if status != "done":
+                with contextlib.suppress(Exception):  # the database itself may be what failed
+                    coord.release(wid)
+            with contextlib.suppress(Exception):
+                coord.leave(c, wid, status)
     return done
+
+
+@contextlib.contextmanager
+def _shielded() -> Iterator[None]:
+    """SIGINT and SIGTERM held off (main thread only): a second Ctrl-C, or the SIGTERM the
+    launcher sends after the terminal's SIGINT, must not cut short giving the claim back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 # -- what a campaign is doing (tune campaign --status, the dashboard) ---------------------------
@@ -492,7 +508,8 @@ def devices(n: int | None) -> list[str]:
     return ids if n is None else ids[:n]
 
 
-def _on_sigterm(_sig, _frame) -> None:
+def on_sigterm(_sig: int, _frame: Any) -> None:
+    """SIGTERM handled as Ctrl-C."""
     raise KeyboardInterrupt
 
 
@@ -507,7 +524,7 @@ def worker_main(url: str, campaign_id: int, device: str, threads: int | None = N
             import torch
 
             torch.set_num_threads(threads)
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGTERM, on_sigterm)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         work(open_store(url), campaign_id)
@@ -531,15 +548,21 @@ def launch(url: str, campaign_id: int, devs: list[str]) -> list[Any]:
     return procs
 
 
-def stop(procs: list[Any], timeout_s: float = 30.0) -> None:
-    """SIGTERM every worker still running (each gives its claim back), then wait for them."""
-    for p in procs:
-        if p.is_alive() and p.pid:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p.pid, signal.SIGTERM)
-    end = time.monotonic() + timeout_s
-    for p in procs:
-        p.join(max(0.0, end - time.monotonic()))
-        if p.is_alive():
-            p.kill()
-            p.join(5)
+def stop(procs: list[Any], grace_s: float = 2.0, timeout_s: float = 30.0) -> None:
+    """After Ctrl-C: the workers have it too where it came from a terminal; those still running
+    after ``grace_s`` get SIGTERM (each gives its claim back), those still running after
+    ``timeout_s`` are killed."""
+    with _shielded():
+        end = time.monotonic() + grace_s
+        for p in procs:
+            p.join(max(0.0, end - time.monotonic()))
+        for p in procs:
+            if p.is_alive() and p.pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGTERM)
+        end = time.monotonic() + timeout_s
+        for p in procs:
+            p.join(max(0.0, end - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join(5)

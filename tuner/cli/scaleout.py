@@ -2,6 +2,7 @@
 processes, the status of a campaign, the closing summary."""
 from __future__ import annotations
 
+import signal
 import time
 from typing import Any
 
@@ -113,12 +114,22 @@ def watch(store: Any, campaign_id: int, devs: list[str], db: str | None) -> int:
     """Start the workers, show their progress from the database until every one has ended,
     print the summary; the exit code (130 when interrupted, 1 when a worker failed)."""
     from tuner import scaleout
-    from tuner.study import Outcome
 
     v = scaleout.view(store, campaign_id)
     seen = {d.claim_id for d in v.done} if v else set()
     store.engine.dispose()  # nothing of this process's connections reaches the workers
     procs = scaleout.launch(store.url, campaign_id, devs)
+    before = signal.signal(signal.SIGTERM, scaleout.on_sigterm)  # a scheduler's SIGTERM: as Ctrl-C
+    try:
+        return _watch(store, campaign_id, devs, db, procs, seen)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _watch(store: Any, campaign_id: int, devs: list[str], db: str | None, procs: list[Any], seen: set[int]) -> int:
+    from tuner import scaleout
+    from tuner.study import Outcome
+
     tty = console.is_terminal
     with Progress(TextColumn("[bold]campaign"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), TextColumn("{task.fields[status]}"), console=console,
