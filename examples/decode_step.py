@@ -68,7 +68,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="torch.compile(fullgraph=True) each layer, kernels as torch.ops.tuner.* (CPU: aot_eager)")
     p.add_argument("--graph", action="store_true", help="time CUDA-graph replays of the whole step (GPU)")
     p.add_argument("--reps", type=_size, default=None, help="timed steps per way (default 50 on a GPU, 1 otherwise)")
-    p.add_argument("--ref-reps", type=_size, default=None, help="timed reference steps (default 3 on a GPU, 1 otherwise)")
+    p.add_argument("--ref-reps", type=_size, default=None,
+                   help="timed reference steps (default 3 on a GPU, 1 otherwise)")
     p.add_argument("--seed", type=int, default=0, help="random weights and caches (default 0)")
     return p.parse_args(argv)
 
@@ -221,8 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     unit = 1e3
     print(f"time per step ({how}; median of {reps}, reference of {ref_reps}): "
           f"pack {times['pack'] * unit:.3f} ms, defaults {times['defaults'] * unit:.3f} ms "
-          f"({times['defaults'] / times['pack']:.2f}x the pack), reference {times['reference'] * unit:.3f} ms "
-          f"({times['reference'] / times['pack']:.1f}x)")
+          f"({times['defaults'] / times['pack']:.2f}x the pack's), reference {times['reference'] * unit:.3f} ms "
+          f"({times['reference'] / times['pack']:.3g}x)")
     model.close()
     return 0 if ok else 1
 

@@ -1,7 +1,7 @@
 """The shapes of the decode step: DeepSeek-V4.1-Flash's (``REAL``) and an interpreter-sized twin (``TINY``).
 
-Where each number of ``REAL`` comes from (KERNELS.md is ../shared/KERNELS.md of the project, the
-profile table and sections 1-6; the family modules hold the same numbers as code):
+Where each number of ``REAL`` comes from (KERNELS.md, the kernel specification: its profile table and
+sections 1-6; the family modules hold the same numbers as code):
 
 - ``hidden`` 5120, 4 mHC streams: KERNELS.md profile ``dsv41-flash`` (mHC n=4, D=5120);
   ``search_spaces/mhc.py`` tunes the seam, pre and post at D = 5120.

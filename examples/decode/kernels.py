@@ -245,7 +245,8 @@ class CheckingKernels(TunerKernels):
 
     def attention(self, q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink, topk_idx):
         out = super().attention(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink, topk_idx)
-        inputs = {"q": q, "kv_codes": kv_codes, "kv_scales": kv_scales, "block_table": block_table, "seq_lens": seq_lens,
+        inputs = {"q": q, "kv_codes": kv_codes, "kv_scales": kv_scales, "block_table": block_table,
+                  "seq_lens": seq_lens,
                       "swa_kv": swa_kv, "swa_scales": swa_scales, "sink": sink, "sm_scale": None, "topk_idx": topk_idx,
                       "kv_dtype": "nvfp4"}
         self._judge("nvfp4_attention",
