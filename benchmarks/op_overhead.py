@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         runtime.use_pack(args.pack)
     gpu = torch.cuda.is_available()
     result: dict[str, Any] = {"gpu": torch.cuda.get_device_name() if gpu else "cpu", "pack": runtime.stats()["pack"],
-                              "chosen": runtime.stats()["chosen"], "rows": _gpu_rows(args.tokens, args.calls) if gpu else []}
+                              "chosen": runtime.stats()["chosen"],
+                              "rows": _gpu_rows(args.tokens, args.calls) if gpu else []}
     result.update(_select_us(args.calls, args.threads), threads=args.threads)
     save_raw(args.out, "op_overhead", result)
     print(f"{result['gpu']}, pack {result['pack']}: {result['chosen']}")

@@ -161,7 +161,8 @@ def test_compute_capability():
         [90, 100, 121, None, None, None, None]
 
 
-_GPUS = st.fixed_dictionaries({"gpu": st.sampled_from(["A", "B", "C", "D"]), "cc": st.sampled_from(["8.0", "9.0", "10.0", ""]),
+_GPUS = st.fixed_dictionaries({"gpu": st.sampled_from(["A", "B", "C", "D"]),
+                               "cc": st.sampled_from(["8.0", "9.0", "10.0", ""]),
                                "sms": st.integers(1, 200), "memory_gb": st.floats(1, 200)})
 
 

@@ -121,8 +121,9 @@ def test_selection_from_8_threads_is_cached_counted_and_warned_once(tmp_path, fa
 
 def _moe_case(T: int, seed: int) -> dict:
     g = torch.Generator().manual_seed(seed)
-    inputs = dict(logits=torch.randn(T, 16, generator=g).to(DEVICE), bias=(0.1 * torch.rand(16, generator=g)).to(DEVICE),
-                  block_m=16, renormalize=True, expert_map=None, **ROUTING)
+    inputs = dict(logits=torch.randn(T, 16, generator=g).to(DEVICE),
+                  bias=(0.1 * torch.rand(16, generator=g)).to(DEVICE), block_m=16, renormalize=True, expert_map=None,
+                  **ROUTING)
     return {"inputs": inputs, "ref": MR.reference(**inputs)}
 
 

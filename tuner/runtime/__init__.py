@@ -588,7 +588,8 @@ def _grade(pack: Pack, allow_other_gpu: bool, here: Mapping[str, Any]) -> str | 
                     "to re-check it here.")
         return None
     if allow_other_gpu and made.get("cc") and made.get("cc") == here.get("cc"):
-        return f"pack {pack.name!r} was tuned on {made.get('gpu')}, this is {here.get('gpu')} (same arch); using it as allowed."
+        return (f"pack {pack.name!r} was tuned on {made.get('gpu')}, this is {here.get('gpu')} (same arch); using it "
+                "as allowed.")
     pack.usable = False
     return (f"pack {pack.name!r} was tuned on {made.get('gpu', 'an unknown GPU')}, this is {here.get('gpu')}; using "
             "default configs.")
