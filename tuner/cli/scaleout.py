@@ -53,7 +53,7 @@ def done_line(i: int, total: int, d: Any) -> str:
     text = o.get("skipped") or (f"{o.get('evaluated')} trials (+{o.get('new')}), best "
                                 + (f"{o['winner_us']:.2f} us" if o.get("winner_us") else "-")
                                 + (f", default {o['default_us']:.2f} us" if o.get("default_us") else ""))
-    again = f", taken over (attempt {d.attempts})" if d.attempts > 1 else ""
+    again = f", attempt {d.attempts}: the first was given back or its worker lost" if d.attempts > 1 else ""
     return f"[{i}/{total}] {d.kernel} {d.workload_key}: {text} ({d.worker}{again})"
 
 
