@@ -7,7 +7,10 @@ from the winners in the database, so a run killed at any point resumes where it 
 Order of work: *missing* entries first (no winner on this GPU), then *stale* ones (a
 winner only under an earlier template source: its old winners are re-timed first, as the
 study always does), then *current* ones where more search is likeliest to pay: fewest
-trials first, then the largest gap to the roofline floor.
+trials first (a predicted entry has one or two), then the largest gap to the roofline floor
+widened by the winner's noise. Missing entries of a family go coarse grid first: the points
+at even positions along every numeric axis, then those between them, whose tuned neighbours
+can then predict them (``Settings.predict``).
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from typing import Any, Callable, Iterable
 from sqlalchemy import func, select
 
 from tuner.registry import Kernel
-from tuner.spec import workload_key
+from tuner.spec import numeric_axes, workload_dict, workload_key
 from tuner.store import Run, Store, Trial, TrialStatus, Winner
 from tuner.study import Outcome, Settings, Tuner, ensure_environment
 
@@ -37,6 +40,10 @@ class Item:
     """Search trials measured for it here under today's source."""
     gap: float = 1.0
     """Winner time over its roofline floor (1.0 where unknown)."""
+    noise: float = 0.0
+    """The winner's noise band (relative)."""
+    coarse: int = 0
+    """0 for a point at even positions along every numeric axis of its family's grid, else 1."""
 
     @property
     def key(self) -> str:
@@ -58,6 +65,7 @@ def plan(store: Store, grids: Iterable[tuple[Kernel, list[Any]]], states: Iterab
                 select(Trial.workload_key, func.count()).join(Run, Trial.run_id == Run.id).where(
                     Trial.kernel == k.name, Trial.phase == "search", Trial.status != TrialStatus.pruned,
                     Run.environment_id == env.id, Run.source_hash == k.source_hash).group_by(Trial.workload_key)).all())
+            fine = _between(workloads)
             for wl in workloads:
                 key = workload_key(wl)
                 mine = [w for w in winners.get(key, ()) if w.source_hash == k.source_hash]
@@ -67,10 +75,26 @@ def plan(store: Store, grids: Iterable[tuple[Kernel, list[Any]]], states: Iterab
                 gap = 1.0
                 if mine and mine[0].floor_us and mine[0].median_us:
                     gap = mine[0].median_us / mine[0].floor_us
-                items.append(Item(k, wl, state, int(counts.get(key, 0)), gap))
+                items.append(Item(k, wl, state, int(counts.get(key, 0)), gap, mine[0].noise if mine else 0.0,
+                                  int(key in fine)))
     rank = {s: i for i, s in enumerate(STATES)}
-    return sorted(items, key=lambda it: (rank[it.state], it.trials if it.state == "current" else 0,
-                                         -it.gap if it.state == "current" else 0))
+    family = {}
+    for it in items:
+        family.setdefault(it.kernel.name, len(family))
+    return sorted(items, key=lambda it: (rank[it.state], family[it.kernel.name] if it.state == "missing" else 0,
+                                         it.coarse if it.state == "missing" else 0,
+                                         it.trials if it.state == "current" else 0,
+                                         -it.gap * (1 + it.noise) if it.state == "current" else 0))
+
+
+def _between(workloads: list[Any]) -> set[str]:
+    """Keys of the workloads at an odd position along some numeric axis (positions among that
+    axis' values in ``workloads``): the points between a coarser grid's."""
+    if not workloads:
+        return set()
+    num = numeric_axes(type(workloads[0]))
+    pos = {a: {v: i for i, v in enumerate(sorted({getattr(w, a) for w in workloads}))} for a in num}
+    return {workload_key(w) for w in workloads if any(pos[a][workload_dict(w)[a]] % 2 for a in num)}
 
 
 def run(store: Store, items: list[Item], settings: Settings, *, budget_s: float | None = None,

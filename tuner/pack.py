@@ -23,6 +23,7 @@ from tuner.spec import numeric_axes, workload_from_dict
 from tuner.store import Environment, Store, Winner
 from tuner.store.models import utcnow
 from tuner.store.db import redact_url
+from tuner.study import predicted_winners
 
 
 class ExportError(Exception):
@@ -94,6 +95,7 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
     env = _pick_environment(store, gpu)
     with store.session() as s:
         rows = s.scalars(select(Winner).where(Winner.environment_id == env.id).order_by(Winner.updated)).all()
+        guessed = predicted_winners(s, rows)
     by_kernel: dict[str, dict[str, Winner]] = {}
     for r in rows:  # newest row per (kernel, workload) wins when the source changed in between
         if kernels and r.kernel not in kernels:
@@ -104,7 +106,9 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
     # config today's space does not run as it is (a value dropped, a knob added) is left out and
     # named in the manifest; its shape is then served like any shape the pack lacks: by the
     # nearest entry, or the default where that entry's default won. Each entry says how it was
-    # obtained: ``tuned`` on today's source, or ``carried`` from an earlier one (stale: re-tune).
+    # obtained: ``tuned`` on today's source, ``predicted`` on it (its neighbours' agreed winner measured
+    # against the default only: a campaign searches it further first), or ``carried`` from an earlier
+    # one (stale: re-tune).
     left_out: dict[str, list[str]] = {}
     configs: dict[tuple[str, str], dict[str, Any]] = {}
     target = of_fingerprint(env.fingerprint or {})
@@ -149,7 +153,8 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
                          "p20_us": w.p20_us,
                          "p80_us": w.p80_us, "default_median_us": w.default_median_us, "floor_us": w.floor_us,
                          "noise": w.noise, "is_default": w.is_default, "source_hash": w.source_hash,
-                         "obtained": "tuned" if w.source_hash == k.source_hash else "carried"}
+                         "obtained": "carried" if w.source_hash != k.source_hash
+                         else "predicted" if w.id in guessed else "tuned"}
                         for key, w in sorted(entries.items())],
         }
         meaningful &= all(w.meaningful for w in entries.values())

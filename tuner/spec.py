@@ -134,6 +134,8 @@ class TrialResult:
     error: str | None = None
     meaningful: bool = True
     """False when timed through the Triton interpreter: correctness is real, time is not."""
+    phases: Mapping[str, float] | None = None
+    """Seconds the trial spent in each phase (``tuner.cost.PHASES``); None where not measured."""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

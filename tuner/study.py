@@ -1,11 +1,15 @@
 """The search driver: one Optuna study per (kernel, workload, environment, source).
 
 Per workload: seed the study with the default config, the fastest configs this workload
-measured under earlier sources of the template, and the winners of tuned neighbours, ask
-the sampler, prune by constraints before compiling, evaluate in the
-isolated worker, record every trial as it finishes, stop on trials / budget / patience,
-then re-time the finalists interleaved and admit a winner only if it beats the default
-by more than the measured noise. A killed run resumes from what it recorded.
+measured under earlier sources of the template, its winners on other GPUs and the winners
+of tuned neighbours, ask the sampler, prune by constraints before compiling, evaluate in the
+isolated worker (the next candidates compiled meanwhile by ``tuner.precompile`` where
+``Settings.ahead``), record every trial as it finishes with where its time went
+(``tuner.cost``), stop on trials / budget / patience (trials without an improvement beyond
+the noise), then re-time the finalists interleaved and admit a winner only if it beats the
+default by more than the measured noise. With ``Settings.predict``, a workload whose nearest
+tuned neighbours' winners agree measures that config and the default only (``predicted``),
+and searches as usual where the prediction fails. A killed run resumes from what it recorded.
 """
 from __future__ import annotations
 
@@ -24,12 +28,14 @@ from sqlalchemy.exc import IntegrityError
 
 from tuner import roofline
 from tuner.device import fingerprint, fingerprint_hash, git_commit
+from tuner.precompile import Precompiler
 from tuner.registry import Kernel
 from tuner.runtime.env import INTERPRETER_GPU
 from tuner.runtime.target import Target
 from tuner.spec import TrialResult, config_key, input_seed, log2_distance, numeric_axes, workload_dict, workload_key
 from tuner.store import Environment, Run, Store, Trial, TrialStatus, Winner
 from tuner.store.models import utcnow
+from tuner.trials import OWNER, TrialLoop
 from tuner.worker import Worker
 
 log = logging.getLogger(__name__)
@@ -53,6 +59,18 @@ class Settings:
     extend: bool = False
     """``n_trials`` counts this run's new trials, not the workload's whole history (a campaign's
     further search of entries that are current)."""
+    ahead: int = 0
+    """Candidates asked of the sampler ahead of the one being measured, each compiled meanwhile
+    by one of as many compile-only processes (``tuner.precompile``); 0: one at a time, nothing
+    compiled ahead. The interpreter compiles nothing, so there it only reorders asking."""
+    cache_dir: str | None = None
+    """Triton's cache folder for the worker and the compile-ahead pool (None: Triton's own)."""
+    precision: float | None = 0.01
+    """A trial's replays stop once its median is known within this fraction (``tuner.timing.settled``);
+    None: every replay. The finalists' re-timing always takes every replay."""
+    predict: int = 0
+    """Where this many nearest tuned neighbours (same categorical axes, today's source) have one
+    winner between them, measure it and the default only (the entry is ``predicted``); 0: never."""
     tries: tuple[tuple[tuple[str, Any], ...], ...] = ()
     """Partial configs, each laid over a workload's best config so far (its default where it
     has none) and measured right after the default (``tune --try``), even past ``n_trials``:
@@ -76,6 +94,9 @@ class Outcome:
     is_default: bool = True
     skipped: str | None = None
     new: int = 0  # of ``evaluated``, those measured in this run
+    obtained: str = "tuned"  # or "predicted": the neighbours' winner measured against the default only
+    seconds: float = 0.0  # wall time of the workload in this run: its trials, the finalists' re-timing, the rest
+    final_s: float = 0.0  # of ``seconds``, the finalists' re-timing
 
 
 def _alive(pid: Any) -> bool:
@@ -104,11 +125,19 @@ def check_sampler(name: str) -> None:
         raise ValueError(f"sampler {name!r} needs the {need!r} package (pip install 'tuner[{name}]')")
 
 
-def make_sampler(name: str, kernel: Kernel, seed: int):
+def make_sampler(name: str, kernel: Kernel, seed: int, ahead: int = 0):
+    """The sampler ``name``; with candidates asked ahead (``Settings.ahead``) TPE treats those
+    still unmeasured as lies at the worst value seen, so it spreads its asks instead of
+    repeating one."""
+    import warnings
+
     import optuna
 
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, multivariate=True)
+        with warnings.catch_warnings():  # constant_liar is marked experimental
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(seed=seed, n_startup_trials=4, multivariate=True,
+                                              constant_liar=ahead > 0)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":
@@ -140,16 +169,19 @@ def ensure_environment(store: Store) -> Environment:
     raise RuntimeError(f"cannot record the environment {h} in {store.shown_url}")
 
 
-OWNER = "tuner_run"
-"""The Optuna trial user attribute naming the run (``tuner_runs.id``) that asked for the trial."""
-
-
-def _tell(study, trial, value: float | None = None, state=None) -> None:
-    """``study.tell`` that survives a trial finished meanwhile by another process."""
-    try:
-        study.tell(trial, value, state=state) if state is not None else study.tell(trial, value)
-    except (ValueError, RuntimeError) as e:
-        log.warning("trial %d of %s was finished elsewhere: %s", trial.number, study.study_name, e)
+def predicted_winners(sess, rows: list[Winner]) -> set[int]:
+    """The ids of the ``rows`` whose winner was predicted (``Settings.predict``): their run
+    lists their workload under ``predicted`` in its settings."""
+    ids = {r.run_id for r in rows}
+    if not ids:
+        return set()
+    runs = dict(sess.execute(select(Run.id, Run.settings).where(Run.id.in_(ids))).all())
+    out = set()
+    for r in rows:
+        guessed = (runs.get(r.run_id) or {}).get("predicted")
+        if isinstance(guessed, list) and r.workload_key in guessed:
+            out.add(r.id)
+    return out
 
 
 class Tuner:
@@ -185,7 +217,9 @@ class Tuner:
         outcomes: list[Outcome] = []
         status = "interrupted"
         try:
-            with Worker(timeout_s=s.trial_timeout_s) as worker:
+            with Worker(timeout_s=s.trial_timeout_s, cache_dir=s.cache_dir, precision=s.precision) as worker, \
+                    Precompiler(self.kernel.name, self.target, processes=s.ahead, cache_dir=s.cache_dir) as ahead:
+                self.ahead = ahead
                 for i, w in enumerate(workloads):
                     share = (deadline - time.monotonic()) / (len(workloads) - i) if deadline != math.inf else math.inf
                     outcomes.append(self._tune_one(w, worker, storage, time.monotonic() + share))
@@ -327,8 +361,13 @@ class Tuner:
         return list(out.values())
 
     def _tune_one(self, workload: Any, worker: Worker, storage, deadline: float) -> Outcome:
+        t0 = time.perf_counter()
+        outcome = self._tune_workload(workload, worker, storage, deadline)
+        outcome.seconds = time.perf_counter() - t0
+        return outcome
+
+    def _tune_workload(self, workload: Any, worker: Worker, storage, deadline: float) -> Outcome:
         import optuna
-        from optuna.trial import TrialState
 
         k, s = self.kernel, self.settings
         wd, wkey = workload_dict(workload), workload_key(workload)
@@ -336,8 +375,8 @@ class Tuner:
         if why:
             log.warning("skipping %s %s: %s", k.name, wkey, why)
             return Outcome(wkey, 0, skipped=why)
-        cost = k.spec.cost(workload)
-        floor = roofline.floor_us(cost[0], cost[1], self.env.gpu)
+        cost_ = k.spec.cost(workload)
+        floor = roofline.floor_us(cost_[0], cost_[1], self.env.gpu)
         seen = self._history(wkey)
         evaluated = sum(t.status != TrialStatus.pruned for t in seen.values())
         if not s.retune and evaluated >= s.n_trials and self._winner(wkey) is not None:
@@ -346,7 +385,7 @@ class Tuner:
         study = optuna.create_study(
             storage=storage, load_if_exists=True, direction="minimize",
             study_name=f"{k.name}|{wkey}|{self.env.fingerprint_hash}|{k.source_hash}",
-            sampler=make_sampler(s.sampler, k, s.seed))
+            sampler=make_sampler(s.sampler, k, s.seed, s.ahead))
         self._fail_stale_trials(study, storage)
         default = k.default_config(workload, self.target)
         earlier = self._earlier_bests(wkey, workload)
@@ -356,68 +395,79 @@ class Tuner:
             log.warning("%s %s: the default config is outside the search space or refused by its constraints, so "
                         "it is not measured and a winner is not compared with it: %s", k.name, wkey, default)
         asked = set()  # the default and the tries: measured even where the trials already reach n_trials
-        neighbours = [c for c in map(lambda c: self._carried(c, workload), self._neighbours(workload)) if c]
-        for i, cfg in enumerate([default, *tried, *earlier, *neighbours]):
-            why = k.refusal(cfg, workload, self.target) if i <= len(tried) else None
-            if why and i > 0:
+        for i, cfg in enumerate([default, *tried]):
+            why = k.refusal(cfg, workload, self.target)
+            if why and i:
                 log.warning("%s %s: --try %s is not measured: %s", k.name, wkey, json.dumps(dict(s.tries[i - 1])), why)
             if k.space.contains(cfg) and config_key(cfg) not in seen:
                 self._enqueue(study, cfg)
-                if i <= len(tried) and why is None:
+                if why is None:
                     asked.add(config_key(cfg))
-        ok_times = [t.median_us for t in seen.values() if t.status == TrialStatus.ok]
-        best = min(ok_times) if ok_times else math.inf
-        since_best, streak = 0, 0
-        base_seed = self._seed(wkey)
-        before = evaluated
+        search = TrialLoop(self, study, workload, wd, wkey, worker, seen, floor, deadline, evaluated, asked)
+        predicted = self._prediction(workload) if (s.predict and not (s.retune or s.extend or s.tries)
+                                                   and evaluated == 0) else None
+        if predicted is not None:  # the neighbours agree: measure their winner (and the default) only
+            if config_key(predicted) not in seen:
+                self._enqueue(study, predicted)
+            search.run(len({config_key(default), config_key(predicted)}))
+            mine = seen.get(config_key(predicted))
+            if mine is not None and mine.status == TrialStatus.ok:
+                outcome = self._finalize(workload, wd, wkey, default, seen, worker, floor, obtained="predicted")
+                outcome.evaluated, outcome.new = search.evaluated, search.evaluated - evaluated
+                return outcome
+            log.warning("%s %s: the neighbours' winner failed here (%s): searching", k.name, wkey,
+                        mine.status.value if mine is not None else "not measured")
+        # warm start: this workload's best under earlier sources, on other GPUs, then its tuned neighbours
+        others = self._other_gpus(wkey, workload)
+        neighbours = [c for c in (self._carried(n, workload) for n in self._neighbours(workload)) if c]
+        for cfg in [*earlier, *others, *neighbours]:
+            if k.space.contains(cfg) and config_key(cfg) not in seen:
+                self._enqueue(study, cfg)
         # The budget bounds the search, not coverage: the first trial (the default, enqueued
         # above) runs even past the deadline, so every workload of the grid gets a measured
         # entry in the pack (a short budget once left 9 of 20 workloads without one).
-        n_trials = max(s.n_trials + (evaluated if s.extend else 0), evaluated + len(asked))  # a re-tune's tries run too
-        while (evaluated < n_trials and (since_best < s.patience or asked - seen.keys())
-               and (time.monotonic() < deadline or evaluated == 0)):
-            trial = study.ask()
-            try:
-                trial.set_user_attr(OWNER, self.run_id)
-                cfg = k.canonical(k.space.suggest(trial), workload, self.target)
-            except optuna.exceptions.UpdateFinishedTrialError:  # failed meanwhile by a run of an older tuner
-                streak += 1
-                continue
-            ck = config_key(cfg)
-            if ck not in seen and (other := self._measured(wkey, ck)) is not None:
-                seen[ck] = other  # measured meanwhile by another run of this study
-            if not k.constraints(cfg, workload, self.target):
-                _tell(study, trial, state=TrialState.PRUNED)
-                if ck not in seen:
-                    seen[ck] = self._record(wkey, wd, cfg, TrialResult("pruned", meaningful=self.meaningful), floor,
-                                            number=trial.number)
-                streak += 1
-            elif ck in seen:  # already measured: tell the sampler again, spend nothing
-                prev = seen[ck]
-                if prev.status == TrialStatus.ok:
-                    _tell(study, trial, prev.median_us)
-                else:
-                    _tell(study, trial, state=TrialState.FAIL)
-                streak += 1
-            else:
-                streak = 0
-                res = worker.evaluate(k.name, wd, cfg, base_seed + evaluated % 2)
-                seen[ck] = self._record(wkey, wd, cfg, res, floor, number=trial.number)
-                if res.status == "ok":
-                    _tell(study, trial, res.median_us)
-                else:
-                    _tell(study, trial, state=TrialState.FAIL)
-                evaluated += 1
-                if res.status == "ok" and res.median_us < best:
-                    best, since_best = res.median_us, 0
-                else:
-                    since_best += 1
-                self.on_event("trial", {"workload": wkey, "config": cfg, "result": res, "best": best})
-            if streak >= max(50, 4 * s.n_trials):  # the sampler keeps proposing what is known or illegal
-                break
+        search.run(max(s.n_trials + (evaluated if s.extend else 0), evaluated + len(asked)))  # a re-tune's tries run too
         outcome = self._finalize(workload, wd, wkey, default, seen, worker, floor)
-        outcome.evaluated, outcome.new = evaluated, evaluated - before
+        outcome.evaluated, outcome.new = search.evaluated, search.evaluated - evaluated
         return outcome
+
+    def _other_gpus(self, wkey: str, workload: Any, limit: int = 2) -> list[dict[str, Any]]:
+        """This workload's winners in other environments (other GPUs, other software), today's
+        source first, then the newest, as this GPU's space runs them (``_carried``)."""
+        with self.store.session() as sess:
+            rows = sess.scalars(select(Winner).where(
+                Winner.kernel == self.kernel.name, Winner.workload_key == wkey,
+                Winner.environment_id != self.env.id)).all()
+        rows = sorted(rows, key=lambda r: (r.source_hash != self.kernel.source_hash, -r.updated.timestamp()))
+        out: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            cfg = self._carried(r.config, workload)
+            if cfg is not None and len(out) < limit:
+                out.setdefault(config_key(cfg), cfg)
+        return list(out.values())
+
+    def _prediction(self, workload: Any) -> dict[str, Any] | None:
+        """The config the ``settings.predict`` nearest tuned neighbours agree on (their winners
+        under today's source, same categorical axes, predicted ones left out, each carried into
+        this workload's space), or None where they are fewer or disagree."""
+        need = self.settings.predict
+        wd, wkey = workload_dict(workload), workload_key(workload)
+        num = numeric_axes(type(workload))
+        with self.store.session() as sess:
+            rows = sess.scalars(select(Winner).where(
+                Winner.kernel == self.kernel.name, Winner.environment_id == self.env.id,
+                Winner.source_hash == self.kernel.source_hash)).all()
+            guessed = predicted_winners(sess, rows)
+        near = sorted(((log2_distance(r.workload, wd, num), r.workload_key, r.config) for r in rows
+                       if r.workload_key != wkey and r.id not in guessed
+                       and all(str(r.workload.get(a)) == str(v) for a, v in wd.items() if a not in num)),
+                      key=lambda x: (x[0], x[1]))[:need]
+        if len(near) < need:
+            return None
+        cfgs = [self._carried(c, workload) for _, _, c in near]
+        if any(c is None for c in cfgs) or len({config_key(c) for c in cfgs}) != 1:
+            return None
+        return cfgs[0]
 
     def _seed(self, wkey: str) -> int:
         """Input seed of a workload, stable across processes (str hash is not)."""
@@ -429,7 +479,7 @@ class Tuner:
                 Winner.kernel == self.kernel.name, Winner.workload_key == wkey,
                 Winner.environment_id == self.env.id, Winner.source_hash == self.kernel.source_hash))
 
-    def _finalize(self, workload, wd, wkey, default, seen, worker: Worker, floor) -> Outcome:
+    def _finalize(self, workload, wd, wkey, default, seen, worker: Worker, floor, obtained: str = "tuned") -> Outcome:
         s = self.settings
         statuses: dict[str, int] = {}
         for t in seen.values():
@@ -444,7 +494,9 @@ class Tuner:
         finalists = [t.config for t in ok[: s.finalists] if t.config_key != dkey]
         if default_ok:
             finalists.append(default)
+        t0 = time.perf_counter()
         rounds = worker.retime(self.kernel.name, wd, finalists, s.rounds, self._seed(wkey)) if len(finalists) > 1 else None
+        final_s = time.perf_counter() - t0
         if rounds is None:  # one finalist, or the re-timing failed: keep the search times
             rounds = [[[seen[config_key(c)].median_us, seen[config_key(c)].p20_us, seen[config_key(c)].p80_us]]
                       for c in finalists]
@@ -469,19 +521,19 @@ class Tuner:
             win_i = best_i if best_i != d_i and meds[best_i] < meds[d_i] * (1 - nz) else d_i
         win_cfg = finalists[win_i]
         self._store_winner(wkey, wd, win_cfg, win_i == d_i, stats[win_i],
-                           meds[d_i] if d_i is not None else None, floor, nz)
+                           meds[d_i] if d_i is not None else None, floor, nz, obtained)
         return Outcome(wkey, 0, statuses, win_cfg, meds[win_i], meds[d_i] if d_i is not None else None,
-                       win_i == d_i)
+                       win_i == d_i, obtained=obtained, final_s=final_s)
 
-    def _store_winner(self, wkey, wd, cfg, is_default, stats, default_med, floor, nz) -> None:
+    def _store_winner(self, wkey, wd, cfg, is_default, stats, default_med, floor, nz, obtained="tuned") -> None:
         for attempt in range(3):  # another run of this study may insert the row first: update it then
             try:
-                return self._put_winner(wkey, wd, cfg, is_default, stats, default_med, floor, nz)
+                return self._put_winner(wkey, wd, cfg, is_default, stats, default_med, floor, nz, obtained)
             except IntegrityError:
                 if attempt == 2:
                     raise
 
-    def _put_winner(self, wkey, wd, cfg, is_default, stats, default_med, floor, nz) -> None:
+    def _put_winner(self, wkey, wd, cfg, is_default, stats, default_med, floor, nz, obtained="tuned") -> None:
         with self.store.session() as sess:
             row = sess.scalar(select(Winner).where(
                 Winner.kernel == self.kernel.name, Winner.workload_key == wkey,
@@ -494,4 +546,7 @@ class Tuner:
             row.median_us, row.p20_us, row.p80_us = stats
             row.default_median_us, row.floor_us, row.noise, row.meaningful = default_med, floor, nz, self.meaningful
             row.updated = utcnow()
+            if obtained == "predicted":  # said by the run that wrote the row (a later search's run will not)
+                run = sess.get(Run, self.run_id)
+                run.settings = {**run.settings, "predicted": sorted({*run.settings.get("predicted", ()), wkey})}
             sess.commit()

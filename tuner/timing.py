@@ -5,6 +5,7 @@ result as not meaningful (correctness checks stay real; times never count as GPU
 """
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -52,6 +53,31 @@ def _quantiles(samples: Sequence[float], meaningful: bool) -> Timing:
     return Timing(statistics.median(s), q(0.2), q(0.8), len(s), meaningful)
 
 
+MIN_SAMPLES = 8
+"""Samples taken before ``settled`` may stop a measurement."""
+
+
+def median_ci(samples: Sequence[float], z: float = 1.96) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median (95% at ``z`` = 1.96): the order
+    statistics ``n/2 -+ z*sqrt(n)/2`` of the sorted samples (no normality assumed: kernel
+    times are skewed, with rare slow outliers)."""
+    s = sorted(samples)
+    n = len(s)
+    half = z * math.sqrt(n) / 2
+    return s[max(0, math.floor(n / 2 - half))], s[min(n - 1, math.ceil(n / 2 + half) - 1)]
+
+
+def settled(samples: Sequence[float], precision: float) -> bool:
+    """At least ``MIN_SAMPLES`` and the median's confidence interval (``median_ci``) within
+    +-``precision`` of the median: more replays would not move a ranking the study can
+    trust anyway (a winner must beat the default by more than the p20..p80 noise band)."""
+    if len(samples) < MIN_SAMPLES:
+        return False
+    lo, hi = median_ci(samples)
+    med = statistics.median(samples)
+    return med > 0 and (hi - lo) / 2 <= precision * med
+
+
 def gpu_available() -> bool:
     return not Target.of().interpret
 
@@ -68,7 +94,7 @@ def _flush_l2() -> None:
 
 def bench(fn: Callable[[], Any], *, graph: bool = False, warmup: int = 10, reps: int = 100,
           flush_l2: bool = True, rotate: Sequence[Callable[[], Any]] | None = None,
-          max_seconds: float = 10.0) -> Timing:
+          max_seconds: float = 10.0, precision: float | None = None) -> Timing:
     """Time ``fn()``.
 
     ``graph``: capture ``fn`` in a CUDA graph (``calls_per_graph`` back-to-back calls)
@@ -76,7 +102,10 @@ def bench(fn: Callable[[], Any], *, graph: bool = False, warmup: int = 10, reps:
     (decode steps are replayed graphs). With ``flush_l2`` each captured call is preceded
     by the L2 flush, and a graph of the flushes alone, timed the same way, is subtracted.
     ``rotate``: alternative closures over other input sets, cycled through so repeated
-    calls do not hit a warm L2. On the CPU (interpreter) the result is not meaningful.
+    calls do not hit a warm L2. ``precision``: stop before ``reps`` once the samples are
+    ``settled`` (checked every ``MIN_SAMPLES``), so a steady kernel costs a few replays and a
+    noisy one all of them; None always takes ``reps``. On the CPU (interpreter) the result
+    is not meaningful.
     """
     fns = list(rotate) if rotate else [fn]
     if not gpu_available():
@@ -87,30 +116,39 @@ def bench(fn: Callable[[], Any], *, graph: bool = False, warmup: int = 10, reps:
             samples.append((time.perf_counter() - t0) * 1e6)
         return _quantiles(samples, meaningful=False)
     if graph:
-        return _bench_graph(fns, warmup=warmup, reps=reps, flush_l2=flush_l2)
+        return _bench_graph(fns, warmup=warmup, reps=reps, flush_l2=flush_l2, precision=precision)
     for i in range(warmup):
         fns[i % len(fns)]()
     torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     t_begin = time.perf_counter()
-    done = reps
-    for i in range(reps):
-        if flush_l2:
-            _flush_l2()
-        starts[i].record()
-        fns[i % len(fns)]()
-        ends[i].record()
-        if time.perf_counter() - t_begin > max_seconds:
-            done = i + 1
+    samples: list[float] = []
+    batch = reps if precision is None else MIN_SAMPLES
+    while len(samples) < reps:
+        n = min(batch, reps - len(samples))
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        done = n
+        for i in range(n):
+            if flush_l2:
+                _flush_l2()
+            starts[i].record()
+            fns[(len(samples) + i) % len(fns)]()
+            ends[i].record()
+            if time.perf_counter() - t_begin > max_seconds:
+                done = i + 1
+                break
+        torch.cuda.synchronize()
+        samples += [s.elapsed_time(e) * 1e3 for s, e in zip(starts[:done], ends[:done])]
+        if done < n or (precision is not None and settled(samples, precision)):
             break
-    torch.cuda.synchronize()
-    return _quantiles([s.elapsed_time(e) * 1e3 for s, e in zip(starts[:done], ends[:done])], True)
+    return _quantiles(samples, True)
 
 
-def _graph_samples(fns: list[Callable[[], Any]], *, warmup: int, n: int, calls: int, flush_l2: bool) -> list[float]:
+def _graph_samples(fns: list[Callable[[], Any]], *, warmup: int, n: int, calls: int, flush_l2: bool,
+                   precision: float | None = None) -> list[float]:
     """``n`` replays of a graph of ``calls`` captured calls (each after a flush with
-    ``flush_l2``): the microseconds of each replay, not yet divided by ``calls``."""
+    ``flush_l2``): the microseconds of each replay, not yet divided by ``calls``; fewer once
+    they are ``settled`` within ``precision``."""
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         for i in range(calls):
@@ -129,11 +167,13 @@ def _graph_samples(fns: list[Callable[[], Any]], *, warmup: int, n: int, calls: 
         e.record()
         e.synchronize()
         samples.append(s.elapsed_time(e) * 1e3)
+        if precision is not None and len(samples) % MIN_SAMPLES == 0 and settled(samples, precision):
+            break
     return samples
 
 
 def _bench_graph(fns: list[Callable[[], Any]], *, warmup: int, reps: int, calls_per_graph: int = 20,
-                 flush_l2: bool = False) -> Timing:
+                 flush_l2: bool = False, precision: float | None = None) -> Timing:
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -144,7 +184,10 @@ def _bench_graph(fns: list[Callable[[], Any]], *, warmup: int, reps: int, calls_
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
     n = max(10, reps // 5)
-    both = _graph_samples(fns, warmup=warmup, n=n, calls=calls_per_graph, flush_l2=flush_l2)
+    # With the flushes in the graph the kernel's time is a difference of two medians, each
+    # larger than it: a relative precision of either says little of it, so all replays run.
+    both = _graph_samples(fns, warmup=warmup, n=n, calls=calls_per_graph, flush_l2=flush_l2,
+                          precision=None if flush_l2 else precision)
     if not flush_l2:
         return _quantiles([t / calls_per_graph for t in both], True)
     flush = statistics.median(_graph_samples([], warmup=warmup, n=n, calls=calls_per_graph, flush_l2=True))

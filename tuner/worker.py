@@ -3,6 +3,13 @@
 The study talks to one long-lived worker process per GPU. A candidate that hangs is
 killed at its timeout; one that crashes the process (or the CUDA context) is recorded as
 ``crashed`` and the worker is restarted: the study goes on either way.
+
+Each evaluation says where its seconds went (``tuner.cost.PHASES``): the first launch
+(compile or Triton cache load, one run), the inputs and the reference (built once per
+workload and seed, then cached in the process), the check against the reference, the
+timing; the parent adds what the process itself cost (start, messages). A worker given a
+``cache_dir`` compiles into (and loads from) that Triton cache, shared with the
+compile-ahead pool (``tuner.precompile``).
 """
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ import logging
 import multiprocessing as mp
 import os
 import signal
+import time
 import traceback
 from typing import Any
 
@@ -48,14 +56,25 @@ class _Evaluator:
         self.torch = torch
         self.device = "cpu" if Target.of().interpret else "cuda"
         self.cache: dict[tuple, tuple[dict[str, Any], Any]] = {}
+        self.kernels = {"compiled": 0, "cached": 0}
+        _listen_to_compiles(self.kernels)
 
-    def _inputs(self, kernel, workload, seed: int):
+    def _inputs(self, kernel, workload, seed: int, phases: dict[str, float] | None = None):
+        """A workload's inputs and reference outputs for ``seed``: built once, then cached (the
+        two seeds a study alternates between stay; a third workload evicts the oldest)."""
         key = (kernel.name, repr(workload), seed)
         if key not in self.cache:
             if len(self.cache) >= 2:
                 self.cache.pop(next(iter(self.cache)))
+            t0 = time.perf_counter()
             inputs = kernel.spec.make_inputs(workload, self.device, seed)
-            self.cache[key] = (inputs, kernel.spec.reference(**inputs))
+            self._sync()
+            t1 = time.perf_counter()
+            ref = kernel.spec.reference(**inputs)
+            self._sync()
+            self.cache[key] = (inputs, ref)
+            if phases is not None:
+                phases["inputs"], phases["reference"] = t1 - t0, time.perf_counter() - t1
         return self.cache[key]
 
     def _sync(self) -> None:
@@ -70,27 +89,47 @@ class _Evaluator:
             buf.fill_(0xFF)
             del buf
 
-    def evaluate(self, name: str, workload: dict, config: dict, seed: int, reps: int) -> dict:
+    def evaluate(self, name: str, workload: dict, config: dict, seed: int, reps: int,
+                 precision: float | None = None) -> dict:
+        """Compile and run ``config`` once, check it against the reference, time it (replays
+        stop early once the median is known to ``precision``, ``tuner.timing.bench``)."""
         from tuner import registry, timing
         from tuner.spec import workload_from_dict
 
+        t_start = time.perf_counter()
         kernel = registry.get(name)
         spec = kernel.spec
         w = workload_from_dict(spec.workload, workload)
-        inputs, ref = self._inputs(kernel, w, seed)
+        phases = {"inputs": 0.0, "reference": 0.0}
+        inputs, ref = self._inputs(kernel, w, seed, phases)
+        self._poison()
+        before = dict(self.kernels)
+        t0 = time.perf_counter()
+
+        def done(res: TrialResult) -> dict:
+            phases["work"] = time.perf_counter() - t_start  # the rest of the parent's wait is the process's
+            phases.update({n: self.kernels[n] - before[n] for n in self.kernels})
+            return dict(res.__dict__, phases=phases)
+
         try:
-            self._poison()
             out = spec.launch(config=config, **inputs)
             self._sync()
         except Exception as e:  # noqa: BLE001 - every failure is a recorded status
-            return TrialResult(_classify(e), error=_one_line(e)).__dict__
+            phases["compile"] = time.perf_counter() - t0
+            return done(TrialResult(_classify(e), error=_one_line(e)))
+        t1 = time.perf_counter()
+        phases["compile"] = t1 - t0
         try:
             spec.verify(out, ref, inputs)
         except AssertionError as e:
-            return TrialResult("mismatch", error=str(e)[:500]).__dict__
+            phases["reference"] += time.perf_counter() - t1
+            return done(TrialResult("mismatch", error=str(e)[:500]))
         del out
-        t = timing.bench_kernel(spec, lambda: spec.launch(config=config, **inputs), reps=reps)
-        return TrialResult("ok", t.median_us, t.p20_us, t.p80_us, None, t.meaningful).__dict__
+        t2 = time.perf_counter()
+        phases["reference"] += t2 - t1
+        t = timing.bench_kernel(spec, lambda: spec.launch(config=config, **inputs), reps=reps, precision=precision)
+        phases["timing"] = time.perf_counter() - t2
+        return done(TrialResult("ok", t.median_us, t.p20_us, t.p80_us, None, t.meaningful))
 
     def retime(self, name: str, workload: dict, configs: list[dict], rounds: int, seed: int, reps: int) -> list:
         """Time already-verified configs interleaved, ``rounds`` times.
@@ -111,7 +150,27 @@ class _Evaluator:
         return out
 
 
-def _serve(conn) -> None:
+def _listen_to_compiles(counts: dict[str, int]) -> None:
+    """Count the kernels Triton compiles and those it loads from its cache (``compiled`` /
+    ``cached``), where this Triton tells (``knobs.compilation.listener``); under the
+    interpreter nothing compiles."""
+    try:
+        from triton import knobs
+
+        if not hasattr(knobs.compilation, "listener"):
+            return
+
+        def heard(**kw: Any) -> None:
+            counts["cached" if kw.get("cache_hit") else "compiled"] += 1
+
+        knobs.compilation.listener = heard
+    except Exception:  # noqa: BLE001 - counting is a nicety, never a failure
+        log.debug("no Triton compilation listener", exc_info=True)
+
+
+def _serve(conn, cache_dir: str | None = None) -> None:
+    if cache_dir:  # before Triton reads it: this process's kernels land in (and load from) the folder
+        os.environ["TRITON_CACHE_DIR"] = cache_dir
     os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     logging.basicConfig(level=logging.WARNING)
     # Ctrl-C is the parent's to handle (it keeps the finished trials and stops this process);
@@ -140,9 +199,14 @@ def _serve(conn) -> None:
 class Worker:
     """Handle on the isolated worker process; restarts it after a crash or a timeout."""
 
-    def __init__(self, timeout_s: float = 120.0, reps: int = 100) -> None:
+    def __init__(self, timeout_s: float = 120.0, reps: int = 100, *, cache_dir: str | None = None,
+                 precision: float | None = None) -> None:
         self.timeout_s = timeout_s
         self.reps = reps
+        self.cache_dir = cache_dir
+        """Triton's cache folder for the worker process (None: Triton's own, ``TRITON_CACHE_DIR``)."""
+        self.precision = precision
+        """A trial's replays stop once its median is known within this fraction (None: all ``reps``)."""
         self._proc: mp.Process | None = None
         self._conn = None
 
@@ -150,7 +214,7 @@ class Worker:
         if self._proc is None or not self._proc.is_alive():
             ctx = mp.get_context("spawn")
             parent, child = ctx.Pipe()
-            self._proc = ctx.Process(target=_serve, args=(child,), daemon=True)
+            self._proc = ctx.Process(target=_serve, args=(child, self.cache_dir), daemon=True)
             self._proc.start()
             child.close()
             self._conn = parent
@@ -170,10 +234,19 @@ class Worker:
             return {"status": "crashed", "error": f"worker process died (exit code {code})"}
 
     def evaluate(self, kernel: str, workload: dict, config: dict, seed: int) -> TrialResult:
-        r = self._call("evaluate", (kernel, workload, config, seed, self.reps), self.timeout_s)
+        """One trial of ``config``; its ``phases`` say where the seconds went, ``overhead`` being
+        the process's share (its start where this call started it, the messages)."""
+        t0 = time.perf_counter()
+        r = self._call("evaluate", (kernel, workload, config, seed, self.reps, self.precision), self.timeout_s)
         assert isinstance(r, dict)
         r.pop("trace", None)
-        return TrialResult(**r)
+        wall = time.perf_counter() - t0
+        phases = dict(r.pop("phases", None) or {})
+        if r.get("status") == "timeout":  # killed while compiling or running: counted as compiling
+            phases = {"compile": wall, "overhead": 0.0}
+        else:
+            phases["overhead"] = max(0.0, wall - phases.pop("work", 0.0))
+        return TrialResult(**r, phases=phases)
 
     def retime(self, kernel: str, workload: dict, configs: list[dict], rounds: int, seed: int) -> list[list[list[float]]] | None:
         r = self._call("retime", (kernel, workload, configs, rounds, seed, self.reps),

@@ -36,6 +36,15 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
              status: Annotated[bool, typer.Option(
                  "--status", help="Print the newest campaign's workers (host, GPU, workload, last heartbeat) and "
                  "per family done / claimed / left; tune nothing.")] = False,
+             cache: Annotated[Optional[str], typer.Option(
+                 "--cache", help="Triton's compile cache for the campaign, kept across its runs (default: "
+                 "<database>.triton-cache beside a SQLite file, else Triton's own).")] = None,
+             ahead: Annotated[Optional[int], typer.Option(
+                 "--ahead", help="Candidates compiled ahead, in as many processes, while the GPU times one "
+                 "(default: half the CPU cores, at most 8; 0 without a GPU: nothing compiles there).")] = None,
+             predict: Annotated[bool, typer.Option(
+                 "--predict/--no-predict", help="Where a workload's two nearest tuned neighbours have one winner, "
+                 "measure it and the default only (pack entries say 'predicted'; later runs search them first).")] = True,
              db: DbOption = None) -> None:
     """Tune the default grids of all families (or --kernel) on this GPU, resuming where the last run stopped.
 
@@ -56,6 +65,8 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
         raise CliError("--trials and --patience must be at least 1")
     if limit is not None and limit < 1:
         raise CliError("--limit must be at least 1")
+    if ahead is not None and ahead < 0:
+        raise CliError("--ahead must be at least 0")
     budget_s = parse_duration(budget) if budget is not None else None
     lease_s = parse_duration(lease)
     n_workers = scaleout_cli.parse_workers(workers) if workers is not None else None
@@ -76,16 +87,23 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
         for it in items:
             console.print(f"  {it.state:8} {it.kernel.name} {it.key}", highlight=False, soft_wrap=True)
         return
-    settings = Settings(n_trials=trials, patience=patience, trial_timeout_s=120.0 if gpu else 600.0)
+    from tuner import cost, precompile
+
+    settings = Settings(n_trials=trials, patience=patience, trial_timeout_s=120.0 if gpu else 600.0,
+                        ahead=(precompile.default_processes() if gpu else 0) if ahead is None else ahead,
+                        cache_dir=cache or precompile.default_cache(store.url), predict=2 if predict else 0)
     tty = console.is_terminal
     done: list[Any] = []
+    phases: list[dict[str, float]] = []
     with Progress(TextColumn("[bold]campaign"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), TextColumn("{task.fields[status]}"), console=console,
                   disable=not tty) as progress:
         task = progress.add_task("campaign", total=len(items), status="")
 
         def hear(kind: str, info: dict[str, Any]) -> None:
-            if kind == "workload_done":
+            if kind == "trial":
+                phases.append(info.get("phases") or {})
+            elif kind == "workload_done":
                 o = info["outcome"]
                 done.append(o)
                 progress.update(task, advance=1, status=o.workload_key)
@@ -93,7 +111,8 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
                     console.print(f"[{len(done)}/{len(items)}] {items[len(done) - 1].kernel.name} {o.workload_key}: "
                                   + (o.skipped or f"{o.evaluated} trials (+{o.new}), best "
                                      + (f"{o.winner_us:.2f} us" if o.winner_us else "-")
-                                     + (f", default {o.default_us:.2f} us" if o.default_us else "")),
+                                     + (f", default {o.default_us:.2f} us" if o.default_us else "")
+                                     + (" (predicted)" if o.obtained == "predicted" else "")),
                                   highlight=False, soft_wrap=True, markup=False)
             elif kind == "budget_spent":
                 console.print(f"budget spent: {info['left']} workloads left for the next run", highlight=False)
@@ -107,6 +126,9 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
             raise typer.Exit(130) from None
     console.print(scaleout_cli.summary([(it.kernel.name, o) for it, o in zip(items, done)],
                                        f"campaign: {len(done)} of {len(items)} workloads"))
+    for line in [*cost.family_lines((it.kernel.name, o) for it, o in zip(items, done)),
+                 *(["trial cost by phase:", *cost.lines(cost.summarize(phases))] if phases else [])]:
+        console.print(line, highlight=False, markup=False)
     dbarg = "" if db is None else f" --db {db}"
     console.print(f"Next: `tune export --out packs/<gpu>{dbarg}` writes the pack.", highlight=False)
 

@@ -105,4 +105,10 @@ def show(kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. moe_routi
         console.print(f"* {older} of {len(rows)} tuned on an older template source than today's ({current}): "
                       f"`{escape(again)}` on that GPU re-tunes them")
     console.print("trials: " + ", ".join(f"{st.value} {n}" for st, n in counts))
+    from tuner import cost
+
+    for gpu, phases in sorted(cost.stored(store, k.name).items()):  # where a trial's seconds went
+        console.print(f"trial cost by phase on {escape(gpu)}:", highlight=False)
+        for line in cost.lines(cost.summarize(phases)):
+            console.print(line, highlight=False, markup=False)
 

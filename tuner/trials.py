@@ -1,0 +1,173 @@
+"""The trial loop of one workload: ask, prune, deduplicate, compile ahead, measure, record.
+
+``TrialLoop.run(n)`` measures candidates until ``n`` trials are recorded for the workload,
+the patience runs out (that many trials in a row without an improvement beyond the noise of
+the times compared), the deadline passes (the first trial always runs) or the sampler keeps
+proposing what is known or illegal. Candidates are asked ``1 + Settings.ahead`` at a time:
+while the worker measures one, the next ones compile in the compile-ahead pool
+(``tuner.precompile``). What is asked and left unmeasured when the loop stops is told
+failed (never recorded in our tables, asked again by a later run).
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from tuner import cost
+from tuner.spec import TrialResult, config_key
+from tuner.store import TrialStatus
+
+if TYPE_CHECKING:
+    from tuner.study import Tuner
+
+log = logging.getLogger(__name__)
+
+OWNER = "tuner_run"
+"""The Optuna trial user attribute naming the run (``tuner_runs.id``) that asked for the trial."""
+
+
+def tell(study, trial, value: float | None = None, state=None) -> None:
+    """``study.tell`` that survives a trial finished meanwhile by another process."""
+    try:
+        study.tell(trial, value, state=state) if state is not None else study.tell(trial, value)
+    except (ValueError, RuntimeError) as e:
+        log.warning("trial %d of %s was finished elsewhere: %s", trial.number, study.study_name, e)
+
+
+def spread(median: float | None, p20: float | None, p80: float | None) -> float:
+    """Relative half-width of a time's p20..p80 band (0 where unknown)."""
+    return (p80 - p20) / (2 * median) if median and p20 is not None and p80 is not None else 0.0
+
+
+class TrialLoop:
+    """The search state of one workload in one run; ``run`` may be called again to go on."""
+
+    def __init__(self, tuner: "Tuner", study, workload: Any, wd: dict[str, Any], wkey: str, worker, seen: dict,
+                 floor: float | None, deadline: float, evaluated: int, asked: set[str]) -> None:
+        self.t, self.study, self.workload, self.wd, self.wkey = tuner, study, workload, wd, wkey
+        self.worker, self.seen, self.floor, self.deadline = worker, seen, floor, deadline
+        self.evaluated, self.asked = evaluated, asked
+        ok = [t for t in seen.values() if t.status == TrialStatus.ok]
+        best = min(ok, key=lambda t: t.median_us) if ok else None
+        self.best = best.median_us if best else math.inf
+        self.best_noise = spread(best.median_us, best.p20_us, best.p80_us) if best else 0.0
+        self.since_best = self.streak = 0
+        self.free_s = 0.0  # study seconds since the last measured trial (asks that cost no measurement)
+        self.base_seed = tuner._seed(wkey)
+
+    # -- the loop -------------------------------------------------------------------
+    def _going(self, n_trials: int, queued: int) -> bool:
+        s = self.settings
+        return (self.evaluated + queued < n_trials
+                and (self.since_best < s.patience or bool(self.asked - self.seen.keys()))
+                and (time.monotonic() < self.deadline or self.evaluated + queued == 0))
+
+    @property
+    def settings(self):
+        return self.t.settings
+
+    def run(self, n_trials: int) -> None:
+        """Measure until ``n_trials`` trials are recorded for the workload, or a stop rule ends it."""
+        s = self.settings
+        depth = 1 + max(0, s.ahead)
+        queue: list[tuple[Any, dict[str, Any], str]] = []  # asked, new, admitted: waiting for the worker
+        echoes: list[tuple[Any, str]] = []  # asked again while queued: told once measured
+        cap = max(50, 4 * s.n_trials)
+        try:
+            while True:
+                while self.streak < cap and len(queue) < depth and self._going(n_trials, len(queue)):
+                    self._ask(queue, echoes)
+                if not queue or not self._going(n_trials, 0):
+                    break
+                trial, cfg, ck = queue.pop(0)
+                self._measure(trial, cfg, ck)
+                for tr, k in [e for e in echoes if e[1] == ck]:
+                    echoes.remove((tr, k))
+                    self._tell_known(tr, ck)
+        finally:
+            from optuna.trial import TrialState
+
+            for trial, *_ in queue:  # asked ahead, never measured: nothing to learn from them
+                tell(self.study, trial, state=TrialState.FAIL)
+            for trial, ck in echoes:
+                self._tell_known(trial, ck) if ck in self.seen else tell(self.study, trial, state=TrialState.FAIL)
+
+    def _tell_known(self, trial, ck: str) -> None:
+        from optuna.trial import TrialState
+
+        prev = self.seen[ck]
+        if prev.status == TrialStatus.ok:
+            tell(self.study, trial, prev.median_us)
+        else:
+            tell(self.study, trial, state=TrialState.FAIL)
+
+    def _ask(self, queue: list, echoes: list) -> None:
+        """Ask one candidate: a new admitted config joins ``queue`` (and the compile-ahead pool);
+        a pruned or known one is told at once, one still queued joins ``echoes``."""
+        import optuna
+        from optuna.trial import TrialState
+
+        t, k = self.t, self.t.kernel
+        t0 = time.perf_counter()
+        try:
+            trial = self.study.ask()
+            try:
+                trial.set_user_attr(OWNER, t.run_id)
+                cfg = k.canonical(k.space.suggest(trial), self.workload, t.target)
+            except optuna.exceptions.UpdateFinishedTrialError:  # failed meanwhile by a run of an older tuner
+                self.streak += 1
+                return
+            ck = config_key(cfg)
+            if ck not in self.seen and (other := t._measured(self.wkey, ck)) is not None:
+                self.seen[ck] = other  # measured meanwhile by another run of this study
+            if not k.constraints(cfg, self.workload, t.target):
+                tell(self.study, trial, state=TrialState.PRUNED)
+                if ck not in self.seen:
+                    self.seen[ck] = t._record(self.wkey, self.wd, cfg, TrialResult("pruned", meaningful=t.meaningful),
+                                              self.floor, number=trial.number)
+                self.streak += 1
+            elif ck in self.seen:  # already measured: tell the sampler again, spend nothing
+                self._tell_known(trial, ck)
+                self.streak += 1
+            elif any(q[2] == ck for q in queue):
+                echoes.append((trial, ck))
+                self.streak += 1
+            else:
+                self.streak = 0
+                queue.append((trial, cfg, ck))
+                t.ahead.submit(self.wd, cfg)
+        finally:
+            self.free_s += time.perf_counter() - t0
+
+    def _measure(self, trial, cfg: dict[str, Any], ck: str) -> None:
+        from optuna.trial import TrialState
+
+        t, s = self.t, self.settings
+        waited = t.ahead.wait(self.wd, cfg, s.trial_timeout_s)
+        res = self.worker.evaluate(t.kernel.name, self.wd, cfg, self.base_seed + self.evaluated % 2)
+        t0 = time.perf_counter()
+        self.seen[ck] = t._record(self.wkey, self.wd, cfg, res, self.floor, number=trial.number)
+        phases = dict(res.phases or {})
+        phases["compile"] = phases.get("compile", 0.0) + waited
+        phases["study"] = self.free_s + time.perf_counter() - t0
+        self.free_s = 0.0
+        try:
+            trial.set_user_attr(cost.ATTR, phases)
+        except Exception as e:  # noqa: BLE001 - finished meanwhile elsewhere: the trial row keeps the times
+            log.debug("phases of trial %d not kept: %s", trial.number, e)
+        if res.status == "ok":
+            tell(self.study, trial, res.median_us)
+        else:
+            tell(self.study, trial, state=TrialState.FAIL)
+        self.evaluated += 1
+        if res.status == "ok" and res.median_us < self.best:
+            # patience counts trials without an improvement beyond the noise of the two times
+            noise = max(self.best_noise, spread(res.median_us, res.p20_us, res.p80_us))
+            self.since_best = 0 if res.median_us < self.best * (1 - noise) else self.since_best + 1
+            self.best, self.best_noise = res.median_us, spread(res.median_us, res.p20_us, res.p80_us)
+        else:
+            self.since_best += 1
+        t.on_event("trial", {"workload": self.wkey, "config": cfg, "result": res, "best": self.best,
+                             "phases": phases})
