@@ -7,11 +7,10 @@ import statistics
 
 import pytest
 from conftest import FakeWorker
-from sqlalchemy import select
 
 from tuner import registry
 from tuner.cli.main import main
-from tuner.spec import TrialResult, config_key
+from tuner.spec import TrialResult
 
 X = dict(BLOCK_T=8, MAX_PROGRAMS=64, FUSED=False, num_warps=8, num_stages=2)
 Y = dict(BLOCK_T=4, MAX_PROGRAMS=32, FUSED=False, num_warps=2, num_stages=2)
