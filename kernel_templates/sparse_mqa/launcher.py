@@ -308,7 +308,7 @@ def _buffers(B: int, T: int, max_len: int, top_k: int, return_logits: bool, conf
 
 KNOBS = {"BLOCK_N": ("pow2", 16, 128), "NUM_SPLITS": ("int", 1, 4096),
          "TOPK_ALGO": ("in", ("radix", "row", "bound")), "TOPK_BLOCK": ("pow2", 1, 8192),
-         "TOPK_SPLITS": ("pow2", 1, 4096), "PLACE_CHUNK": ("int", 0, 8192), "RANK_BLOCK": ("pow2", 1, 1024),
+         "TOPK_SPLITS": ("int", 1, 4096), "PLACE_CHUNK": ("int", 0, 8192), "RANK_BLOCK": ("pow2", 1, 1024),
          "RADIX_FIRST": ("in", RADIX_FIRST), "BOUND_GROUP": ("pow2", 1, 1024), "RANK_STEP": ("int", 1, 1 << 20),
          "LAUNCH_PDL": ("bool",), "num_warps": ("pow2", 1, 32), "num_stages": ("int", 1, 16),
          "SCORE_GLUON": ("bool",), "MX_FP8_DOT": ("bool",), "MX_WORD_DECODE": ("bool",),
