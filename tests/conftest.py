@@ -26,6 +26,11 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 
 DEVICE = "cuda" if HAS_GPU else "cpu"
 
+# Under pytest-xdist (the test command runs one worker per core) each worker keeps to one
+# core: torch's intra-op threads would otherwise oversubscribe the machine.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
+
 # CI must be deterministic: property tests replay the same examples there (CI=true);
 # elsewhere they explore new ones every run, and a failure found that way becomes a test.
 from hypothesis import settings  # noqa: E402
