@@ -76,7 +76,8 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
         return scaleout_cli.print_status(open_store(db, create=False))
     if workers is not None and not dry_run:
         devs = scaleout_cli.devices_or_exit(n_workers)
-        return _with_workers(ks, states, trials, patience, limit, budget_s, lease_s, devs, db)
+        return _with_workers(ks, states, trials, patience, limit, budget_s, lease_s, devs, db,
+                             {"cache": cache, "ahead": ahead, "predict": predict})
     store = open_store(db)
     items = camp.plan(store, [(k, list(k.workloads if gpu else k.small_workloads)) for k in ks], states)[:limit]
     counts = {s: sum(it.state == s for it in items) for s in camp.STATES}
@@ -134,17 +135,23 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
 
 
 def _with_workers(ks: list[Any], states: list[str], trials: int, patience: int, limit: int | None,
-                  budget_s: float | None, lease_s: float, devs: list[str], db: str | None) -> None:
+                  budget_s: float | None, lease_s: float, devs: list[str], db: str | None,
+                  cost: dict[str, Any]) -> None:
     """A new campaign in the database, planned for this GPU, worked on by one process per GPU."""
-    from tuner import scaleout
+    from tuner import precompile, scaleout
     from tuner.store import open_store
     from tuner.study import ensure_environment
     from tuner.timing import gpu_available
 
     store = open_store(db)
     coord = scaleout.Coordinator(store)
+    ahead = cost["ahead"] if cost["ahead"] is not None else \
+        max(1, precompile.default_processes() // len(devs)) if gpu_available() else 0  # the host's cores shared
+    tuner = {"cache_dir": cost["cache"] or precompile.default_cache(store.url), "ahead": ahead,
+             "predict": 2 if cost["predict"] else 0}
     try:
-        c = coord.create([k.name for k in ks], states, {"n_trials": trials, "patience": patience, "limit": limit},
+        c = coord.create([k.name for k in ks], states, {"n_trials": trials, "patience": patience, "limit": limit,
+                                                        "tuner": tuner},
                          lease_s=lease_s, budget_s=budget_s)
     except scaleout.ScaleoutError as e:
         raise CliError(str(e)) from None
