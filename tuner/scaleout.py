@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import math
 import os
 import signal
 import socket
@@ -199,23 +200,33 @@ class Coordinator:
             s.add(w)
         return w.id
 
-    def claim(self, c: Campaign, env: Environment, worker_id: int) -> Taken | None:
-        """The next free claim of ``env`` (pending, or held past its lease), now this worker's."""
+    def claim(self, c: Campaign, env: Environment, worker_id: int, n: int = 1) -> list[Taken]:
+        """The next free claim of ``env`` (pending, or held past its lease) and up to ``n - 1``
+        more of the same family and state (one study process serves them in turn), now this
+        worker's; [] when none is free."""
         with self.tx() as s:
             now = db_now(s)
-            row = s.scalar(select(Claim).where(
-                Claim.campaign_id == c.id, Claim.environment_id == env.id,
-                or_(Claim.status == "pending", and_(Claim.status == "claimed", Claim.lease_until < now)))
-                .order_by(Claim.seq).limit(1).with_for_update(skip_locked=True))
-            if row is None:
-                return None
-            before = row.worker_id if row.status == "claimed" else None
-            if before is not None:
-                self._bury(s, before, now)
-            row.status, row.worker_id, row.claimed = "claimed", worker_id, now
-            row.lease_until = now + dt.timedelta(seconds=c.lease_s)
-            row.attempts += 1
-            return Taken(row.id, row.kernel, dict(row.workload), row.workload_key, row.state, row.attempts, before)
+            free = and_(Claim.campaign_id == c.id, Claim.environment_id == env.id,
+                        or_(Claim.status == "pending", and_(Claim.status == "claimed", Claim.lease_until < now)))
+            first = s.scalar(select(Claim).where(free).order_by(Claim.seq).limit(1).with_for_update(skip_locked=True))
+            if first is None:
+                return []
+            rows = [first]
+            if n > 1:
+                rows += s.scalars(select(Claim).where(free, Claim.kernel == first.kernel, Claim.state == first.state,
+                                                      Claim.id != first.id)
+                                  .order_by(Claim.seq).limit(n - 1).with_for_update(skip_locked=True)).all()
+            taken = []
+            for row in rows:
+                before = row.worker_id if row.status == "claimed" else None
+                if before is not None:
+                    self._bury(s, before, now)
+                row.status, row.worker_id, row.claimed = "claimed", worker_id, now
+                row.lease_until = now + dt.timedelta(seconds=c.lease_s)
+                row.attempts += 1
+                taken.append(Taken(row.id, row.kernel, dict(row.workload), row.workload_key, row.state,
+                                   row.attempts, before))
+            return taken
 
     def _bury(self, s: Session, worker_id: int, now: dt.datetime) -> None:
         """A worker whose lease ran out is lost; its runs still marked running were killed with it
@@ -248,11 +259,14 @@ class Coordinator:
             row.status, row.finished, row.lease_until, row.outcome = "done", db_now(s), None, _outcome_dict(outcome)
             return True
 
-    def release(self, worker_id: int) -> int:
-        """Give back every claim this worker holds (Ctrl-C): free at once for the others."""
+    def release(self, worker_id: int, ids: list[int] | None = None) -> int:
+        """Give back the claims this worker holds (all, or those of ``ids``): free at once for
+        the others (Ctrl-C)."""
+        q = update(Claim).where(Claim.worker_id == worker_id, Claim.status == "claimed")
+        if ids is not None:
+            q = q.where(Claim.id.in_(ids))
         with self.tx() as s:
-            return s.execute(update(Claim).where(Claim.worker_id == worker_id, Claim.status == "claimed").values(
-                status="pending", worker_id=None, lease_until=None)).rowcount
+            return s.execute(q.values(status="pending", worker_id=None, lease_until=None)).rowcount
 
     def leave(self, c: Campaign, worker_id: int, status: str) -> None:
         """The worker ends (``done``, ``interrupted``, ``failed``); the campaign is done once
@@ -348,21 +362,17 @@ def work(store: Store, campaign_id: int, *, on_event: Callable[[str, dict[str, A
             if left is not None and left <= 0:
                 hear("budget_spent", {"left": pending + held})
                 break
-            taken = coord.claim(c, env, wid)
-            if taken is None:
+            # guided: several workloads of one family while much is left (one study process, one
+            # start-up for them all), single ones towards the end so that the workers finish together
+            batch = coord.claim(c, env, wid, max(1, math.ceil(pending / live)))
+            if not batch:
                 if not pending and not held:
                     break
                 time.sleep(min(c.lease_s / 4, 1.0))  # the others' leases may run out: stay to take over
                 continue
-            hear("claimed", {"claim": taken})
-            k = registry.get(taken.kernel)
-            item = camp.Item(k, workload_from_dict(k.spec.workload, taken.workload), taken.state)
-            share = None if left is None else left * live / max(1, pending + held)
-            outs = camp.run(store, [item], settings, budget_s=share)
-            if outs:
-                coord.finish(taken.id, wid, outs[0])
-                done += 1
-                hear("done", {"claim": taken, "outcome": outs[0]})
+            hear("claimed", {"claims": batch})
+            done += _tune_batch(coord, store, wid, batch, settings,
+                                None if left is None else left * live * len(batch) / max(1, pending + held), hear)
         status = "done"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -376,6 +386,31 @@ def work(store: Store, campaign_id: int, *, on_event: Callable[[str, dict[str, A
             with contextlib.suppress(Exception):
                 coord.leave(c, wid, status)
     return done
+
+
+def _tune_batch(coord: Coordinator, store: Store, wid: int, batch: list[Taken], settings: Settings,
+                budget_s: float | None, hear: Callable[[str, dict[str, Any]], None]) -> int:
+    """Tune the claimed workloads in turn, each marked done as it finishes; the number done.
+    Any the study did not reach are given back."""
+    k = registry.get(batch[0].kernel)
+    by_key = {t.workload_key: t for t in batch}
+    finished: set[int] = set()
+
+    def finish(o: Outcome) -> None:
+        t = by_key.get(o.workload_key)
+        if t is not None and t.id not in finished:
+            finished.add(t.id)
+            coord.finish(t.id, wid, o)
+            hear("done", {"claim": t, "outcome": o})
+
+    items = [camp.Item(k, workload_from_dict(k.spec.workload, t.workload), t.state) for t in batch]
+    for o in camp.run(store, items, settings, budget_s=budget_s,
+                      on_event=lambda kind, info: finish(info["outcome"]) if kind == "workload_done" else None):
+        finish(o)
+    rest = [t.id for t in batch if t.id not in finished]
+    if rest:
+        coord.release(wid, rest)
+    return len(finished)
 
 
 @contextlib.contextmanager
