@@ -104,8 +104,9 @@ def bench(fn: Callable[[], Any], *, graph: bool = False, warmup: int = 10, reps:
     ``rotate``: alternative closures over other input sets, cycled through so repeated
     calls do not hit a warm L2. ``precision``: stop before ``reps`` once the samples are
     ``settled`` (checked every ``MIN_SAMPLES``), so a steady kernel costs a few replays and a
-    noisy one all of them; None always takes ``reps``. On the CPU (interpreter) the result
-    is not meaningful.
+    noisy one all of them; None always takes ``reps``. It changes how many samples are
+    taken, not what a sample measures, so ``TIMING_METHOD`` stays. On the CPU (interpreter)
+    the result is not meaningful.
     """
     fns = list(rotate) if rotate else [fn]
     if not gpu_available():
