@@ -209,5 +209,5 @@ def test_campaign_runs_its_worker_in_the_databases_cache_and_prints_the_phases(t
     assert main(["campaign", "--kernel", "moe-routing", "--trials", "2", "--limit", "1", "--db", db]) == 0
     assert seen == [{"cache_dir": db + ".triton-cache", "precision": 0.01}]
     out = capsys.readouterr().out
-    assert "trial cost by phase" in out and "moe_routing: 1 workloads in" in out
+    assert "trial cost by phase" in out and "moe_routing: 1 workloads, " in out
     assert main(["campaign", "--ahead", "-1", "--db", db]) == 2

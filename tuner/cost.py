@@ -60,8 +60,9 @@ def lines(summary: Mapping[str, Any]) -> list[str]:
     for p, v in summary["phases"].items():
         out.append(f"{p:10} {v['median']:9.3f} {v['p90']:9.3f} {100 * v['share']:5.0f}%")
     t = summary["total"]
-    out.append(f"{'trial':10} {t['median']:9.3f} {t['p90']:9.3f}   100%  ({summary['trials']} trials, "
-               f"{t['sum']:.0f} s; kernels compiled {summary['compiled']}, from cache {summary['cached']})")
+    out.append(f"{'trial':10} {t['median']:9.3f} {t['p90']:9.3f}   100%")
+    out.append(f"{summary['trials']} trials, {t['sum']:.0f} s; kernels compiled {summary['compiled']}, "
+               f"loaded from the cache {summary['cached']}")
     return out
 
 
@@ -78,9 +79,9 @@ def family_lines(outcomes: Iterable[tuple[str, Any]]) -> list[str]:
         wall = sum(o.seconds for o in outs)
         final = sum(o.final_s for o in outs)
         guessed = sum(o.obtained == "predicted" for o in outs)
-        out.append(f"{name}: {len(outs)} workloads in {wall / 60:.1f} min (median "
-                   f"{statistics.median(o.seconds for o in outs):.1f} s a workload, finalists' re-timing "
-                   f"{100 * final / (wall or 1):.0f}%" + (f", {guessed} predicted" if guessed else "") + ")")
+        out.append(f"{name}: {len(outs)} workloads, {wall / 60:.1f} min (median "
+                   f"{statistics.median(o.seconds for o in outs):.1f} s; finalists {100 * final / (wall or 1):.0f}%"
+                   + (f"; {guessed} predicted" if guessed else "") + ")")
     return out
 
 
