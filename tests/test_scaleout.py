@@ -307,6 +307,37 @@ def test_a_second_host_on_sqlite_is_refused_with_one_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and f"campaign {cid} is running" in err and "tune worker" in err
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_two_launchers_at_once_make_one_campaign(tmp_path, request, backend):
+    import threading
+
+    db = str(tmp_path / "r.db") if backend == "sqlite" else request.getfixturevalue("pg_db")
+    open_store(db).engine.dispose()  # schema made before the race
+    gate, made, refused = threading.Barrier(4), [], []
+
+    def launch():
+        coord = scaleout.Coordinator(open_store(db))
+        gate.wait()
+        try:
+            made.append(coord.create(KERNELS, ["missing"], {"n_trials": 1}, lease_s=0.5).id)
+        except scaleout.ScaleoutError as e:
+            refused.append(str(e))
+
+    threads = [threading.Thread(target=launch) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(made) == 1 and len(refused) == 3, (made, refused)
+    assert all(f"campaign {made[0]} was started" in r and "tune worker" in r for r in refused)
+    with open_store(db).session() as s:
+        assert [c.status for c in s.scalars(select(Campaign)).all()] == ["open"]
+    time.sleep(0.6)  # its workers never came: once the lease runs out a new launcher replaces it
+    later = scaleout.Coordinator(open_store(db)).create(KERNELS, ["missing"], {"n_trials": 1}, lease_s=0.5)
+    with open_store(db).session() as s:
+        assert s.get(Campaign, made[0]).status == "replaced" and s.get(Campaign, later.id).status == "open"
+
+
 def test_a_second_host_joins_on_postgresql(pg_db):
     cid = _campaign(pg_db)
     store = open_store(pg_db)

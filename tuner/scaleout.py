@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 LEASE_S = 60.0
 """How long a claim stays a worker's without a heartbeat: a killed worker's workload waits this
 long before another takes it over."""
+CREATE_LOCK = 0x74756E65  # PostgreSQL advisory lock taken while a campaign is created
 START_METHOD = "spawn"
 """How worker processes start: a fresh interpreter each (CUDA cannot be forked)."""
 
@@ -112,8 +113,12 @@ class Coordinator:
     def create(self, kernels: list[str], states: list[str], settings: dict[str, Any], *,
                lease_s: float = LEASE_S, budget_s: float | None = None) -> Campaign:
         """A new campaign; earlier open ones without a live worker are ``replaced`` (their
-        unfinished workloads are planned again here). One with live workers is refused."""
+        unfinished workloads are planned again here). One with live workers is refused, and so
+        is one that another launcher created within its lease and whose workers have not joined
+        yet: two launchers started at once make one campaign, not two."""
         with self.tx() as s:
+            if not self.sqlite:  # SQLite's BEGIN IMMEDIATE already orders two creators
+                s.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": CREATE_LOCK})
             now = db_now(s)
             for c in s.scalars(select(Campaign).where(Campaign.status == "open")).all():
                 live = self._live_workers(s, c, now)
@@ -121,6 +126,12 @@ class Coordinator:
                     raise ScaleoutError(f"campaign {c.id} is running in {self.store.shown_url} ({len(live)} live "
                                         f"worker{'s' if len(live) > 1 else ''} on {', '.join(sorted(live))}): "
                                         "join it with `tune worker` or wait until it ends")
+                joined = s.scalar(select(func.count()).select_from(CampaignWorker).where(
+                    CampaignWorker.campaign_id == c.id))
+                if not joined and c.created > now - dt.timedelta(seconds=c.lease_s):
+                    raise ScaleoutError(f"campaign {c.id} was started on {c.host} at {c.created:%H:%M:%S} and its "
+                                        f"workers are starting: join it with `tune worker`, or start a new one "
+                                        f"after {c.lease_s:g} s")
                 c.status, c.finished = "replaced", now
             c = Campaign(host=socket.gethostname(), kernels=kernels, states=states, settings=settings,
                          lease_s=lease_s, deadline=now + dt.timedelta(seconds=budget_s) if budget_s else None,
@@ -276,11 +287,19 @@ class Coordinator:
             w = s.get(CampaignWorker, worker_id)
             if w is not None and w.status == "running":
                 w.status, w.finished = status, now
-            left = s.scalar(select(func.count()).select_from(Claim).where(
-                Claim.campaign_id == c.id, Claim.status != "done"))
-            row = s.get(Campaign, c.id)
-            if not left and row.status == "open":
-                row.status, row.finished = "done", now
+            self._close_if_done(s, c, now)
+
+    def settle(self, c: Campaign) -> None:
+        """Mark ``c`` done if nothing of it is left (a campaign that planned no workload)."""
+        with self.tx() as s:
+            self._close_if_done(s, c, db_now(s))
+
+    def _close_if_done(self, s: Session, c: Campaign, now: dt.datetime) -> None:
+        left = s.scalar(select(func.count()).select_from(Claim).where(
+            Claim.campaign_id == c.id, Claim.status != "done"))
+        row = s.get(Campaign, c.id)
+        if not left and row.status == "open":
+            row.status, row.finished = "done", now
 
     def outstanding(self, c: Campaign, env: Environment) -> tuple[int, int, int, float | None]:
         """Claims of ``env`` pending and held, live workers of ``env`` (at least 1), and the

@@ -162,6 +162,8 @@ def _with_workers(ks: list[Any], states: list[str], trials: int, patience: int, 
     console.print(f"campaign {c.id} on {scaleout_cli.where(devs)}: {n} workloads ({planned or 'none'}) of "
                   f"{', '.join(k.name for k in ks)}; results in {store.shown_url}; another host joins with "
                   f"`tune worker{dbarg}`", highlight=False, soft_wrap=True, markup=False)
+    if not n:
+        coord.settle(c)
     rc = scaleout_cli.watch(store, c.id, devs, db) if n else 0
     if rc:
         raise typer.Exit(rc)
