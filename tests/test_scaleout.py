@@ -69,8 +69,16 @@ def _campaign(db: str, kernels=KERNELS, lease_s: float = 1.0) -> int:
     return c.id
 
 
+def _traced(target, *args) -> None:
+    """``target`` in a worker that prints every thread's stack on SIGUSR1 (``_join`` asks before a kill)."""
+    import faulthandler
+
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    target(*args)
+
+
 def _workers(db: str, cid: int, n: int, target=None) -> list:
-    procs = [FORK.Process(target=target or scaleout.worker_main, args=(db, cid, "")) for _ in range(n)]
+    procs = [FORK.Process(target=_traced, args=(target or scaleout.worker_main, db, cid, "")) for _ in range(n)]
     for p in procs:
         p.start()
     return procs
@@ -96,7 +104,9 @@ def _held_by(store, pid: int) -> tuple[int, list[int]]:
 def _join(procs, timeout: float = 90) -> list[int]:
     for p in procs:
         p.join(timeout)
-        if p.is_alive():
+        if p.is_alive():  # its stacks go to the test's captured stderr, then it is killed
+            os.kill(p.pid, signal.SIGUSR1)
+            time.sleep(1)
             p.kill()
             p.join()
     return [p.exitcode for p in procs]
