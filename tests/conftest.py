@@ -133,9 +133,16 @@ def pg_server():
         shutil.chown(base, user=as_user[2])
     port = _free_port()
     run = lambda *a: subprocess.run([*as_user, *a], check=True, capture_output=True, text=True, timeout=120)
-    run(initdb, "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8")
-    run(pg_ctl, "-D", str(data), "-l", str(base / "log"), "-w", "-t", "60", "start", "-o",
-        f"-p {port} -k {base} -h 127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
+    try:
+        run(initdb, "-D", str(data), "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8")
+        run(pg_ctl, "-D", str(data), "-l", str(base / "log"), "-w", "-t", "60", "start", "-o",
+            f"-p {port} -k {base} -h 127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off")
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+        log = base / "log"
+        said = (log.read_text(errors="replace") if log.exists() else "") or getattr(e, "stderr", "") or ""
+        last = said.strip().splitlines()[-1] if said.strip() else str(e)
+        shutil.rmtree(base, ignore_errors=True)
+        pytest.skip(f"PostgreSQL server could not start ({Path(e.cmd[len(as_user)]).name}): {last}")
     try:
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
     finally:

@@ -36,6 +36,7 @@ class SlowWorker(FakeWorker):
 
     hang_in: Path | None = None
     calls = 0
+    delay = 0.02
 
     def evaluate(self, kernel, workload, config, seed):
         SlowWorker.calls += 1
@@ -48,7 +49,7 @@ class SlowWorker(FakeWorker):
                 os.write(fd, str(os.getpid()).encode())
                 os.close(fd)
                 time.sleep(120)
-        time.sleep(0.02)
+        time.sleep(SlowWorker.delay)
         return super().evaluate(kernel, workload, config, seed)
 
 
@@ -57,13 +58,14 @@ def slow(monkeypatch):
     monkeypatch.setattr(tuner.study, "Worker", SlowWorker)
     monkeypatch.setattr(SlowWorker, "hang_in", None)
     monkeypatch.setattr(SlowWorker, "calls", 0)
+    monkeypatch.setattr(SlowWorker, "delay", 0.02)
     return SlowWorker
 
 
-def _campaign(db: str, kernels=KERNELS, lease_s: float = 1.0) -> int:
+def _campaign(db: str, kernels=KERNELS, lease_s: float = 1.0, workers: int = 1) -> int:
     store = open_store(db)
     c = scaleout.Coordinator(store).create(kernels, ["missing", "stale", "current"],
-                                           {"n_trials": N_TRIALS, "patience": 100,
+                                           {"n_trials": N_TRIALS, "patience": 100, "workers": workers,
                                             "tuner": {"rounds": 1, "finalists": 2}}, lease_s=lease_s)
     store.engine.dispose()  # nothing of this process's pool reaches the forked workers
     return c.id
@@ -113,11 +115,17 @@ def _join(procs, timeout: float = 90) -> list[int]:
 
 
 def _optuna_agrees(store) -> int:
-    """Every trial we recorded is Optuna's trial of that number in the matching state (and
-    value); Optuna's other trials are configs told again (a value we measured) or failed.
-    Returns the number of failed Optuna trials no row of ours stands for (killed mid-trial)."""
+    """Optuna's trials and ours account for each other, study by study (so their counts agree):
+    each trial we recorded is Optuna's trial of that number in the matching state (and value),
+    and each of Optuna's others is a config asked again and told what we had recorded for it (a
+    time we measured, or pruned), or failed. Returns the number of failed Optuna trials no row of ours stands for (cut off by a
+    kill)."""
     import optuna
     from optuna.trial import TrialState
+
+    from tuner import registry
+    from tuner.runtime.target import INTERPRETER
+    from tuner.spec import config_key, workload_from_dict
 
     storage = store.optuna_storage()
     with store.session() as s:
@@ -125,8 +133,10 @@ def _optuna_agrees(store) -> int:
     unmatched_fail = 0
     for summary in optuna.get_all_study_summaries(storage):
         kernel, wkey = summary.study_name.split("|")[:2]
+        k = registry.get(kernel)
         mine = {t.optuna_number: t for t in ours if (t.kernel, t.workload_key) == (kernel, wkey)}
         values = {t.median_us for t in mine.values() if t.status == TrialStatus.ok}
+        pruned = {t.config_key for t in mine.values() if t.status == TrialStatus.pruned}
         trials = {t.number: t for t in optuna.load_study(study_name=summary.study_name, storage=storage).trials}
         assert set(mine) <= set(trials), f"{summary.study_name}: trials of ours Optuna does not hold"
         for number, t in trials.items():
@@ -137,6 +147,9 @@ def _optuna_agrees(store) -> int:
                 assert t.state == want and (t.value == mine[number].median_us or want != TrialState.COMPLETE)
             elif t.state == TrialState.COMPLETE:
                 assert t.value in values  # a config measured before, told again
+            elif t.state == TrialState.PRUNED:  # a config pruned before, asked again
+                wl = workload_from_dict(k.spec.workload, next(iter(mine.values())).workload)
+                assert config_key(k.canonical(dict(t.params), wl, INTERPRETER)) in pruned, t.params
             elif t.state == TrialState.FAIL:
                 unmatched_fail += 1
     return unmatched_fail
@@ -192,6 +205,46 @@ def test_a_worker_killed_mid_trial_loses_nothing_and_its_workload_is_finished_by
     # the trial it finished before the kill is one of the workload's N_TRIALS (checked above)
     assert len(kept) == 1 and kept[0].workload_key in {claims[i].workload_key for i in held}
     assert _optuna_agrees(store) == 1  # the trial it was measuring, failed: no row of ours
+
+
+def _claimed(store) -> int:
+    with store.session() as s:
+        return len(s.scalars(select(Claim.id).where(Claim.status != "pending")).all())
+
+
+def test_a_one_family_campaign_is_shared_by_the_workers_started_together(tmp_path, slow):
+    """The first worker to join does not take the whole family before the others have joined."""
+    db = str(tmp_path / "r.db")
+    cid = _campaign(db, kernels=["mhc"], workers=2)  # 3 small workloads
+    slow.delay = 0.3  # a workload takes a second or more: the second worker is in before a batch ends
+    first = _workers(db, cid, 1)
+    store, end = open_store(db), time.monotonic() + 60
+    while not _claimed(store):  # the first has taken its batch alone, as a worker that started sooner does
+        assert time.monotonic() < end
+        time.sleep(0.02)
+    assert _join(first + _workers(db, cid, 1)) == [0, 0]
+    claims = _check_finished(db, cid, 3)
+    by_worker: dict[int, int] = {}
+    for cl in claims.values():
+        by_worker[cl.worker_id] = by_worker.get(cl.worker_id, 0) + 1
+    assert sorted(by_worker.values()) == [1, 2], by_worker
+    assert [scaleout.batch_size(p, live, 2) for p, live in [(3, 1), (3, 2), (1, 2), (9, 4), (0, 1)]] == [2, 2, 1, 3, 1]
+
+
+def test_status_names_the_workload_a_worker_is_on_not_the_last_of_its_batch(tmp_path):
+    db = str(tmp_path / "r.db")
+    cid = _campaign(db, kernels=["mhc"], lease_s=30.0)
+    store = open_store(db)
+    coord = scaleout.Coordinator(store)
+    c, env = coord.campaign(cid), ensure_environment(store)
+    assert coord.plan(c, env, scaleout.grids_of(c, False)) == 3
+    wid = coord.join(c, env, "")
+    first, second, third = coord.claim(c, env, wid, 3)
+    on = lambda: scaleout.view(store, cid).workers[0].workload  # noqa: E731
+    assert on() == f"mhc {first.workload_key}"  # taken, none started yet: the first comes first
+    time.sleep(0.01)
+    coord.start(second.id, wid)
+    assert on() == f"mhc {second.workload_key}"
 
 
 def test_ctrl_c_gives_the_claim_back_at_once_and_the_next_worker_goes_on(tmp_path, slow):

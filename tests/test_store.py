@@ -87,7 +87,8 @@ def test_read_only_commands_work_on_a_database_that_cannot_be_written(tmp_path, 
     store = open_store(str(db), create=False)
     with store.session() as s:
         assert s.scalars(select(Environment)).all()
-    for args in (["show", "moe-routing"], ["regressions"], ["dashboard", "--out", str(tmp_path / "d.html")]):
+    for args in (["show", "moe-routing"], ["regressions"], ["dashboard", "--out", str(tmp_path / "d.html")],
+                 ["campaign", "--dry-run", "--kernel", "moe-routing"], ["campaign", "--status"]):
         assert main([*args, "--db", str(db)]) in (0, 1), args
     assert db.read_bytes() == before and not Path(str(db) + "-wal").exists()
     # an older schema cannot be upgraded in place: said in one line

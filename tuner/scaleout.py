@@ -251,6 +251,13 @@ class Coordinator:
             if r.settings.get("host") == w.host and r.settings.get("pid") == w.pid:
                 r.status, r.finished = "interrupted", now
 
+    def start(self, claim_id: int, worker_id: int) -> None:
+        """The worker starts on this claim of its batch: ``claimed`` says since when (the newest
+        of a worker's claims is the workload it is on)."""
+        with self.tx() as s:
+            s.execute(update(Claim).where(Claim.id == claim_id, Claim.worker_id == worker_id,
+                                          Claim.status == "claimed").values(claimed=db_now(s)))
+
     def renew(self, c: Campaign, worker_id: int) -> int:
         """Heartbeat: this worker lives, its claims' leases run on; the number of claims it holds."""
         with self.tx() as s:
@@ -382,8 +389,9 @@ def work(store: Store, campaign_id: int, *, on_event: Callable[[str, dict[str, A
                 hear("budget_spent", {"left": pending + held})
                 break
             # guided: several workloads of one family while much is left (one study process, one
-            # start-up for them all), single ones towards the end so that the workers finish together
-            batch = coord.claim(c, env, wid, max(1, math.ceil(pending / live)))
+            # start-up for them all), single ones towards the end so that the workers finish together;
+            # shared among the workers the launcher started too, before they have all joined
+            batch = coord.claim(c, env, wid, batch_size(pending, live, int(c.settings.get("workers") or 1)))
             if not batch:
                 if not pending and not held:
                     break
@@ -407,6 +415,12 @@ def work(store: Store, campaign_id: int, *, on_event: Callable[[str, dict[str, A
     return done
 
 
+def batch_size(pending: int, live: int, started: int) -> int:
+    """How many pending workloads a worker takes at once: its share of them among the live
+    workers, or the workers the launcher started while they are still joining."""
+    return max(1, math.ceil(pending / max(1, live, started)))
+
+
 def _tune_batch(coord: Coordinator, store: Store, wid: int, batch: list[Taken], settings: Settings,
                 budget_s: float | None, hear: Callable[[str, dict[str, Any]], None]) -> int:
     """Tune the claimed workloads in turn, each marked done as it finishes; the number done.
@@ -422,9 +436,14 @@ def _tune_batch(coord: Coordinator, store: Store, wid: int, batch: list[Taken], 
             coord.finish(t.id, wid, o)
             hear("done", {"claim": t, "outcome": o})
 
+    def heard(kind: str, info: dict[str, Any]) -> None:
+        if kind == "workload_done":
+            finish(info["outcome"])
+        elif kind == "workload_start" and (t := by_key.get(info["workload"])) is not None:
+            coord.start(t.id, wid)
+
     items = [camp.Item(k, workload_from_dict(k.spec.workload, t.workload), t.state) for t in batch]
-    for o in camp.run(store, items, settings, budget_s=budget_s,
-                      on_event=lambda kind, info: finish(info["outcome"]) if kind == "workload_done" else None):
+    for o in camp.run(store, items, settings, budget_s=budget_s, on_event=heard):
         finish(o)
     rest = [t.id for t in batch if t.id not in finished]
     if rest:
@@ -520,7 +539,11 @@ def view(store: Store, campaign_id: int | None = None) -> CampaignView | None:
         workers = s.scalars(select(CampaignWorker).where(CampaignWorker.campaign_id == c.id)
                             .order_by(CampaignWorker.id)).all()
         claims = s.scalars(select(Claim).where(Claim.campaign_id == c.id).order_by(Claim.seq)).all()
-    held = {cl.worker_id: f"{cl.kernel} {cl.workload_key}" for cl in claims if cl.status == "claimed"}
+    on: dict[int, Claim] = {}  # each worker's claim it is on: the newest started, the first of its batch before
+    for cl in claims:
+        if cl.status == "claimed" and (cl.worker_id not in on or cl.claimed > on[cl.worker_id].claimed):
+            on[cl.worker_id] = cl
+    held = {w: f"{cl.kernel} {cl.workload_key}" for w, cl in on.items()}
     label = {w.id: _label(w.host, w.device) for w in workers}
     wv = [WorkerView(w.id, w.host, w.device, w.gpu, w.pid, w.status, held.get(w.id),
                      (now - w.heartbeat).total_seconds(),

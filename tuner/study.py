@@ -149,6 +149,12 @@ def make_sampler(name: str, kernel: Kernel, seed: int, ahead: int = 0):
     raise ValueError(f"unknown sampler {name!r} (choose from {', '.join(SAMPLERS)})")
 
 
+def find_environment(store: Store) -> Environment | None:
+    """This machine's environment row, if the database holds it (reads only)."""
+    with store.session() as s:
+        return s.scalar(select(Environment).where(Environment.fingerprint_hash == fingerprint_hash(fingerprint())))
+
+
 def ensure_environment(store: Store) -> Environment:
     """This machine's environment row, inserted on first use (another process inserting the
     same row at the same time wins the race: its row is read back)."""

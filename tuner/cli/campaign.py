@@ -78,7 +78,7 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
         devs = scaleout_cli.devices_or_exit(n_workers)
         return _with_workers(ks, states, trials, patience, limit, budget_s, lease_s, devs, db,
                              {"cache": cache, "ahead": ahead, "predict": predict})
-    store = open_store(db)
+    store = _plan_store(db) if dry_run else open_store(db)
     items = camp.plan(store, [(k, list(k.workloads if gpu else k.small_workloads)) for k in ks], states)[:limit]
     counts = {s: sum(it.state == s for it in items) for s in camp.STATES}
     console.print(f"campaign on {'this GPU' if gpu else 'the interpreter (no GPU: small grids)'}: {len(items)} "
@@ -134,6 +134,18 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
     console.print(f"Next: `tune export --out packs/<gpu>{dbarg}` writes the pack.", highlight=False)
 
 
+def _plan_store(db: str | None) -> Any:
+    """The database a run would write, opened only to read where it exists (it may be read-only)."""
+    from pathlib import Path
+
+    from tuner.store import open_store
+    from tuner.store.db import default_db, normalize_url
+
+    url = normalize_url(db if db is not None else default_db(write=True))
+    exists = not url.startswith("sqlite:///") or Path(url.removeprefix("sqlite:///")).is_file()
+    return open_store(url, create=not exists)
+
+
 def _with_workers(ks: list[Any], states: list[str], trials: int, patience: int, limit: int | None,
                   budget_s: float | None, lease_s: float, devs: list[str], db: str | None,
                   cost: dict[str, Any]) -> None:
@@ -151,7 +163,7 @@ def _with_workers(ks: list[Any], states: list[str], trials: int, patience: int, 
              "predict": 2 if cost["predict"] else 0}
     try:
         c = coord.create([k.name for k in ks], states, {"n_trials": trials, "patience": patience, "limit": limit,
-                                                        "tuner": tuner},
+                                                        "tuner": tuner, "workers": len(devs)},
                          lease_s=lease_s, budget_s=budget_s)
     except scaleout.ScaleoutError as e:
         raise CliError(str(e)) from None

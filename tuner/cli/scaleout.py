@@ -161,8 +161,16 @@ def _watch(store: Any, campaign_id: int, devs: list[str], db: str | None, procs:
             raise typer.Exit(130) from None
     failed = [(i, p.exitcode) for i, p in enumerate(procs) if p.exitcode not in (0, 130)]
     for i, code in failed:
-        err_console.print(f"worker {i} ({where([devs[i]])}) ended with exit code {code} (its message is above); "
-                          "its workload was given back", highlight=False, markup=False, soft_wrap=True)
+        if code is not None and code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+            then = "a live worker (or the next `tune worker`) takes over what it held once the lease runs out"
+        else:
+            how, then = f"ended with exit code {code} (its message is above)", "its workloads were given back"
+        err_console.print(f"worker {i} ({where([devs[i]])}) {how}; {then}", highlight=False, markup=False,
+                          soft_wrap=True)
     left = sum(f.left + f.claimed for f in v.families)
     if left and v.budget_left_s is not None and v.budget_left_s <= 0:
         console.print(f"budget spent: {left} workloads left for the next run", highlight=False)
