@@ -401,6 +401,47 @@ def test_two_launchers_at_once_make_one_campaign(tmp_path, request, backend):
         assert s.get(Campaign, made[0]).status == "replaced" and s.get(Campaign, later.id).status == "open"
 
 
+def test_real_kernels_four_spawned_workers_one_killed_mid_trial_on_postgresql(pg_db, capsys):
+    """`tune campaign --workers 4` as a user runs it: spawned workers, the interpreter's kernels,
+    a PostgreSQL server; one worker is killed outright once it is into its workload's trials."""
+    import threading
+
+    store = open_store(pg_db)
+    killed: dict[str, int] = {}
+
+    def kill_one_mid_trial():
+        end = time.monotonic() + 300
+        while time.monotonic() < end and not killed:
+            with store.session() as s:
+                busy = {w.pid: w.id for w in s.scalars(select(CampaignWorker).where(
+                    CampaignWorker.status == "running")) if s.scalar(select(Claim.id).where(
+                        Claim.worker_id == w.id, Claim.status == "claimed").limit(1))}
+                runs = {r.id: r.settings.get("pid") for r in s.scalars(select(Run).where(Run.status == "running"))}
+                for t in s.scalars(select(Trial).where(Trial.run_id.in_(runs), Trial.phase == "search")):
+                    if runs[t.run_id] in busy:  # a trial done in this workload: it is into the next
+                        killed.update(pid=runs[t.run_id], worker=busy[runs[t.run_id]])
+                        os.kill(killed["pid"], signal.SIGKILL)
+                        return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_one_mid_trial, daemon=True)
+    killer.start()
+    rc = main(["campaign", "--workers", "4", "--kernel", "moe-routing", "--kernel", "mhc", "--trials", str(N_TRIALS),
+               "--lease", "10s", "--db", pg_db])
+    killer.join(5)
+    err = capsys.readouterr().err
+    assert killed, "no worker was killed"
+    assert rc == 1 and "was killed by SIGKILL" in err, err
+    claims = _check_finished(pg_db, 1, 5)
+    with store.session() as s:
+        assert s.get(CampaignWorker, killed["worker"]).status == "lost"
+        assert {w.status for w in s.scalars(select(CampaignWorker)) if w.id != killed["worker"]} == {"done"}
+        assert s.get(Campaign, 1).status == "done"
+    assert all(c.worker_id != killed["worker"] for c in claims.values())  # its workloads finished by others
+    assert any(c.attempts == 2 for c in claims.values())
+    assert _optuna_agrees(store) <= 1  # the trial it was measuring, if the kill came inside one
+
+
 def test_a_second_host_joins_on_postgresql(pg_db):
     cid = _campaign(pg_db)
     store = open_store(pg_db)

@@ -242,21 +242,40 @@ class Tuner:
         with self.store.session() as sess:
             return set(sess.scalars(select(Run.id).where(Run.status == "running")).all())
 
-    def _fail_stale_trials(self, study, storage) -> None:
+    def _fail_stale_trials(self, study, storage, wkey: str) -> None:
         """Trials left running by a run that is gone (killed) are failed; those of runs still
-        going (another process tuning the same study) are theirs to finish."""
+        going (another process tuning the same study) are theirs to finish. One the killed run
+        had recorded already (killed between its row and telling Optuna) is told what it recorded."""
         from optuna.trial import TrialState
 
         live = self._live_runs()
+        with self.store.session() as sess:  # other live runs that may be tuning this workload too
+            others = [r.id for r in sess.scalars(select(Run).where(Run.status == "running", Run.kernel == self.kernel.name,
+                                                                   Run.id != self.run_id))
+                      if wkey in (r.settings or {}).get("workloads", [wkey])]
         now = time.time()
+        recorded: dict[int, Trial] | None = None
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             owner = t.user_attrs.get(OWNER)
             if owner in live:
                 continue
-            if owner is None and t.datetime_start and now - t.datetime_start.timestamp() < 60:
-                continue  # just asked by a run that has yet to name itself its owner
+            if owner is None and others and t.datetime_start and now - t.datetime_start.timestamp() < 60:
+                continue  # perhaps just asked by another run that has yet to name itself its owner
+            if recorded is None:
+                with self.store.session() as sess:
+                    recorded = {r.optuna_number: r for r in sess.scalars(
+                        select(Trial).join(Run, Trial.run_id == Run.id).where(
+                            Trial.kernel == self.kernel.name, Trial.workload_key == wkey, Trial.phase == "search",
+                            Trial.optuna_number.is_not(None), Run.environment_id == self.env.id,
+                            Run.source_hash == self.kernel.source_hash))}
+            row = recorded.get(t.number)
+            state, values = TrialState.FAIL, None
+            if row is not None and row.status == TrialStatus.ok and row.median_us is not None:
+                state, values = TrialState.COMPLETE, [row.median_us]
+            elif row is not None and row.status == TrialStatus.pruned:
+                state = TrialState.PRUNED
             try:
-                storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+                storage.set_trial_state_values(t._trial_id, state, values)
             except (RuntimeError, ValueError):  # finished meanwhile by its owner
                 pass
 
@@ -392,7 +411,7 @@ class Tuner:
             storage=storage, load_if_exists=True, direction="minimize",
             study_name=f"{k.name}|{wkey}|{self.env.fingerprint_hash}|{k.source_hash}",
             sampler=make_sampler(s.sampler, k, s.seed, s.ahead))
-        self._fail_stale_trials(study, storage)
+        self._fail_stale_trials(study, storage, wkey)
         default = k.default_config(workload, self.target)
         earlier = self._earlier_bests(wkey, workload)
         base = self._try_base(seen, earlier, default)
