@@ -62,7 +62,7 @@ def slow(monkeypatch):
     return SlowWorker
 
 
-def _campaign(db: str, kernels=KERNELS, lease_s: float = 1.0, workers: int = 1) -> int:
+def _campaign(db: str, kernels=KERNELS, lease_s: float = 3.0, workers: int = 1) -> int:
     store = open_store(db)
     c = scaleout.Coordinator(store).create(kernels, ["missing", "stale", "current"],
                                            {"n_trials": N_TRIALS, "patience": 100, "workers": workers,
@@ -245,6 +245,50 @@ def test_status_names_the_workload_a_worker_is_on_not_the_last_of_its_batch(tmp_
     time.sleep(0.01)
     coord.start(second.id, wid)
     assert on() == f"mhc {second.workload_key}"
+
+
+def test_a_ctrl_c_the_kernel_hands_to_another_thread_stops_a_trial_wait_at_once(monkeypatch):
+    """A process-directed SIGINT may land on any thread that does not block it; the main thread
+    waiting on the measuring process must still see it within a slice, not when the trial ends."""
+    import multiprocessing
+    import threading
+
+    from tuner.worker import Worker
+
+    w = Worker(timeout_s=30)
+    mine, theirs = multiprocessing.Pipe()  # nobody answers: a trial that runs on and on
+    monkeypatch.setattr(w, "_ensure", lambda: None)
+    w._conn = mine
+
+    def ctrl_c_here():
+        time.sleep(0.3)
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # this thread takes it, not the main one
+
+    threading.Thread(target=ctrl_c_here, daemon=True).start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        w._call("evaluate", (), 30)
+    assert time.monotonic() - t0 < 2
+    theirs.close()
+
+
+def test_the_heartbeat_thread_leaves_ctrl_c_to_the_main_thread(tmp_path):
+    db = str(tmp_path / "r.db")
+    cid = _campaign(db, kernels=["moe_routing"], lease_s=30.0)
+    store = open_store(db)
+    coord = scaleout.Coordinator(store)
+    c = coord.campaign(cid)
+    wid = coord.join(c, ensure_environment(store), "")
+    seen: list[set] = []
+    beat = scaleout._Heartbeat(coord, c, wid)
+    real_wait = beat.halt.wait
+    beat.halt.wait = lambda t: seen.append(signal.pthread_sigmask(signal.SIG_BLOCK, [])) or real_wait(0.01)  # noqa: E731
+    beat.start()
+    while not seen:
+        time.sleep(0.01)
+    beat.stop()
+    assert {signal.SIGINT, signal.SIGTERM} <= seen[0]
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])  # the main thread's: untouched
 
 
 def test_ctrl_c_gives_the_claim_back_at_once_and_the_next_worker_goes_on(tmp_path, slow):

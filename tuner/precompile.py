@@ -154,7 +154,14 @@ class Precompiler:
             return 0.0
         t0 = time.perf_counter()
         try:
-            fut.result(timeout=timeout_s)
+            end = time.monotonic() + timeout_s
+            while True:  # in slices: a Ctrl-C handed to another thread is acted on within one
+                try:
+                    fut.result(timeout=min(0.25, max(0.0, end - time.monotonic())))
+                    break
+                except FutureTimeout:
+                    if time.monotonic() >= end:
+                        raise
         except FutureTimeout:
             log.warning("compile-ahead of %s took over %.0f s: the worker compiles it", config, timeout_s)
         except Exception as e:  # noqa: BLE001 - the worker compiles it and says why it fails

@@ -333,6 +333,9 @@ class _Heartbeat(threading.Thread):
         self.halt = threading.Event()
 
     def run(self) -> None:
+        # Ctrl-C and SIGTERM are the main thread's: one the kernel handed to this thread would
+        # not interrupt the main thread's wait, and the claim would be given back only later
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         failing = False
         while not self.halt.wait(self.c.lease_s / 4):
             try:

@@ -26,6 +26,8 @@ from tuner.spec import TrialResult
 log = logging.getLogger(__name__)
 
 _POISON_BYTES = 64 * 2**20
+SLICE_S = 0.25
+"""Longest single wait on the worker process (signal handlers run between waits)."""
 
 
 def _classify(exc: BaseException) -> str:
@@ -223,9 +225,13 @@ class Worker:
         self._ensure()
         assert self._conn is not None
         self._conn.send((op, args))
-        if not self._conn.poll(timeout_s):
-            self.kill()
-            return {"status": "timeout", "error": f"no answer within {timeout_s:.0f} s"}
+        # waited in slices: a Ctrl-C that the kernel hands to another thread of this process
+        # (a heartbeat, a progress bar) is acted on within a slice, not when the trial ends
+        end = time.monotonic() + timeout_s
+        while not self._conn.poll(min(SLICE_S, max(0.0, end - time.monotonic()))):
+            if time.monotonic() >= end:
+                self.kill()
+                return {"status": "timeout", "error": f"no answer within {timeout_s:.0f} s"}
         try:
             return self._conn.recv()
         except (EOFError, ConnectionResetError):
