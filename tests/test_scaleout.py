@@ -264,12 +264,16 @@ def test_a_ctrl_c_the_kernel_hands_to_another_thread_stops_a_trial_wait_at_once(
         time.sleep(0.3)
         signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # this thread takes it, not the main one
 
-    threading.Thread(target=ctrl_c_here, daemon=True).start()
-    t0 = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        w._call("evaluate", (), 30)
-    assert time.monotonic() - t0 < 2
-    theirs.close()
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # (pytest may run with SIGINT ignored)
+    try:
+        threading.Thread(target=ctrl_c_here, daemon=True).start()
+        t0 = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            w._call("evaluate", (), 30)
+        assert time.monotonic() - t0 < 2
+    finally:
+        signal.signal(signal.SIGINT, before)
+        theirs.close()
 
 
 def test_the_heartbeat_thread_leaves_ctrl_c_to_the_main_thread(tmp_path):

@@ -605,6 +605,7 @@ def worker_main(url: str, campaign_id: int, device: str, threads: int | None = N
 
             torch.set_num_threads(threads)
     signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even where started with SIGINT ignored (`&`)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         work(open_store(url), campaign_id)
