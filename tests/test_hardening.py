@@ -305,6 +305,27 @@ def test_the_manifest_is_under_a_checksum(tmp_path):
         load_pack(p)
 
 
+def test_crafted_manifests_are_refused_with_one_pack_error_line(tmp_path):
+    """The manifest's own fields: a pack without its seal, a schema of ``true``, a name that is no
+    string, more kernels than a pack holds, one table read for many kernels, a kernel name that is
+    no name."""
+    t = _moe_table()
+    cases = {
+        "no seal": dict(seal=False),
+        "schema true": dict(schema=True),
+        "name a list": dict(name=["x"]),
+        "40 kernels": dict(kernels={f"k{i}": {"file": "moe_routing.json", "entries": 1} for i in range(40)}),
+        "one table, two kernels": dict(kernels={"moe_routing": {"file": "moe_routing.json", "entries": 1},
+                                                "mhc": {"file": "moe_routing.json", "entries": 1}}),
+        "kernel name with a slash": dict(kernels={"../moe": {"file": "moe_routing.json", "entries": 1}}),
+    }
+    for name, kw in cases.items():
+        p = _pack(tmp_path / name.replace(" ", "_"), t, **kw)
+        with pytest.raises(PackError) as e:
+            load_pack(p)
+        assert "\n" not in str(e.value), name
+
+
 def test_symlinks_fifos_and_huge_files_in_a_pack_are_refused(tmp_path):
     outside = _pack(tmp_path / "outside")
     p = _pack(tmp_path / "link_manifest")

@@ -33,7 +33,13 @@ def write_pack(root: Path, *, gpu: str | None = None, entries=ENTRIES, kernel: s
     manifest = {"schema": schema, "name": root.name, "fingerprint": fp,
                 "kernels": {kernel: {"file": f"{kernel}.json", "entries": len(entries)}},
                 "files": {f"{kernel}.json": sha256_file(root / f"{kernel}.json")}}
+    return _seal(root, manifest)
+
+
+def _seal(root: Path, manifest: dict) -> Path:
+    """Write ``manifest`` and its seal, as a tamperer who knows the format does."""
     (root / "manifest.json").write_text(json.dumps(manifest))
+    (root / runtime.MANIFEST_SEAL).write_text(runtime.manifest_digest(manifest) + "\n")
     return root
 
 
@@ -118,14 +124,14 @@ def test_corrupt_and_tampered_packs_raise(tmp_path):
     p = write_pack(tmp_path / "escape")
     m = json.loads((p / "manifest.json").read_text())
     m["files"] = {"../toy.json": "0" * 64}
-    (p / "manifest.json").write_text(json.dumps(m))
+    _seal(p, m)
     with pytest.raises(PackError, match="not a file name"):
         load_pack(p)
 
     p = write_pack(tmp_path / "fingerprint")
     m = json.loads((p / "manifest.json").read_text())
     m["fingerprint"] = "H200"
-    (p / "manifest.json").write_text(json.dumps(m))
+    _seal(p, m)
     with pytest.raises(PackError, match="fingerprint"):
         load_pack(p)
 

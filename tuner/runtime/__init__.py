@@ -120,6 +120,8 @@ manifest's own fields (checksums, GPU fingerprint) are covered too."""
 MAX_MANIFEST_BYTES = 1 << 20
 MAX_TABLE_BYTES = 16 << 20     # the shipped tables are ~10 KB each
 MAX_ENTRIES = 100_000
+MAX_KERNELS = 32               # kernel tables of one pack (five families today)
+MAX_PACK_BYTES = 64 << 20      # all of a pack's tables together
 MAX_DEPTH = 8                  # object/array nesting: a table is entries -> entry -> workload/config
 MAX_INT = 2**53                # beyond it JSON numbers are not exact anywhere
 MAX_STR = 256
@@ -518,17 +520,19 @@ def _manifest(root: Path) -> dict[str, Any]:
     manifest = _read_json(mpath, MAX_MANIFEST_BYTES)
     if not isinstance(manifest, dict):
         raise PackError(f"{mpath}: manifest is not a JSON object")
-    if manifest.get("schema") != PACK_SCHEMA:
-        raise PackError(f"{mpath}: pack schema {manifest.get('schema')!r} is not supported (want {PACK_SCHEMA})")
+    schema = manifest.get("schema")
+    if type(schema) is not int or schema != PACK_SCHEMA:  # (true == 1 in Python)
+        raise PackError(f"{mpath}: pack schema {str(schema)[:40]!r} is not supported (want {PACK_SCHEMA})")
     if not isinstance(manifest.get("fingerprint") or {}, dict):
         raise PackError(f"{mpath}: manifest's 'fingerprint' is not a JSON object")
+    if not isinstance(manifest.get("name", ""), str) or len(manifest.get("name", "")) > MAX_STR:
+        raise PackError(f"{mpath}: manifest's 'name' is not a short string")
     seal = root / MANIFEST_SEAL
-    if seal.exists() or seal.is_symlink():
-        if _read_file(seal, 256).decode("ascii", "replace").strip() != manifest_digest(manifest):
-            raise PackError(f"{root}: {MANIFEST_SEAL} does not match manifest.json (corrupt or tampered)")
-    else:
-        log.warning("pack %s has no %s: its manifest is not covered by a checksum (export it again)", root,
-                    MANIFEST_SEAL)
+    if not seal.exists() and not seal.is_symlink():
+        raise PackError(f"{root}: no {MANIFEST_SEAL}: the manifest is not covered by a checksum (export the pack "
+                        "again with `tune export`)")
+    if _read_file(seal, 256).decode("ascii", "replace").strip() != manifest_digest(manifest):
+        raise PackError(f"{root}: {MANIFEST_SEAL} does not match manifest.json (corrupt or tampered)")
     return manifest
 
 
@@ -539,7 +543,10 @@ def _load_pack(root: Path) -> Pack:
     kernels = manifest.get("kernels")
     if not isinstance(files, dict) or not isinstance(kernels, dict):
         raise PackError(f"{mpath}: manifest lacks 'files' or 'kernels'")
+    if len(kernels) > MAX_KERNELS or len(files) > MAX_KERNELS:
+        raise PackError(f"{mpath}: more than {MAX_KERNELS} kernels or files")
     blobs: dict[str, bytes] = {}
+    total = 0
     for name, digest in files.items():
         if not isinstance(name, str) or Path(name).name != name or name in ("manifest.json", MANIFEST_SEAL) \
                 or not name.endswith(".json"):
@@ -548,14 +555,23 @@ def _load_pack(root: Path) -> Pack:
         if not fpath.exists() and not fpath.is_symlink():
             raise PackError(f"{root}: file {name!r} listed in the manifest is missing")
         data = _read_file(fpath, MAX_TABLE_BYTES)
+        total += len(data)
+        if total > MAX_PACK_BYTES:
+            raise PackError(f"{root}: tables of more than {MAX_PACK_BYTES >> 20} MB in all")
         if hashlib.sha256(data).hexdigest() != digest:  # the bytes checked are the bytes parsed
             raise PackError(f"{root}: checksum mismatch for {name} (corrupt or tampered)")
         blobs[name] = data
     tables: dict[str, _KernelTable] = {}
+    used: set[str] = set()
     for kernel, info in kernels.items():
         fname = info.get("file") if isinstance(info, dict) else None
+        if not _NAME.fullmatch(kernel):
+            raise PackError(f"{mpath}: {kernel[:64]!r} is not a kernel name")
         if not isinstance(fname, str) or fname not in blobs:
             raise PackError(f"{mpath}: kernel {str(kernel)[:64]!r} names a file not covered by checksums")
+        if fname in used:  # each table is read once
+            raise PackError(f"{mpath}: {fname} is named by more than one kernel")
+        used.add(fname)
         where = root / fname
         data = parse_json(blobs[fname], where)
         if not isinstance(data, dict):
