@@ -45,7 +45,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 def _temp_pack(root: Path) -> Path:
     """A minimal valid pack (schema 1) with moe_routing entries, for timing select() without one."""
     from kernel_templates.moe_routing import Workload, default_config
-    from tuner.runtime import PACK_SCHEMA, gpu_identity
+    from tuner.runtime import MANIFEST_SEAL, PACK_SCHEMA, gpu_identity, manifest_digest
     from tuner.runtime.target import Target
 
     entries = [{"workload": {"tokens": t, "profile": p}, "config": default_config(Workload(t, p), Target.named("sm_90"))}
@@ -57,6 +57,7 @@ def _temp_pack(root: Path) -> Path:
                 "files": {"moe_routing.json": hashlib.sha256(data).hexdigest()},
                 "kernels": {"moe_routing": {"file": "moe_routing.json"}}}
     (root / "manifest.json").write_text(json.dumps(manifest))
+    (root / MANIFEST_SEAL).write_text(manifest_digest(manifest) + "\n")
     return root
 
 
