@@ -186,12 +186,28 @@ def quantize_nvfp4(x: torch.Tensor, global_scale: float | torch.Tensor | None = 
     return pack_e2m1(codes.flatten(-2)), s8.squeeze(-1)
 
 
+def _check_codes(codes: Any, scales: Any, block: int) -> None:
+    """TypeError / ValueError unless ``codes [..., D/2]`` and ``scales [..., D/block]`` are uint8 tensors of
+    matching rows and D a multiple of ``block``."""
+    for name, t in (("codes", codes), ("scales", scales)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype != torch.uint8 or t.dim() < 1:
+            raise ValueError(f"{name} must be uint8 [..., n], got {t.dtype} {tuple(t.shape)}")
+    d = 2 * codes.shape[-1]
+    if d % block or tuple(scales.shape) != (*codes.shape[:-1], d // block):
+        raise ValueError(f"codes {tuple(codes.shape)} hold rows of {d} values: scales must be "
+                         f"{(*codes.shape[:-1], d // block) if d % block == 0 else '...'} "
+                         f"(one a {block} values, D a multiple of {block}), got {tuple(scales.shape)}")
+
+
 def dequantize_nvfp4(codes: torch.Tensor, scales: torch.Tensor, global_scale: float | torch.Tensor | None = None,
                      dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """NVFP4 codes ``[..., D/2]`` + E4M3 scale bits ``[..., D/16]`` -> ``[..., D]`` of ``dtype``.
 
     ``e2m1 * s`` is exact in fp32 and in bf16; ``* g`` (if given) rounds once in fp32.
     """
+    _check_codes(codes, scales, NVFP4_BLOCK)
     v = e2m1_decode(unpack_e2m1(codes))
     v = (v.reshape(*v.shape[:-1], -1, NVFP4_BLOCK) * e4m3_bits_to_float(scales)[..., None]).flatten(-2)
     if global_scale is not None:
@@ -210,6 +226,7 @@ def quantize_mxfp4(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 def dequantize_mxfp4(codes: torch.Tensor, scales: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """MXFP4 codes ``[..., D/2]`` + UE8M0 scales ``[..., D/32]`` -> ``[..., D]`` of ``dtype``."""
+    _check_codes(codes, scales, MX_BLOCK)
     v = e2m1_decode(unpack_e2m1(codes))
     return (v.reshape(*v.shape[:-1], -1, MX_BLOCK) * ue8m0_to_float(scales)[..., None]).flatten(-2).to(dtype)
 

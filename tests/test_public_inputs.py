@@ -14,6 +14,7 @@ FAMILIES = ("moe_routing", "engram", "mhc", "nvfp4_attention", "sparse_mqa")
 
 def _cases():
     from kernel_templates import engram as en
+    from kernel_templates import mhc
     from kernel_templates import moe_routing as mr
     from kernel_templates import nvfp4 as nv
     from kernel_templates import nvfp4_attention as na
@@ -28,6 +29,9 @@ def _cases():
                seq_lens=torch.ones(1, **i32), swa_kv=torch.zeros(1, 128, 512).to(f8),
                swa_scales=torch.zeros(1, 128, 16, dtype=torch.uint8), sink=torch.zeros(64))
     u8 = dict(dtype=torch.uint8)
+    D = 64
+    pre = (torch.zeros(2, 4, D, dtype=torch.bfloat16), torch.zeros(mhc.N_MIX, 4 * D), torch.ones(3),
+           torch.zeros(mhc.N_MIX), torch.ones(D, dtype=torch.bfloat16))
     return {
         # what is wrong -> (call, a word the message must hold)
         "quantize_nvfp4_triton of a 0-d tensor": (lambda: nv.quantize_nvfp4_triton(torch.tensor(1.0)), "x"),
@@ -54,6 +58,18 @@ def _cases():
             **{**att, "block_table": torch.zeros(1, **i32)}), "block_table"),
         "engram_lookup without a table": (lambda: en.engram_lookup(None, torch.zeros(2, 24, dtype=torch.int64)),
                                           "table"),
+        "moe_routing logits 0-d": (lambda: mr.moe_routing(torch.tensor(1.0), None, top_k=1), "logits"),
+        "moe_routing bias a list": (lambda: mr.moe_routing(torch.zeros(2, 8), [0.0] * 8, top_k=1), "bias"),
+        "moe_routing expert_map a list": (lambda: mr.moe_routing(torch.zeros(2, 8), None, top_k=1,
+                                                                 expert_map=list(range(8))), "expert_map"),
+        "mhc_pre X 0-d": (lambda: mhc.mhc_pre(torch.tensor(1.0), *pre[1:]), "X"),
+        "mhc_pre X a list": (lambda: mhc.mhc_pre([[0.0]], *pre[1:]), "X"),
+        "mhc_pre sinkhorn_iters 10**9": (lambda: mhc.mhc_pre(*pre, sinkhorn_iters=10**9), "sinkhorn_iters"),
+        "mhc_pre sinkhorn_iters 2.5": (lambda: mhc.mhc_pre(*pre, sinkhorn_iters=2.5), "sinkhorn_iters"),
+        "dequantize_nvfp4 of a 7-wide row": (lambda: nv.dequantize_nvfp4(torch.zeros(2, 7, **u8),
+                                                                         torch.zeros(2, 1, **u8)), "scales"),
+        "dequantize_nvfp4 of float codes": (lambda: nv.dequantize_nvfp4(torch.zeros(2, 8), torch.zeros(2, 1, **u8)),
+                                            "codes"),
     }
 
 
@@ -89,6 +105,10 @@ def _bad_configs(config: dict):
         if isinstance(v, int) and not isinstance(v, bool):
             yield k, {**config, k: -4}
             yield k, {**config, k: 10**9}
+            yield k, {**config, k: 2**30}  # a power of two past every tile a kernel can hold
+        if isinstance(v, float):
+            yield k, {**config, k: float("inf")}
+            yield k, {**config, k: float("nan")}
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -119,15 +119,15 @@ def check_config(config: dict[str, Any], split: bool) -> None:
     if config["VEC"] not in vecs or type(config["VEC"]) is not int:
         why = "" if split else " (rows are 264 = 8*33 B apart)"
         raise ValueError(f"VEC must be one of {vecs} bytes{why}, got {config['VEC']!r}")
-    for k in ("ROWS", "num_warps"):
-        if not _pow2(config[k]):
-            raise ValueError(f"{k} must be a power of two, got {config[k]!r}")
+    for k, hi in (("ROWS", 1024), ("num_warps", 32)):
+        if not _pow2(config[k]) or config[k] > hi:
+            raise ValueError(f"{k} must be a power of two in [1, {hi}], got {config[k]!r}")
     for k in ("DEDUP", "STREAM"):
         if not isinstance(config[k], bool):
             raise ValueError(f"{k} must be a bool, got {config[k]!r}")
     frac = config["GRID_SM_FRAC"]
-    if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not frac > 0:
-        raise ValueError(f"GRID_SM_FRAC must be a number > 0 (programs per SM), got {frac!r}")
+    if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0 < frac <= 64:
+        raise ValueError(f"GRID_SM_FRAC must be a number in (0, 64] (programs per SM), got {frac!r}")
     if type(config["CHUNK_ROWS"]) is not int or not 0 <= config["CHUNK_ROWS"] <= 2**24:
         raise ValueError(f"CHUNK_ROWS must be an int in [0, 2**24] (0: one launch), got {config['CHUNK_ROWS']!r}")
     if type(config["num_stages"]) is not int or not 1 <= config["num_stages"] <= 8:

@@ -37,6 +37,9 @@ OPS = ("pre", "post", "seam")
 
 # ----------------------------------------------------------------------------- launcher
 
+MAX_SINKHORN_ITERS = 1000  # the models run 20; the kernel unrolls nothing, but each is a pass over [4, 4]
+
+
 def _check(name: str, t: Any, shape: tuple[int, ...], dtypes: tuple[torch.dtype, ...]) -> None:
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"mhc: {name} must be a tensor, got {type(t).__name__}")
@@ -68,8 +71,8 @@ def _validate(op: str, X, y, post, comb, fn, scale, base, norm_w, sinkhorn_iters
         _check("norm_w", norm_w, (D,), (torch.bfloat16, torch.float32))
         if not fn.is_contiguous():
             raise ValueError("mhc: fn must be contiguous")
-        if sinkhorn_iters < 1:
-            raise ValueError(f"mhc: sinkhorn_iters must be >= 1, got {sinkhorn_iters}")
+        if type(sinkhorn_iters) is not int or not 1 <= sinkhorn_iters <= MAX_SINKHORN_ITERS:
+            raise ValueError(f"mhc: sinkhorn_iters must be an int in [1, {MAX_SINKHORN_ITERS}], got {sinkhorn_iters!r}")
     if D < 1:
         raise ValueError("mhc: D must be positive")
 
@@ -159,6 +162,8 @@ def launch(*, config: dict[str, Any], op: str, X: torch.Tensor, y: torch.Tensor 
 # ----------------------------------------------------------------------------- public API
 
 def _config(op: str, X: torch.Tensor, config: dict[str, Any] | None) -> dict[str, Any]:
+    if not isinstance(X, torch.Tensor) or X.dim() != 3:  # before the shape picks a pack entry
+        raise ValueError(f"mhc: X must be a tensor [T, 4, D], got {getattr(X, 'shape', type(X).__name__)!r}")
     if config is not None:
         return config
     return runtime.select("mhc", {"op": op, "tokens": X.shape[0], "dim": X.shape[-1]}, Target.of(X.device)).config

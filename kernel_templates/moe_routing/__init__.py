@@ -60,6 +60,9 @@ def grid_programs(tokens: int, config: dict[str, Any], sms: int | None = None) -
 
 def _check_args(logits: torch.Tensor, bias: torch.Tensor | None, top_k: int, n_group: int, topk_group: int,
                 scoring: str, block_m: int, expert_map: torch.Tensor | None) -> None:
+    for name, t in (("logits", logits), ("bias", bias), ("expert_map", expert_map)):
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor or None, got {type(t).__name__}")
     if logits.dim() != 2:
         raise ValueError(f"logits must be [T, E], got shape {tuple(logits.shape)}")
     if logits.dtype not in (torch.float32, torch.bfloat16):
@@ -98,10 +101,10 @@ def _check_config(config: dict[str, Any]) -> None:
     missing = [k for k in CONFIG_KEYS if k not in config]
     if missing:
         raise ValueError(f"config lacks {missing} (keys: {list(CONFIG_KEYS)})")
-    for k in ("BLOCK_T", "num_warps"):
+    for k, hi in (("BLOCK_T", 1024), ("num_warps", 32)):
         v = config[k]
-        if type(v) is not int or v < 1 or v & (v - 1):
-            raise ValueError(f"{k} must be a power of two >= 1, got {v!r}")
+        if type(v) is not int or not 1 <= v <= hi or v & (v - 1):
+            raise ValueError(f"{k} must be a power of two in [1, {hi}], got {v!r}")
     if type(config["MAX_PROGRAMS"]) is not int or not 1 <= config["MAX_PROGRAMS"] <= 65536:
         raise ValueError(f"MAX_PROGRAMS must be an int in [1, 65536] (the grid cap), got {config['MAX_PROGRAMS']!r}")
     if not isinstance(config["FUSED"], bool):
@@ -182,6 +185,8 @@ def moe_routing(logits: torch.Tensor, bias: torch.Tensor | None, *, top_k: int, 
     """
     if not isinstance(logits, torch.Tensor):
         raise TypeError(f"logits must be a torch.Tensor [T, E], got {type(logits).__name__}")
+    if logits.dim() != 2:
+        raise ValueError(f"logits must be [T, E], got shape {tuple(logits.shape)}")
     if config is None:
         prof = profile_of(logits.shape[-1], top_k, n_group, topk_group, scoring, routed_scaling_factor)
         config = runtime.select("moe_routing", {"tokens": int(logits.shape[0]), "profile": prof},
