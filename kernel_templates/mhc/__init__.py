@@ -37,7 +37,7 @@ OPS = ("pre", "post", "seam")
 
 # ----------------------------------------------------------------------------- launcher
 
-MAX_SINKHORN_ITERS = 1000  # the models run 20; the kernel unrolls nothing, but each is a pass over [4, 4]
+MAX_SINKHORN_ITERS = 1000  # the models use 20; each one is a pass over the [4, 4] matrix
 
 
 def _check(name: str, t: Any, shape: tuple[int, ...], dtypes: tuple[torch.dtype, ...]) -> None:
