@@ -79,6 +79,17 @@ def _traced(target, *args) -> None:
     target(*args)
 
 
+def _planned(db: str, kernel: str, lease_s: float, n: int):
+    """A campaign of one family's small grid, planned for this environment in this process (its
+    ``n`` claims checked): (store, coordinator, campaign, environment)."""
+    cid = _campaign(db, kernels=[kernel], lease_s=lease_s)
+    store = open_store(db)
+    coord = scaleout.Coordinator(store)
+    c, env = coord.campaign(cid), ensure_environment(store)
+    assert coord.plan(c, env, scaleout.grids_of(c, False)) == n
+    return store, coord, c, env
+
+
 def _workers(db: str, cid: int, n: int, target=None) -> list:
     procs = [FORK.Process(target=_traced, args=(target or scaleout.worker_main, db, cid, "")) for _ in range(n)]
     for p in procs:
@@ -232,15 +243,10 @@ def test_a_one_family_campaign_is_shared_by_the_workers_started_together(tmp_pat
 
 
 def test_status_names_the_workload_a_worker_is_on_not_the_last_of_its_batch(tmp_path):
-    db = str(tmp_path / "r.db")
-    cid = _campaign(db, kernels=["mhc"], lease_s=30.0)
-    store = open_store(db)
-    coord = scaleout.Coordinator(store)
-    c, env = coord.campaign(cid), ensure_environment(store)
-    assert coord.plan(c, env, scaleout.grids_of(c, False)) == 3
+    store, coord, c, env = _planned(str(tmp_path / "r.db"), "mhc", lease_s=30.0, n=3)
     wid = coord.join(c, env, "")
     first, second, third = coord.claim(c, env, wid, 3)
-    on = lambda: scaleout.view(store, cid).workers[0].workload  # noqa: E731
+    on = lambda: scaleout.view(store, c.id).workers[0].workload  # noqa: E731
     assert on() == f"mhc {first.workload_key}"  # taken, none started yet: the first comes first
     time.sleep(0.01)
     coord.start(second.id, wid)
@@ -333,12 +339,7 @@ def test_sigterm_is_ctrl_c(tmp_path, slow):
 def test_a_lease_run_out_is_taken_over_and_the_lost_workers_runs_are_closed(tmp_path):
     """A worker on another host stops renewing: the next claim takes its workload over, marks it
     lost and its run interrupted (its process cannot be looked up from here)."""
-    db = str(tmp_path / "r.db")
-    cid = _campaign(db, kernels=["moe_routing"], lease_s=0.2)
-    store = open_store(db)
-    coord = scaleout.Coordinator(store)
-    c, env = coord.campaign(cid), ensure_environment(store)
-    assert coord.plan(c, env, scaleout.grids_of(c, False)) == 2
+    store, coord, c, env = _planned(str(tmp_path / "r.db"), "moe_routing", lease_s=0.2, n=2)
     far = coord.join(c, env, "0")
     (first,) = coord.claim(c, env, far)
     near = coord.join(c, env, "")  # (joined before the other is on another host: SQLite refuses those)
@@ -359,7 +360,7 @@ def test_a_lease_run_out_is_taken_over_and_the_lost_workers_runs_are_closed(tmp_
     with store.session() as s:
         assert s.get(CampaignWorker, far).status == "lost"
         assert [r.status for r in s.scalars(select(Run)).all()] == ["interrupted"]
-    assert [w.silent for w in scaleout.view(store, cid).workers] == [False, False]  # lost is not running
+    assert [w.silent for w in scaleout.view(store, c.id).workers] == [False, False]  # lost is not running
     assert coord.release(near) == 2 and coord.outstanding(c, env)[:2] == (2, 0)
     # several of one family at once (one study process for them), in plan order
     assert [t.id for t in coord.claim(c, env, near, 5)] == [first.id, second.id]

@@ -26,6 +26,7 @@ from typing import Any
 
 from tuner.runtime.target import Target
 from tuner.spec import config_key
+from tuner.worker import SLICE_S
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +158,7 @@ class Precompiler:
             end = time.monotonic() + timeout_s
             while True:  # in slices: a Ctrl-C handed to another thread is acted on within one
                 try:
-                    fut.result(timeout=min(0.25, max(0.0, end - time.monotonic())))
+                    fut.result(timeout=min(SLICE_S, max(0.0, end - time.monotonic())))
                     break
                 except FutureTimeout:
                     if time.monotonic() >= end:

@@ -238,21 +238,18 @@ class Tuner:
                 sess.commit()
         return outcomes
 
-    def _live_runs(self) -> set[int]:
-        with self.store.session() as sess:
-            return set(sess.scalars(select(Run.id).where(Run.status == "running")).all())
-
     def _fail_stale_trials(self, study, storage, wkey: str) -> None:
         """Trials left running by a run that is gone (killed) are failed; those of runs still
         going (another process tuning the same study) are theirs to finish. One the killed run
         had recorded already (killed between its row and telling Optuna) is told what it recorded."""
         from optuna.trial import TrialState
 
-        live = self._live_runs()
-        with self.store.session() as sess:  # other live runs that may be tuning this workload too
-            others = [r.id for r in sess.scalars(select(Run).where(Run.status == "running", Run.kernel == self.kernel.name,
-                                                                   Run.id != self.run_id))
-                      if wkey in (r.settings or {}).get("workloads", [wkey])]
+        with self.store.session() as sess:
+            running = sess.scalars(select(Run).where(Run.status == "running")).all()
+        live = {r.id for r in running}
+        others = [r.id for r in running  # other live runs that may be tuning this workload too
+                  if r.id != self.run_id and r.kernel == self.kernel.name
+                  and wkey in (r.settings or {}).get("workloads", [wkey])]
         now = time.time()
         recorded: dict[int, Trial] | None = None
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
