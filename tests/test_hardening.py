@@ -82,6 +82,14 @@ def _check_tuned(db: str, runs: int) -> None:
         winners = s.scalars(select(Winner)).all()
     assert sorted(w.workload_key for w in winners) == sorted(workload_key(w) for w in wl)
     assert all(w.default_median_us is not None for w in winners)  # each compared with its default
+    # neither run failed a trial of the other (the old check failed every running trial of the study)
+    import optuna
+    from optuna.trial import TrialState
+
+    storage = store.optuna_storage()
+    states = [t.state for name in optuna.get_all_study_names(storage)
+              for t in optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)]
+    assert TrialState.FAIL not in states and TrialState.RUNNING not in states, states
 
 
 def _open_first_time(db: str, barrier=None) -> None:
@@ -100,6 +108,50 @@ def test_two_runs_of_one_study_on_sqlite_both_finish(tmp_path):
     _open_first_time(db)  # the study's race, not the new database's (tested below)
     assert _in_children(_tune, 2, db) == [0, 0], "a run crashed (its traceback is in the captured stderr)"
     _check_tuned(db, 2)
+
+
+def test_running_trials_of_a_run_on_another_host_are_failed_once_past_their_lease(tmp_path, monkeypatch):
+    """A run of another host (its pid cannot be checked here) killed there stays 'running' in the
+    database: its running trials are failed once they have run longer than any live trial can
+    (its trial timeout for each trial asked ahead, plus slack); a fresh one stays its owner's."""
+    import optuna
+
+    import tuner.study
+    from tuner.study import Settings, Tuner, ensure_environment
+    from tuner.trials import OWNER
+
+    db = str(tmp_path / "r.db")
+    store = open_store(db)
+    env = ensure_environment(store)
+    k, wl = _kernel_and_workloads(1)
+    wkey = workload_key(wl[0])
+    runs = {}
+    for name, timeout in (("killed", 0.05), ("slow", 3600.0)):
+        with store.session() as s:
+            run = Run(kind="tune", kernel=k.name, environment_id=env.id, source_hash=k.source_hash, status="running",
+                      settings={"host": "another-host", "pid": 1, "trial_timeout_s": timeout, "ahead": 1,
+                                "workloads": [wkey]})
+            s.add(run)
+            s.commit()
+            runs[name] = run.id
+    study = optuna.create_study(storage=store.optuna_storage(), load_if_exists=True, direction="minimize",
+                                study_name=f"{k.name}|{wkey}|{env.fingerprint_hash}|{k.source_hash}")
+    asked = {}
+    for name, run_id in runs.items():
+        t = study.ask()
+        t.set_user_attr(OWNER, run_id)
+        asked[name] = t.number
+    monkeypatch.setattr(tuner.study, "LEASE_SLACK_S", 0.0)
+    time.sleep(0.3)  # past the killed run's lease: (1 + 2) * 0.05 s
+    monkeypatch.setattr(tuner.study, "Worker", FakeWorker)
+    Tuner(store, k, Settings(n_trials=3, patience=100, rounds=1)).run(wl)
+    state = {t.number: t.state for t in study.get_trials(deepcopy=False)}
+    assert state[asked["killed"]] == optuna.trial.TrialState.FAIL
+    assert state[asked["slow"]] == optuna.trial.TrialState.RUNNING
+    assert tuner.study._trial_lease_s({"host": "another-host", "trial_timeout_s": 120, "ahead": 8}) == 10 * 120 + tuner.study.LEASE_SLACK_S
+    for same_host_or_unknown in ({"host": __import__("socket").gethostname(), "trial_timeout_s": 1},
+                                 {"host": "x"}, {"host": "x", "trial_timeout_s": "fast"}, [1, 2], None):
+        assert tuner.study._trial_lease_s(same_host_or_unknown) == float("inf")
 
 
 def test_first_use_of_a_sqlite_database_by_four_processes(tmp_path):
@@ -398,6 +450,16 @@ BAD_ROWS = {  # what a hand edit or another tool can leave in the database
     "settings not JSON": "UPDATE tuner_runs SET settings = 'not json' WHERE id = (SELECT min(id) FROM tuner_runs)",
     "start not a date": "UPDATE tuner_runs SET started = 'yesterday' WHERE id = (SELECT min(id) FROM tuner_runs)",
     "unknown status": "UPDATE tuner_revalidations SET status = 'zzz'",
+    # rows that decode into values no entry can hold: that entry is listed as unreadable, the rest shown
+    "winner time negative": "UPDATE tuner_winners SET median_us = -5 WHERE id = (SELECT min(id) FROM tuner_winners)",
+    "winner noise a string": "UPDATE tuner_winners SET noise = 'abc' WHERE id = (SELECT min(id) FROM tuner_winners)",
+    "trial time negative": "UPDATE tuner_trials SET median_us = -1 "
+                           "WHERE id IN (SELECT id FROM tuner_trials WHERE status = 'ok' AND phase = 'final' LIMIT 9)",
+    "winner key not UTF-8": "UPDATE tuner_winners SET workload_key = CAST(X'FFFE41' AS TEXT) "
+                            "WHERE id = (SELECT min(id) FROM tuner_winners)",
+    "trial error not UTF-8": "UPDATE tuner_trials SET error = CAST(X'C328' AS TEXT) "
+                             "WHERE id IN (SELECT id FROM tuner_trials LIMIT 9)",
+    "run kernel not UTF-8": "UPDATE tuner_runs SET kernel = CAST(X'80' AS TEXT) WHERE id = (SELECT min(id) FROM tuner_runs)",
 }
 
 
@@ -429,7 +491,9 @@ def test_bad_rows_never_crash_the_dashboard_or_regressions(history_db, tmp_path,
         try:
             if decodes:  # the page shows the rest, and says what it left out
                 page = build_report(open_store(str(db), create=False))
-                assert "unreadable" in page or name.startswith(("timing", "settings", "fingerprint")), name
+                assert "unreadable" in page or name.startswith(("timing", "settings", "fingerprint")) \
+                    or name.endswith("UTF-8"), name  # bytes that are no UTF-8 read as U+FFFD: the row shows
+                assert "\ufffd" in page or not name.startswith("winner key"), name
             for argv in (["dashboard", "--db", str(db), "--out", str(tmp_path / "r.html")],
                          ["regressions", "--db", str(db)]):
                 rc = main(argv)

@@ -99,6 +99,23 @@ class Outcome:
     final_s: float = 0.0  # of ``seconds``, the finalists' re-timing
 
 
+LEASE_SLACK_S = 60.0
+"""Added to a run's trial lease: clocks of two hosts and a slow commit."""
+
+
+def _trial_lease_s(settings: Any) -> float:
+    """How long a trial of a running run can stay running while that run lives: the worker kills
+    a trial at its timeout, and the trials asked ahead of it wait at most that long each. Runs
+    of this host are checked by their pid (``_close_dead_runs``), so theirs never expire."""
+    if not isinstance(settings, dict) or settings.get("host") == socket.gethostname():
+        return math.inf
+    timeout, ahead = settings.get("trial_timeout_s"), settings.get("ahead")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        return math.inf  # another tool's run: leave its trials alone
+    ahead = ahead if isinstance(ahead, int) and not isinstance(ahead, bool) and ahead >= 0 else 0
+    return (ahead + 2) * float(timeout) + LEASE_SLACK_S
+
+
 def _alive(pid: Any) -> bool:
     if not isinstance(pid, int):
         return True  # unknown: leave it alone
@@ -246,15 +263,17 @@ class Tuner:
 
         with self.store.session() as sess:
             running = sess.scalars(select(Run).where(Run.status == "running")).all()
-        live = {r.id for r in running}
+        now = time.time()
+        # a run on another host (whose process cannot be checked from here) owns a running trial
+        # only until no live trial could still be running: one killed there never says so
+        live = {r.id: _trial_lease_s(r.settings) for r in running}
         others = [r.id for r in running  # other live runs that may be tuning this workload too
                   if r.id != self.run_id and r.kernel == self.kernel.name
-                  and wkey in (r.settings or {}).get("workloads", [wkey])]
-        now = time.time()
+                  and wkey in (r.settings if isinstance(r.settings, dict) else {}).get("workloads", [wkey])]
         recorded: dict[int, Trial] | None = None
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             owner = t.user_attrs.get(OWNER)
-            if owner in live:
+            if owner in live and not (t.datetime_start and now - t.datetime_start.timestamp() > live[owner]):
                 continue
             if owner is None and others and t.datetime_start and now - t.datetime_start.timestamp() < 60:
                 continue  # perhaps just asked by another run that has yet to name itself its owner
@@ -304,7 +323,8 @@ class Tuner:
         """Runs of this host still marked running whose process is gone were killed."""
         with self.store.session() as sess:
             for r in sess.scalars(select(Run).where(Run.status == "running")).all():
-                if r.settings.get("host") == socket.gethostname() and not _alive(r.settings.get("pid")):
+                settings = r.settings if isinstance(r.settings, dict) else {}
+                if settings.get("host") == socket.gethostname() and not _alive(settings.get("pid")):
                     r.status = "interrupted"
             sess.commit()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -168,6 +169,7 @@ def load_history(store: Store, *, kernels: Iterable[str] | None = None,
             when=run.started, run_id=run.id, kind=run.kind, environment_id=env.id,
             versions=versions_of(env.fingerprint or {}), source_hash=run.source_hash,
             git_commit=run.git_commit or "", timing=timing_method(run), **point_args)
+        check_times(point, ("median_us", "p20_us", "p80_us", "default_us", "floor_us"))
         point.speedup, point.floor_fraction, point.spread, point.when < dt.datetime.max  # noqa: B018 - bad values fail here, not in the page
         if not isinstance(workload, dict) or not isinstance(point.config, dict):
             raise TypeError("its workload or config is not a JSON object")
@@ -272,6 +274,20 @@ class Entry(Ratios):
     updated: dt.datetime
 
 
+def check_times(row: Any, names: Iterable[str]) -> None:
+    """Raise ValueError where one of ``row``'s times (microseconds) or noise fractions is no
+    finite number >= 0 (a hand edit, another tool's row): such a row is shown as unreadable."""
+    for name in names:
+        v = getattr(row, name)
+        if v is None and name not in ("median_us",):
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"{name} is {v!r}, not a finite number >= 0")
+
+
+ENTRY_NUMBERS = ("median_us", "p20_us", "p80_us", "default_us", "floor_us", "noise")
+
+
 def current_entries(store: Store, unreadable: list[str] | None = None) -> list[Entry]:
     """The newest winner per (kernel, workload, GPU) across that GPU's environments (a row
     that does not hold what it should is described in ``unreadable`` instead)."""
@@ -286,6 +302,7 @@ def current_entries(store: Store, unreadable: list[str] | None = None) -> list[E
             e = Entry(w.kernel, w.workload_key, dict(w.workload), gpu, dict(w.config), w.is_default, w.median_us,
                       w.p20_us, w.p80_us, w.default_median_us, w.floor_us, w.noise, w.meaningful, w.source_hash,
                       w.updated)
+            check_times(e, ENTRY_NUMBERS)
             e.speedup, e.floor_fraction, workload_sort_key(e.workload)  # noqa: B018 - fail here, not in the page
         except (TypeError, ValueError, KeyError, AttributeError) as ex:
             if unreadable is not None:

@@ -76,7 +76,14 @@ def _sqlite_pragmas(engine: Engine) -> None:
         _pragmas(dbapi_conn)
 
 
+def _text(raw: bytes) -> str:
+    """A TEXT value as read: bytes that are no UTF-8 (a hand edit, another tool) read with U+FFFD
+    where they do not decode, so that one bad row shows as such instead of failing every query."""
+    return raw.decode("utf-8", "replace")
+
+
 def _pragmas(dbapi_conn) -> None:
+    dbapi_conn.text_factory = _text
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA busy_timeout=30000")  # first: switching to WAL takes a lock another process may hold
     cur.execute("PRAGMA journal_mode=WAL")
