@@ -6,11 +6,13 @@ with Triton 3.6 and 3.9). A launcher makes 5-20 such calls to size its grid and 
 which was most of an eager ``moe_routing`` call's Python time. These are the same
 functions as plain Python (same results for every int, tested against Triton's).
 Not for ``@triton.jit`` code: kernels use ``tl.cdiv`` and constexpr arithmetic.
-Also the SM count the launchers size persistent grids by (one cached device query).
+Also the SM count the launchers size persistent grids by (one cached device query), the
+launchers' knob checks and the data checks of a paged cache.
 """
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import torch
@@ -53,3 +55,37 @@ def check_knobs(family: str, config: Any, knobs: dict[str, tuple]) -> None:
         elif type(v) is not int or not arg[0] <= v <= arg[1] or kind == "pow2" and v & (v - 1):
             what = "a power of two" if kind == "pow2" else "an int"
             raise ValueError(f"{family}: {k} must be {what} in [{arg[0]}, {arg[1]}], got {v!r}")
+
+
+CHECK_INPUTS_ENV = "TUNER_CHECK_INPUTS"
+"""Set to 1 to check a paged cache's ``seq_lens`` and ``block_table`` values on a GPU too (each
+call then waits for the GPU once)."""
+
+
+def check_paged(block_table: torch.Tensor, seq_lens: torch.Tensor, pages: int, page: int, *,
+                clamp: bool = False) -> None:
+    """ValueError where a sequence is longer than its row of ``block_table`` holds
+    (``block_table.shape[1] * page``) or negative, or a page one of its tokens lives in is not
+    in ``[0, pages)``: a kernel would read outside the cache. ``clamp``: the kernel clamps
+    ``seq_lens`` to ``[0, block_table.shape[1] * page]`` itself, so only the pages are checked. Reading the values costs a
+    host-device sync, so on a GPU this runs only with ``TUNER_CHECK_INPUTS=1`` and never while a
+    CUDA graph is captured; tensors on the CPU (the interpreter, where such a read is a crash
+    of the whole process) are always checked."""
+    if seq_lens.device.type != "cpu":
+        if os.environ.get(CHECK_INPUTS_ENV, "0") in ("", "0") or \
+                (seq_lens.is_cuda and torch.cuda.is_current_stream_capturing()):
+            return
+    if seq_lens.numel() == 0:
+        return
+    width = block_table.shape[1]
+    lens = seq_lens.long().clamp(0, width * page) if clamp else seq_lens.long()
+    lo, hi = int(lens.min()), int(lens.max())
+    if lo < 0 or hi > width * page:
+        raise ValueError(f"seq_lens must lie in [0, {width * page}] (block_table.shape[1] x page size "
+                         f"{width} x {page}), got {lo}..{hi}")
+    used = torch.arange(width, device=lens.device)[None, :] < (lens[:, None] + page - 1) // page
+    bad = used & ((block_table < 0) | (block_table >= pages))
+    if bool(bad.any()):
+        b, j = (int(v) for v in bad.nonzero()[0])
+        raise ValueError(f"block_table[{b}, {j}] = {int(block_table[b, j])}: a page that sequence {b} uses "
+                         f"must lie in [0, {pages})")

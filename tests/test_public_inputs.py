@@ -56,6 +56,18 @@ def _cases():
             **{**att, "q": torch.zeros(64, 512).bfloat16()}), "q"),
         "nvfp4_decode_attention block_table of 1 dim": (lambda: na.nvfp4_decode_attention(
             **{**att, "block_table": torch.zeros(1, **i32)}), "block_table"),
+        # values out of range: a kernel would read outside the cache (checked where the tensors are on the
+        # CPU; on a GPU with TUNER_CHECK_INPUTS=1)
+        "mqa_topk block_table past the cache": (lambda: sm.mqa_topk(**{**mqa, "block_table": torch.full(
+            (1, 1), 10**6, **i32)}, top_k=4), "block_table"),
+        "mqa_topk block_table negative": (lambda: sm.mqa_topk(**{**mqa, "block_table": torch.full(
+            (1, 1), -1, **i32)}, top_k=4), "block_table"),
+        "nvfp4_decode_attention seq_lens x 1000": (lambda: na.nvfp4_decode_attention(
+            **{**att, "seq_lens": torch.full((1,), 1000, **i32)}), "seq_lens"),
+        "nvfp4_decode_attention seq_lens negative": (lambda: na.nvfp4_decode_attention(
+            **{**att, "seq_lens": torch.full((1,), -3, **i32)}), "seq_lens"),
+        "nvfp4_decode_attention block_table past the cache": (lambda: na.nvfp4_decode_attention(
+            **{**att, "block_table": torch.full((1, 1), 7, **i32)}), "block_table"),
         "engram_lookup without a table": (lambda: en.engram_lookup(None, torch.zeros(2, 24, dtype=torch.int64)),
                                           "table"),
         "moe_routing logits 0-d": (lambda: mr.moe_routing(torch.tensor(1.0), None, top_k=1), "logits"),
@@ -128,3 +140,20 @@ def test_launchers_validate_every_knob_before_launching(family):
         except Exception as e:  # noqa: BLE001
             wrong.append(f"{knob}={bad.get(knob, '<missing>')!r}: {type(e).__name__}: {str(e)[:100]}")
     assert not wrong, f"{family}:\n" + "\n".join(wrong)
+
+
+def test_paged_checks_read_only_the_pages_a_sequence_uses():
+    from kernel_templates._host import check_paged
+
+    i32 = dict(dtype=torch.int32)
+    table = torch.tensor([[3, -1, 99], [0, 1, 2]], **i32)  # row 0: one page used, the rest padding
+    check_paged(table, torch.tensor([16, 48], **i32), pages=4, page=16)
+    check_paged(table, torch.tensor([0, 0], **i32), pages=4, page=16)
+    with pytest.raises(ValueError, match=r"block_table\[0, 1\] = -1"):
+        check_paged(table, torch.tensor([17, 48], **i32), pages=4, page=16)
+    with pytest.raises(ValueError, match=r"seq_lens must lie in \[0, 48\]"):
+        check_paged(table, torch.tensor([16, 49], **i32), pages=4, page=16)
+    check_paged(table, torch.tensor([-5, 49], **i32), pages=4, page=16, clamp=True)  # sparse MQA clamps them
+    with pytest.raises(ValueError, match=r"block_table\[1, 2\] = 7"):
+        check_paged(table.clone().fill_(0).index_put_((torch.tensor([1]), torch.tensor([2])), torch.tensor(7, **i32)),
+                    torch.tensor([10**6, 10**6], **i32), pages=4, page=16, clamp=True)

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from kernel_templates._gluon import gluon_available, gluon_on_hopper
-from kernel_templates._host import cdiv, check_knobs, next_power_of_2
+from kernel_templates._host import cdiv, check_knobs, check_paged, next_power_of_2
 from kernel_templates.nvfp4 import quantize_fp8_ue8m0, quantize_nvfp4
 from kernel_templates.nvfp4_attention.blackwell import _bw_split_kernel
 from kernel_templates.nvfp4_attention.gluon_kernels import GL_MAX_HEADS, GL_WARPS, _gl_split_kernel, _gl_ws_kernel
@@ -296,6 +296,7 @@ def _validate(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales,
     _check("sink", sink, (H,), (torch.float32,))
     if topk_idx is not None:
         _check("topk_idx", topk_idx, (B, None), (torch.int32,))
+    check_paged(block_table, seq_lens, kv_codes.shape[0], page)
 
 
 REDUCE_TILE = 4096  # fp32 elements of one partial chunk load of the reduce (32 per thread)
@@ -465,7 +466,8 @@ def launch(*, config: dict[str, Any], q: torch.Tensor, kv_codes: torch.Tensor, k
            kv_dtype: str = "nvfp4") -> torch.Tensor:
     """Validate, allocate the partials and the output, and run split + reduce. ``[B, H, D]`` bf16.
 
-    ``seq_lens[b]`` must not exceed ``block_table.shape[1] * PAGE`` (not checked: a host sync).
+    ``seq_lens[b]`` must not exceed ``block_table.shape[1] * PAGE`` (checked on a GPU only with
+    ``TUNER_CHECK_INPUTS=1``: a host sync; ``_host.check_paged``).
     """
     _validate(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sink, topk_idx, kv_dtype)
     check_knobs("nvfp4_attention", config, KNOBS)

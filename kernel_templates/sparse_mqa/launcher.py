@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from kernel_templates._gluon import TensorDescriptor, gl
-from kernel_templates._host import cdiv, check_knobs, next_power_of_2
+from kernel_templates._host import cdiv, check_knobs, check_paged, next_power_of_2
 from kernel_templates.sparse_mqa.bound import (_bound_place_kernel, _bound_threshold_kernel, _bound_topk_kernel,
                                                bound_gmax_block, bound_parts, bound_select_cap)
 from kernel_templates.sparse_mqa.common import (_CNT_C1, _CNT_C1X, _CNT_C2, _CNT_C3, _CNT_C4, _CNT_C5, _CNT_TIE, _RS,
@@ -64,6 +64,7 @@ def _validate(q, weights, k_cache, k_scales, block_table, seq_lens, top_k, k_for
     _check("seq_lens", seq_lens, (B,), (torch.int32,))
     if not isinstance(top_k, int) or not 0 <= top_k <= MAX_TOPK:
         raise ValueError(f"top_k must be an int in [0, {MAX_TOPK}], got {top_k!r}")
+    check_paged(block_table, seq_lens, k_cache.shape[0], page, clamp=True)  # the kernels clamp seq_lens
 
 
 def _algo(config: dict[str, Any]) -> str:
