@@ -410,6 +410,9 @@ def test_verify_pack_refuses_values_a_launcher_refuses(tmp_path):
     for knob, value in (("MAX_PROGRAMS", 0), ("MAX_PROGRAMS", -4), ("MAX_PROGRAMS", 10**9)):
         p = _pack(tmp_path / f"{knob}{value}", _table(_entry(config={knob: value})))
         assert any(knob in why for why in verify_pack(p).problems), (knob, value)
+    p = _pack(tmp_path / "profile", _table(_entry(workload={"profile": "zzz"})))
+    assert any("profile='zzz': none of the family's values" in why for why in verify_pack(p).problems)
+    assert verify_pack(ROOT / "packs" / "nvidia-h200").problems == []  # every shipped value is known
 
 
 def test_a_crafted_tuner_pack_leaves_the_server_on_defaults(tmp_path, monkeypatch, caplog):

@@ -42,3 +42,6 @@ def test_postgresql_urls_use_psycopg_and_a_missing_driver_names_the_extra(monkey
     monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed
     with pytest.raises(StoreError, match=r"pip install 'tuner\[postgres\]'"):
         open_store("postgresql://u@127.0.0.1:1/db")
+    monkeypatch.setitem(sys.modules, "psycopg2", None)
+    with pytest.raises(StoreError, match=r"psycopg 3: write the URL as postgresql://"):
+        open_store("postgresql+psycopg2://u@127.0.0.1:1/db")

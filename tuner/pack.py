@@ -19,7 +19,7 @@ from tuner.device import git_commit
 from tuner.runtime import MANIFEST_SEAL, PACK_SCHEMA, Pack, PackError, load_pack, manifest_digest, sha256_file
 from tuner.runtime.env import INTERPRETER_GPU
 from tuner.runtime.target import Target, of_fingerprint
-from tuner.spec import numeric_axes, workload_from_dict
+from tuner.spec import numeric_axes, workload_dict, workload_from_dict
 from tuner.store import Environment, Store, Winner
 from tuner.store.models import utcnow
 from tuner.store.db import redact_url
@@ -202,17 +202,34 @@ def pack_target(pack: Pack) -> Target:
     return of_fingerprint(pack.manifest.get("fingerprint") or {})
 
 
+def categorical_values(k: Any) -> dict[str, set[str]]:
+    """Per categorical (string) workload axis of a family, the values its grids use (the
+    profiles, ops, formats a template knows)."""
+    out: dict[str, set[str]] = {}
+    for w in [*k.workloads, *k.small_workloads]:
+        for a, v in workload_dict(w).items():
+            if isinstance(v, str):
+                out.setdefault(a, set()).add(v)
+    return out
+
+
 def _check_entries(pack: Pack, target: Target, problems: list[str]) -> None:
     for kname, table in pack.tables.items():
         k = registry.kernels().get(kname)
         if k is None:
             problems.append(f"{kname}: unknown kernel")
             continue
+        known = categorical_values(k)
         for e in table.entries:
             try:
                 w = workload_from_dict(k.spec.workload, e["workload"])
             except (KeyError, TypeError, ValueError) as ex:
                 problems.append(f"{kname} {e.get('workload')}: bad workload ({ex})")
+                continue
+            odd = [f"{a}={v!r}" for a, v in e["workload"].items() if a in known and v not in known[a]]
+            if odd:
+                problems.append(f"{kname} {e['workload']}: bad workload ({', '.join(odd)}: none of the "
+                                f"family's values)")
                 continue
             cfg = e["config"]
             why = k.refusal(cfg, w, target)

@@ -240,7 +240,11 @@ def open_store(db: str | None = None, *, create: bool = True) -> Store:
         # a file we may not write: opened immutable (no journal, no WAL index to create)
         engine = create_engine(f"sqlite:///file:{ro}?mode=ro&immutable=1&uri=true" if ro else url)
     except ImportError as e:
-        extra = " (install the extra: pip install 'tuner[postgres]')" if "psycopg" in str(e) else ""
+        extra = ""
+        if "psycopg2" in str(e):  # asked for by name: the extra installs psycopg 3, which plain URLs use
+            extra = " (the `postgres` extra installs psycopg 3: write the URL as postgresql://...)"
+        elif "psycopg" in str(e):
+            extra = " (install the extra: pip install 'tuner[postgres]')"
         raise StoreError(f"cannot open database {shown!r}: {e}{extra}") from None
     except (SQLAlchemyError, ValueError) as e:
         raise StoreError(f"cannot open database {shown!r}: {redact_url(str(e))}") from None
