@@ -61,7 +61,7 @@ def _json_object(x: str) -> dict[str, Any]:
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pack", type=Path, default=None, help="kernel pack folder with tuned configs (defaults if absent)")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results", help="folder for the raw JSON")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "raw", help="folder for the raw JSON")
     p.add_argument("--tokens", type=_ints, default=None, help="comma list of T (default: the search-space grid)")
     p.add_argument("--placement", default="hbm,host,host_thp,host_split", help="comma list of placements")
     p.add_argument("--table-rows", type=_ints, default=None, help="comma list of table rows, K/M suffixes allowed (8M = 8 << 20; default: 8M,32M)")

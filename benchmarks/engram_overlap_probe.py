@@ -48,7 +48,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pack", type=Path, default=None, help="kernel pack folder (the lookup's config; defaults if absent)")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results", help="folder for the raw JSON")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "raw", help="folder for the raw JSON")
     p.add_argument("--placement", default="host_split", help="host, host_thp or host_split")
     p.add_argument("--tokens", type=_int, default=4096, help="T (24 rows a token)")
     p.add_argument("--table-rows", type=_int, default=8 << 20, help="table rows, K/M suffixes allowed")

@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", default="", help="also time the rows folded into the table's first N rows "
                     "(rows %% N; K/M suffixes): the same table, the addresses of a smaller one")
     ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/raw"))
     args = ap.parse_args(argv)
 
     import torch

@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--table-rows", type=int, default=8 << 20, help="table rows for --overlap-configs")
     p.add_argument("--uniform-rows", action="store_true",
                    help="--overlap-configs on uniformly random rows (little L2 reuse) instead of Zipfian tokens")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "raw")
     a = p.parse_args(argv)
     import torch
 

@@ -35,7 +35,7 @@ from _results import save_raw  # noqa: E402
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pack", type=Path, default=None, help="kernel pack folder with tuned configs (defaults if absent)")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results", help="folder for the raw JSON")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "raw", help="folder for the raw JSON")
     p.add_argument("--op", default="pre,post,seam", help="comma list of ops (pre, post, seam)")
     p.add_argument("--tokens", default=None, help="comma list of T (default: the search-space grid)")
     p.add_argument("--dim", default=None, help="comma list of D (default: the search-space grid)")

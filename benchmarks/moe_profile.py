@@ -50,7 +50,7 @@ def phase_launcher(cfg, inputs, phases, n_group_override=None):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--out", default="benchmarks/results/raw")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("moe_profile needs a GPU")

@@ -34,7 +34,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pack", type=Path, help="kernel pack folder (tuned configs); default configs without it")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results", help="folder for the raw JSON")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "raw", help="folder for the raw JSON")
     ap.add_argument("--profiles", nargs="+", default=list(PROFILES), help="routing profiles to time")
     ap.add_argument("--tokens", nargs="+", type=int, default=list(TOKENS), help="token counts to time")
     ap.add_argument("--select-only", action="store_true", help="only the Pack.select micro-benchmark (runs on CPU)")

@@ -40,7 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pack", type=Path, default=None, help="tuned kernel pack (defaults where an entry is missing)")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results", help="folder for the raw JSON")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "raw", help="folder for the raw JSON")
     p.add_argument("--quick", action="store_true", help="only the target points (H=16/64, batch 16/64, 32K/128K)")
     p.add_argument("--kv-dtypes", default="nvfp4,fp8,bf16", help="comma-separated KV dtypes")
     p.add_argument("--modes", default="dense,sparse", help="comma-separated modes")

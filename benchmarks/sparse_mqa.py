@@ -45,7 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--pack", type=Path, default=None, help="tuned kernel pack (defaults where an entry is missing)")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results", help="folder for the raw JSON")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "raw", help="folder for the raw JSON")
     p.add_argument("--quick", action="store_true", help="only batch 1 and 32, next_n 1")
     p.add_argument("--profiles", default="dsv32,dsv41-flash", help="comma-separated profiles")
     p.add_argument("--no-baseline", action="store_true", help="skip the PyTorch baseline")
