@@ -21,10 +21,12 @@ def test_every_script_parses():
 
 
 def test_device_env_sets_cli_pack_and_out(tmp_path: Path):
-    out = tmp_path / "out"
-    r = subprocess.run(["bash", "-c", '. benchmarks/device_env.sh && echo "$T|$P|$L|$PYTHONPATH"'], cwd=ROOT,
+    out, tree = tmp_path / "out", tmp_path / "tree"  # a tree without the GPU machine's wheels (.whl/)
+    (tree / "benchmarks").mkdir(parents=True)
+    shutil.copy(ROOT / "benchmarks" / "device_env.sh", tree / "benchmarks")
+    r = subprocess.run(["bash", "-c", '. benchmarks/device_env.sh && echo "$T|$P|$L|$PYTHONPATH"'], cwd=tree,
                        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "OUT": str(out), "PACK": "p/x"})
     assert r.returncode == 0, r.stderr
     t, p, logs, path = r.stdout.strip().split("|")
     assert t == "python3 -m tuner.cli.main" and p == f"--pack p/x --out {out}"
-    assert Path(logs).is_dir() and path.split(":")[-1] == str(ROOT)
+    assert Path(logs).is_dir() and path.split(":")[-1] == str(tree)
