@@ -366,6 +366,29 @@ def test_a_lease_run_out_is_taken_over_and_the_lost_workers_runs_are_closed(tmp_
     assert [t.id for t in coord.claim(c, env, near, 5)] == [first.id, second.id]
 
 
+def test_a_worker_judged_lost_while_alive_learns_it_and_starts_nothing_more(tmp_path):
+    """A live worker whose beats came too late (a stalled host) had its workload taken over: its
+    next beat says so, the heartbeat flags it, and it starts no further workload of its batch."""
+    store, coord, c, env = _planned(str(tmp_path / "r.db"), "moe_routing", lease_s=0.2, n=2)
+    slow_one = coord.join(c, env, "0")
+    held = coord.claim(c, env, slow_one, 2)
+    other = coord.join(c, env, "")
+    time.sleep(0.3)
+    assert len(coord.claim(c, env, other, 2)) == 2  # both taken over: the slow one is judged lost
+    assert coord.renew(c, slow_one) == -1
+    beat = scaleout._Heartbeat(coord, c, slow_one)
+    beat.start()
+    assert beat.lost.wait(5)
+    beat.join(5)
+    assert not beat.is_alive()  # it stopped beating
+    with pytest.raises(scaleout.WorkerLost):
+        scaleout._tune_batch(coord, store, slow_one, held, scaleout.worker_settings(c, False), None,
+                             lambda kind, info: None, beat.lost)
+    with store.session() as s:  # it measured nothing after it was judged lost
+        assert s.scalars(select(Trial)).all() == []
+        assert [r.status for r in s.scalars(select(Run))] in ([], ["interrupted"])
+
+
 def _as_other_gpu(db: str, cid: int, device: str) -> None:
     """A worker whose GPU is another (its fingerprint says an H100)."""
     import tuner.device

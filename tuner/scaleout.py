@@ -259,9 +259,13 @@ class Coordinator:
                                           Claim.status == "claimed").values(claimed=db_now(s)))
 
     def renew(self, c: Campaign, worker_id: int) -> int:
-        """Heartbeat: this worker lives, its claims' leases run on; the number of claims it holds."""
+        """Heartbeat: this worker lives, its claims' leases run on; the number of claims it holds,
+        -1 where the others judged it lost meanwhile (its lease ran out: its workload was taken over)."""
         with self.tx() as s:
             now = db_now(s)
+            w = s.get(CampaignWorker, worker_id)
+            if w is None or w.status != "running":
+                return -1
             s.execute(update(CampaignWorker).where(CampaignWorker.id == worker_id).values(heartbeat=now))
             return s.execute(update(Claim).where(Claim.worker_id == worker_id, Claim.status == "claimed").values(
                 lease_until=now + dt.timedelta(seconds=c.lease_s))).rowcount
@@ -331,6 +335,8 @@ class _Heartbeat(threading.Thread):
         super().__init__(name="tuner-heartbeat", daemon=True)
         self.coord, self.c, self.worker_id = coord, c, worker_id
         self.halt = threading.Event()
+        self.lost = threading.Event()
+        """Set once the others judged this worker lost (a beat came too late): it must stop."""
 
     def run(self) -> None:
         # Ctrl-C and SIGTERM are the main thread's: one the kernel handed to this thread would
@@ -339,7 +345,11 @@ class _Heartbeat(threading.Thread):
         failing = False
         while not self.halt.wait(self.c.lease_s / 4):
             try:
-                self.coord.renew(self.c, self.worker_id)
+                if self.coord.renew(self.c, self.worker_id) < 0:
+                    log.warning("worker %d was judged lost (its lease ran out) and its workload taken over: it "
+                                "stops after the trial in hand", self.worker_id)
+                    self.lost.set()
+                    return
                 failing = False
             except Exception as e:  # noqa: BLE001 - a database hiccup: try again next beat
                 if not failing:
@@ -386,7 +396,7 @@ def work(store: Store, campaign_id: int, *, on_event: Callable[[str, dict[str, A
     done, status = 0, "failed"
     try:
         coord.plan(c, env, grids_of(c, gpu))
-        while True:
+        while not beat.lost.is_set():
             pending, held, live, left = coord.outstanding(c, env)
             if left is not None and left <= 0:
                 hear("budget_spent", {"left": pending + held})
@@ -402,8 +412,11 @@ def work(store: Store, campaign_id: int, *, on_event: Callable[[str, dict[str, A
                 continue
             hear("claimed", {"claims": batch})
             done += _tune_batch(coord, store, wid, batch, settings,
-                                None if left is None else left * live * len(batch) / max(1, pending + held), hear)
-        status = "done"
+                                None if left is None else left * live * len(batch) / max(1, pending + held), hear,
+                                beat.lost)
+        status = "lost" if beat.lost.is_set() else "done"
+    except WorkerLost:
+        status = "lost"
     except KeyboardInterrupt:
         status = "interrupted"
         raise
@@ -424,10 +437,15 @@ def batch_size(pending: int, live: int, started: int) -> int:
     return max(1, math.ceil(pending / max(1, live, started)))
 
 
+class WorkerLost(Exception):
+    """This worker was judged lost by the others (its heartbeat came too late): it starts nothing more."""
+
+
 def _tune_batch(coord: Coordinator, store: Store, wid: int, batch: list[Taken], settings: Settings,
-                budget_s: float | None, hear: Callable[[str, dict[str, Any]], None]) -> int:
+                budget_s: float | None, hear: Callable[[str, dict[str, Any]], None],
+                lost: threading.Event | None = None) -> int:
     """Tune the claimed workloads in turn, each marked done as it finishes; the number done.
-    Any the study did not reach are given back."""
+    Any the study did not reach are given back. Once ``lost`` is set no further workload starts."""
     k = registry.get(batch[0].kernel)
     by_key = {t.workload_key: t for t in batch}
     finished: set[int] = set()
@@ -443,6 +461,8 @@ def _tune_batch(coord: Coordinator, store: Store, wid: int, batch: list[Taken], 
         if kind == "workload_done":
             finish(info["outcome"])
         elif kind == "workload_start" and (t := by_key.get(info["workload"])) is not None:
+            if lost is not None and lost.is_set():
+                raise WorkerLost(f"worker {wid} was judged lost")
             coord.start(t.id, wid)
 
     items = [camp.Item(k, workload_from_dict(k.spec.workload, t.workload), t.state) for t in batch]
