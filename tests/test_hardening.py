@@ -142,13 +142,13 @@ def test_running_trials_of_a_run_on_another_host_are_failed_once_past_their_leas
         t.set_user_attr(OWNER, run_id)
         asked[name] = t.number
     monkeypatch.setattr(tuner.study, "LEASE_SLACK_S", 0.0)
-    time.sleep(0.3)  # past the killed run's lease: (1 + 2) * 0.05 s
+    time.sleep(0.5)  # past the killed run's lease: 2 x (1 + 2) x 0.05 s
     monkeypatch.setattr(tuner.study, "Worker", FakeWorker)
     Tuner(store, k, Settings(n_trials=3, patience=100, rounds=1)).run(wl)
     state = {t.number: t.state for t in study.get_trials(deepcopy=False)}
     assert state[asked["killed"]] == optuna.trial.TrialState.FAIL
     assert state[asked["slow"]] == optuna.trial.TrialState.RUNNING
-    assert tuner.study._trial_lease_s({"host": "another-host", "trial_timeout_s": 120, "ahead": 8}) == 10 * 120 + tuner.study.LEASE_SLACK_S
+    assert tuner.study._trial_lease_s({"host": "another-host", "trial_timeout_s": 120, "ahead": 8}) == 2 * 10 * 120 + tuner.study.LEASE_SLACK_S
     for same_host_or_unknown in ({"host": __import__("socket").gethostname(), "trial_timeout_s": 1},
                                  {"host": "x"}, {"host": "x", "trial_timeout_s": "fast"}, [1, 2], None):
         assert tuner.study._trial_lease_s(same_host_or_unknown) == float("inf")
@@ -453,6 +453,8 @@ BAD_ROWS = {  # what a hand edit or another tool can leave in the database
     "settings not JSON": "UPDATE tuner_runs SET settings = 'not json' WHERE id = (SELECT min(id) FROM tuner_runs)",
     "start not a date": "UPDATE tuner_runs SET started = 'yesterday' WHERE id = (SELECT min(id) FROM tuner_runs)",
     "unknown status": "UPDATE tuner_revalidations SET status = 'zzz'",
+    "config nested 1000 deep": "UPDATE tuner_winners SET config = '" + "[" * 1000 + "]" * 1000
+                               + "' WHERE id = (SELECT min(id) FROM tuner_winners)",
     # rows that decode into values no entry can hold: that entry is listed as unreadable, the rest shown
     "winner time negative": "UPDATE tuner_winners SET median_us = -5 WHERE id = (SELECT min(id) FROM tuner_winners)",
     "winner noise a string": "UPDATE tuner_winners SET noise = 'abc' WHERE id = (SELECT min(id) FROM tuner_winners)",
@@ -490,7 +492,7 @@ def test_bad_rows_never_crash_the_dashboard_or_regressions(history_db, tmp_path,
         assert con.execute(sql).rowcount > 0, name
         con.commit()
         con.close()
-        decodes = name not in ("settings not JSON", "start not a date", "unknown status")
+        decodes = name not in ("settings not JSON", "start not a date", "unknown status", "config nested 1000 deep")
         try:
             if decodes:  # the page shows the rest, and says what it left out
                 page = build_report(open_store(str(db), create=False))

@@ -348,6 +348,8 @@ def test_a_lease_run_out_is_taken_over_and_the_lost_workers_runs_are_closed(tmp_
         w.host, w.pid = "gpu-host-7", 4242
         s.add(Run(kind="tune", kernel="moe_routing", environment_id=env.id, source_hash="x",
                   settings={"host": "gpu-host-7", "pid": 4242}, status="running"))
+        s.add(Run(kind="tune", kernel="moe_routing", environment_id=env.id, source_hash="x",
+                  settings=[1, 2], status="running"))  # another tool's row: left alone
         s.commit()
     (second,) = coord.claim(c, env, near)
     assert second.id != first.id and second.taken_from is None  # the first is still leased
@@ -359,7 +361,7 @@ def test_a_lease_run_out_is_taken_over_and_the_lost_workers_runs_are_closed(tmp_
     assert coord.claim(c, env, near) == []  # the near worker's own claims are renewed, not free
     with store.session() as s:
         assert s.get(CampaignWorker, far).status == "lost"
-        assert [r.status for r in s.scalars(select(Run)).all()] == ["interrupted"]
+        assert [r.status for r in s.scalars(select(Run)).all()] == ["interrupted", "running"]
     assert [w.silent for w in scaleout.view(store, c.id).workers] == [False, False]  # lost is not running
     assert coord.release(near) == 2 and coord.outstanding(c, env)[:2] == (2, 0)
     # several of one family at once (one study process for them), in plan order
@@ -387,6 +389,40 @@ def test_a_worker_judged_lost_while_alive_learns_it_and_starts_nothing_more(tmp_
     with store.session() as s:  # it measured nothing after it was judged lost
         assert s.scalars(select(Trial)).all() == []
         assert [r.status for r in s.scalars(select(Run))] in ([], ["interrupted"])
+
+
+def test_a_worker_judged_lost_mid_workload_stops_once_the_trial_in_hand_ends(tmp_path, monkeypatch):
+    """The host stalls during a workload's first trial and another worker takes the claim over:
+    once that trial ends the lost worker measures nothing more of it and counts nothing done."""
+    import dataclasses
+    import threading
+
+    store, coord, c, env = _planned(str(tmp_path / "r.db"), "moe_routing", lease_s=0.2, n=2)
+    slow_one = coord.join(c, env, "0")
+    held = coord.claim(c, env, slow_one, 1)
+    lost = threading.Event()
+    calls = []
+
+    class Stalled(FakeWorker):
+        def evaluate(self, *a, **kw):
+            calls.append(lost.is_set())
+            if len(calls) == 1:  # the host stalls past its lease; another worker takes the claim over
+                time.sleep(0.3)
+                other = coord.join(c, env, "")
+                assert [t.id for t in coord.claim(c, env, other, 1)] == [held[0].id]
+                assert coord.renew(c, slow_one) == -1
+                lost.set()  # what the heartbeat sets at its next beat
+            return super().evaluate(*a, **kw)
+
+    monkeypatch.setattr("tuner.study.Worker", Stalled)
+    settings = dataclasses.replace(scaleout.worker_settings(c, False), n_trials=12, patience=100)
+    with pytest.raises(scaleout.WorkerLost):
+        scaleout._tune_batch(coord, store, slow_one, held, settings, None, lambda kind, info: None, lost)
+    assert calls == [False]  # nothing measured after the trial in hand
+    with store.session() as s:
+        assert [r.status for r in s.scalars(select(Run))] == ["interrupted"]
+        claim = s.get(Claim, held[0].id)
+        assert claim.status == "claimed" and claim.worker_id != slow_one  # the other worker's
 
 
 def _as_other_gpu(db: str, cid: int, device: str) -> None:

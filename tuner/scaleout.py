@@ -248,7 +248,8 @@ class Coordinator:
         w.status, w.finished = "lost", now
         log.warning("worker %d (%s pid %d) stopped renewing its lease: taking its workload over", w.id, w.host, w.pid)
         for r in s.scalars(select(Run).where(Run.status == "running")).all():
-            if r.settings.get("host") == w.host and r.settings.get("pid") == w.pid:
+            settings = r.settings if isinstance(r.settings, dict) else {}
+            if settings.get("host") == w.host and settings.get("pid") == w.pid:
                 r.status, r.finished = "interrupted", now
 
     def start(self, claim_id: int, worker_id: int) -> None:
@@ -347,7 +348,7 @@ class _Heartbeat(threading.Thread):
             try:
                 if self.coord.renew(self.c, self.worker_id) < 0:
                     log.warning("worker %d was judged lost (its lease ran out) and its workload taken over: it "
-                                "stops after the trial in hand", self.worker_id)
+                                "stops once the trial in hand ends", self.worker_id)
                     self.lost.set()
                     return
                 failing = False
@@ -450,25 +451,28 @@ def _tune_batch(coord: Coordinator, store: Store, wid: int, batch: list[Taken], 
     by_key = {t.workload_key: t for t in batch}
     finished: set[int] = set()
 
+    ended: set[int] = set()  # finished here, or taken over meanwhile
+
     def finish(o: Outcome) -> None:
         t = by_key.get(o.workload_key)
-        if t is not None and t.id not in finished:
-            finished.add(t.id)
-            coord.finish(t.id, wid, o)
-            hear("done", {"claim": t, "outcome": o})
+        if t is not None and t.id not in ended:
+            ended.add(t.id)
+            if coord.finish(t.id, wid, o):
+                finished.add(t.id)
+                hear("done", {"claim": t, "outcome": o})
 
     def heard(kind: str, info: dict[str, Any]) -> None:
+        if lost is not None and lost.is_set() and kind in ("workload_start", "trial"):
+            raise WorkerLost(f"worker {wid} was judged lost")  # its workload is another worker's now
         if kind == "workload_done":
             finish(info["outcome"])
         elif kind == "workload_start" and (t := by_key.get(info["workload"])) is not None:
-            if lost is not None and lost.is_set():
-                raise WorkerLost(f"worker {wid} was judged lost")
             coord.start(t.id, wid)
 
     items = [camp.Item(k, workload_from_dict(k.spec.workload, t.workload), t.state) for t in batch]
     for o in camp.run(store, items, settings, budget_s=budget_s, on_event=heard):
         finish(o)
-    rest = [t.id for t in batch if t.id not in finished]
+    rest = [t.id for t in batch if t.id not in ended]
     if rest:
         coord.release(wid, rest)
     return len(finished)

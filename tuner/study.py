@@ -104,16 +104,17 @@ LEASE_SLACK_S = 60.0
 
 
 def _trial_lease_s(settings: Any) -> float:
-    """How long a trial of a running run can stay running while that run lives: the worker kills
-    a trial at its timeout, and the trials asked ahead of it wait at most that long each. Runs
-    of this host are checked by their pid (``_close_dead_runs``), so theirs never expire."""
+    """How long a trial of a running run can stay running while that run lives: a trial's
+    measurement is at most its compile-ahead wait plus its evaluation, each cut at the trial
+    timeout, and each of the trials asked ahead of it is measured first. Runs of this host are
+    checked by their pid (``_close_dead_runs``), so theirs never expire."""
     if not isinstance(settings, dict) or settings.get("host") == socket.gethostname():
         return math.inf
     timeout, ahead = settings.get("trial_timeout_s"), settings.get("ahead")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         return math.inf  # another tool's run: leave its trials alone
     ahead = ahead if isinstance(ahead, int) and not isinstance(ahead, bool) and ahead >= 0 else 0
-    return (ahead + 2) * float(timeout) + LEASE_SLACK_S
+    return 2 * (ahead + 2) * float(timeout) + LEASE_SLACK_S
 
 
 def _alive(pid: Any) -> bool:

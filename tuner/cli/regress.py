@@ -20,7 +20,7 @@ PackOption = Annotated[Optional[Path], typer.Option("--pack", help="Kernel pack 
 
 
 def _undecodable(store, e: Exception) -> CliError:
-    """A database row that does not even decode (bad JSON, date or status text): one line."""
+    """A database row that does not even decode (bad or too deeply nested JSON, date or status text): one line."""
     msg = str(e).splitlines()[0][:200] if str(e) else ""
     return CliError(f"cannot read {store.shown_url}: a row does not decode ({type(e).__name__}: {msg})")
 
@@ -196,7 +196,7 @@ def regressions_cmd(db: DbOption = None,
     unreadable: list[str] = []
     try:
         history = load_history(store, kernels=names, unreadable=unreadable)
-    except (ValueError, LookupError, TypeError) as e:
+    except (ValueError, LookupError, TypeError, RecursionError) as e:
         raise _undecodable(store, e) from None
     for u in unreadable:
         console.print(f"[yellow]unreadable, left out:[/yellow] {escape(u)}", highlight=False, soft_wrap=True)
@@ -273,6 +273,6 @@ def dashboard_cmd(out: Annotated[Optional[Path], typer.Option("--out", help="HTM
         path = write_report(store, out, pack=pack, threshold=thr)
     except OSError as e:  # the report file given cannot be written
         raise CliError(f"cannot write the report to {out}: {e.strerror or e}") from None
-    except (ValueError, LookupError, TypeError) as e:
+    except (ValueError, LookupError, TypeError, RecursionError) as e:
         raise _undecodable(store, e) from None
     console.print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB): open it in a browser, it works offline")
