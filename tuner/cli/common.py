@@ -106,3 +106,9 @@ def expand_grid(workload_cls: type, base: list[Any], options: dict[str, str | No
     if not out:
         raise CliError("no workloads match those options")
     return out
+
+
+def undecodable(store: Any, e: BaseException) -> CliError:
+    """A database row that does not even decode (bad or too deeply nested JSON, date or status text): one line."""
+    msg = str(e).splitlines()[0][:200] if str(e) else ""
+    return CliError(f"cannot read {store.shown_url}: a row does not decode ({type(e).__name__}: {msg})")

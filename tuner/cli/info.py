@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 from sqlalchemy import func, select
 
 from tuner import registry
-from tuner.cli.common import DbOption, console
+from tuner.cli.common import DbOption, console, undecodable
 
 app = typer.Typer()
 
@@ -35,13 +35,23 @@ def show(kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. moe_routi
 
     One row a workload: its winner under today's template source, else (marked *) the
     newest under an earlier one; --all lists every source's."""
-    from rich.markup import escape
-
-    from tuner.spec import canonical_workload, workload_sort_key
-    from tuner.store import Environment, Trial, Winner, open_store
+    from tuner.store import open_store
 
     k = registry.get(kernel)
     store = open_store(db, create=False)
+    try:
+        _show(k, store, db, all_)
+    except (ValueError, LookupError, TypeError, AttributeError, RecursionError) as e:
+        raise undecodable(store, e) from None
+
+
+def _show(k: Any, store: Any, db: str | None, all_: bool) -> None:
+    """``tune show``'s tables; a row that does not hold what it should raises (one line above)."""
+    from rich.markup import escape
+
+    from tuner.spec import canonical_workload, workload_sort_key
+    from tuner.store import Environment, Trial, Winner
+
     with store.session() as s:
         rows = s.execute(select(Winner, Environment).join(Environment, Winner.environment_id == Environment.id)
                          .where(Winner.kernel == k.name).order_by(Winner.updated, Winner.id)).all()

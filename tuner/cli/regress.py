@@ -12,17 +12,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tuner.cli.common import CliError, DbOption, console, parse_duration
+from tuner.cli.common import CliError, DbOption, console, parse_duration, undecodable
 
 app = typer.Typer()
 
 PackOption = Annotated[Optional[Path], typer.Option("--pack", help="Kernel pack folder (default: the database's winners).")]
-
-
-def _undecodable(store, e: Exception) -> CliError:
-    """A database row that does not even decode (bad or too deeply nested JSON, date or status text): one line."""
-    msg = str(e).splitlines()[0][:200] if str(e) else ""
-    return CliError(f"cannot read {store.shown_url}: a row does not decode ({type(e).__name__}: {msg})")
 
 
 def parse_threshold(text: str) -> float:
@@ -197,7 +191,7 @@ def regressions_cmd(db: DbOption = None,
     try:
         history = load_history(store, kernels=names, unreadable=unreadable)
     except (ValueError, LookupError, TypeError, RecursionError) as e:
-        raise _undecodable(store, e) from None
+        raise undecodable(store, e) from None
     for u in unreadable:
         console.print(f"[yellow]unreadable, left out:[/yellow] {escape(u)}", highlight=False, soft_wrap=True)
     changes = detect(history, threshold=thr, min_points=min_points, since=when)
@@ -274,5 +268,5 @@ def dashboard_cmd(out: Annotated[Optional[Path], typer.Option("--out", help="HTM
     except OSError as e:  # the report file given cannot be written
         raise CliError(f"cannot write the report to {out}: {e.strerror or e}") from None
     except (ValueError, LookupError, TypeError, RecursionError) as e:
-        raise _undecodable(store, e) from None
+        raise undecodable(store, e) from None
     console.print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB): open it in a browser, it works offline")
