@@ -666,3 +666,27 @@ def test_schema_0004_adds_the_campaign_tables_and_keeps_every_row(tmp_path, monk
     after = counts()
     assert before["tuner_trials"] > 0 and before["trials"] > 0 and before["tuner_winners"] == 1
     assert {n: after[n] for n in before} == before
+
+
+@pytest.mark.parametrize("sql", ["UPDATE tuner_campaigns SET settings = '[1]'",
+                                 "UPDATE tuner_campaigns SET kernels = '5'",
+                                 "UPDATE tuner_campaigns SET lease_s = 'abc'"])
+def test_a_bad_campaign_row_leaves_the_dashboard_up_and_status_one_line(tmp_path, sql, capsys):
+    """Another tool's campaign row: the dashboard shows the rest and lists it as unreadable;
+    `campaign --status` says in one line that a row does not decode (exit 2)."""
+    import sqlite3
+
+    from tuner.cli.main import main
+    from tuner.dashboard.report import build_report
+
+    db = str(tmp_path / "r.db")
+    _campaign(db)
+    con = sqlite3.connect(db)
+    con.execute(sql)
+    con.commit()
+    con.close()
+    page = build_report(open_store(db, create=False))
+    assert "newest campaign" in page and "unreadable" in page
+    rc = main(["campaign", "--status", "--db", db])
+    err = capsys.readouterr().err
+    assert rc == 2 and "does not decode" in err and "\n" not in err.strip(), (rc, err)

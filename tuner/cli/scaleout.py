@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from tuner.cli.common import CliError, console, err_console
+from tuner.cli.common import CliError, console, err_console, undecodable
 
 
 def parse_workers(text: str) -> int | None:
@@ -78,7 +78,14 @@ def print_status(store: Any, campaign_id: int | None = None) -> None:
     claimed / left."""
     from tuner import scaleout
 
-    v = scaleout.view(store, campaign_id)
+    try:
+        _print_status(store, scaleout.view(store, campaign_id))
+    except (TypeError, ValueError, KeyError, AttributeError, LookupError) as e:  # another tool's row
+        raise undecodable(store, e) from None
+
+
+def _print_status(store: Any, v: Any) -> None:
+    """``print_status`` of the campaign view ``v`` (None: there is none)."""
     if v is None:
         console.print(f"no campaign in {escape(store.shown_url)}: `tune campaign --workers N` starts one",
                       highlight=False)

@@ -175,9 +175,15 @@ def gather(store: Store, *, pack: Path | None = None, threshold: float = 0.05, m
         envs = list(s.scalars(select(Environment).order_by(Environment.id)))
     from tuner.scaleout import view
 
+    try:
+        campaign = view(store)
+        campaign_section(campaign)  # noqa: B018 - a bad value fails here, not in the page
+    except (TypeError, ValueError, KeyError, AttributeError) as e:  # another tool's campaign row: the rest shows
+        unreadable.append(f"newest campaign: {type(e).__name__}: {e}"[:300])
+        campaign = None
     return Data(store.url, dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), history, changes, entries, source,
                 latest_revalidations(store), envs, _registry_info() if registry_info else {}, threshold, manifest,
-                unreadable, view(store))
+                unreadable, campaign)
 
 
 # -- coverage -------------------------------------------------------------------------------
