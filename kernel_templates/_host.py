@@ -67,10 +67,10 @@ def check_paged(block_table: torch.Tensor, seq_lens: torch.Tensor, pages: int, p
     """ValueError where a sequence is longer than its row of ``block_table`` holds
     (``block_table.shape[1] * page``) or negative, or a page one of its tokens lives in is not
     in ``[0, pages)``: a kernel would read outside the cache. ``clamp``: the kernel clamps
-    ``seq_lens`` to ``[0, block_table.shape[1] * page]`` itself, so only the pages are checked. Reading the values costs a
-    host-device sync, so on a GPU this runs only with ``TUNER_CHECK_INPUTS=1`` and never while a
-    CUDA graph is captured; tensors on the CPU (the interpreter, where such a read is a crash
-    of the whole process) are always checked."""
+    ``seq_lens`` to ``[0, block_table.shape[1] * page]`` itself, so only the pages are checked.
+    Reading the values costs a host-device sync, so on a GPU this runs only with
+    ``TUNER_CHECK_INPUTS=1`` and never while a CUDA graph is captured; tensors on the CPU (the
+    interpreter, where such a read is a crash of the whole process) are always checked."""
     if seq_lens.device.type != "cpu":
         if os.environ.get(CHECK_INPUTS_ENV, "0") in ("", "0") or \
                 (seq_lens.is_cuda and torch.cuda.is_current_stream_capturing()):
@@ -78,11 +78,12 @@ def check_paged(block_table: torch.Tensor, seq_lens: torch.Tensor, pages: int, p
     if seq_lens.numel() == 0:
         return
     width = block_table.shape[1]
-    lens = seq_lens.long().clamp(0, width * page) if clamp else seq_lens.long()
-    lo, hi = int(lens.min()), int(lens.max())
-    if lo < 0 or hi > width * page:
+    lens = seq_lens.long()
+    if clamp:
+        lens = lens.clamp(0, width * page)
+    elif int(lens.min()) < 0 or int(lens.max()) > width * page:
         raise ValueError(f"seq_lens must lie in [0, {width * page}] (block_table.shape[1] x page size "
-                         f"{width} x {page}), got {lo}..{hi}")
+                         f"{width} x {page}), got {int(lens.min())}..{int(lens.max())}")
     used = torch.arange(width, device=lens.device)[None, :] < (lens[:, None] + page - 1) // page
     bad = used & ((block_table < 0) | (block_table >= pages))
     if bool(bad.any()):

@@ -248,8 +248,7 @@ class Coordinator:
         w.status, w.finished = "lost", now
         log.warning("worker %d (%s pid %d) stopped renewing its lease: taking its workload over", w.id, w.host, w.pid)
         for r in s.scalars(select(Run).where(Run.status == "running")).all():
-            settings = r.settings if isinstance(r.settings, dict) else {}
-            if settings.get("host") == w.host and settings.get("pid") == w.pid:
+            if r.options.get("host") == w.host and r.options.get("pid") == w.pid:
                 r.status, r.finished = "interrupted", now
 
     def start(self, claim_id: int, worker_id: int) -> None:
@@ -449,9 +448,8 @@ def _tune_batch(coord: Coordinator, store: Store, wid: int, batch: list[Taken], 
     Any the study did not reach are given back. Once ``lost`` is set no further workload starts."""
     k = registry.get(batch[0].kernel)
     by_key = {t.workload_key: t for t in batch}
-    finished: set[int] = set()
-
-    ended: set[int] = set()  # finished here, or taken over meanwhile
+    finished: set[int] = set()  # marked done by this worker
+    ended: set[int] = set()  # those and the ones taken over meanwhile: none given back
 
     def finish(o: Outcome) -> None:
         t = by_key.get(o.workload_key)

@@ -103,12 +103,12 @@ LEASE_SLACK_S = 60.0
 """Added to a run's trial lease: clocks of two hosts and a slow commit."""
 
 
-def _trial_lease_s(settings: Any) -> float:
+def _trial_lease_s(settings: dict[str, Any]) -> float:
     """How long a trial of a running run can stay running while that run lives: a trial's
     measurement is at most its compile-ahead wait plus its evaluation, each cut at the trial
     timeout, and each of the trials asked ahead of it is measured first. Runs of this host are
     checked by their pid (``_close_dead_runs``), so theirs never expire."""
-    if not isinstance(settings, dict) or settings.get("host") == socket.gethostname():
+    if settings.get("host") == socket.gethostname():
         return math.inf
     timeout, ahead = settings.get("trial_timeout_s"), settings.get("ahead")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
@@ -267,10 +267,10 @@ class Tuner:
         now = time.time()
         # a run on another host (whose process cannot be checked from here) owns a running trial
         # only until no live trial could still be running: one killed there never says so
-        live = {r.id: _trial_lease_s(r.settings) for r in running}
+        live = {r.id: _trial_lease_s(r.options) for r in running}
         others = [r.id for r in running  # other live runs that may be tuning this workload too
                   if r.id != self.run_id and r.kernel == self.kernel.name
-                  and wkey in (r.settings if isinstance(r.settings, dict) else {}).get("workloads", [wkey])]
+                  and wkey in r.options.get("workloads", [wkey])]
         recorded: dict[int, Trial] | None = None
         for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             owner = t.user_attrs.get(OWNER)
@@ -324,8 +324,7 @@ class Tuner:
         """Runs of this host still marked running whose process is gone were killed."""
         with self.store.session() as sess:
             for r in sess.scalars(select(Run).where(Run.status == "running")).all():
-                settings = r.settings if isinstance(r.settings, dict) else {}
-                if settings.get("host") == socket.gethostname() and not _alive(settings.get("pid")):
+                if r.options.get("host") == socket.gethostname() and not _alive(r.options.get("pid")):
                     r.status = "interrupted"
             sess.commit()
 

@@ -39,7 +39,7 @@ def timing_method(run: Run) -> int:
     """How a run timed its trials (``tuner.timing.TIMING_METHOD``), as its settings record it;
     2 where they do not (the method of every run before it was recorded); -1 for a value
     that is not a method number (a bad row: its points stand apart, never compared)."""
-    value = run.settings.get("timing", 2) if isinstance(run.settings, dict) else 2
+    value = run.options.get("timing", 2)
     return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
@@ -279,7 +279,7 @@ def check_times(row: Any, names: Iterable[str]) -> None:
     finite number >= 0 (a hand edit, another tool's row): such a row is shown as unreadable."""
     for name in names:
         v = getattr(row, name)
-        if v is None and name not in ("median_us",):
+        if v is None and name != "median_us":  # a missing time (no default, no floor) is fine
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
             raise ValueError(f"{name} is {v!r}, not a finite number >= 0")

@@ -60,6 +60,12 @@ class Run(Base):
     finished: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
     environment: Mapped[Environment] = relationship()
 
+    @property
+    def options(self) -> dict[str, Any]:
+        """``settings`` where it is a JSON object (as this package writes it), else ``{}``: another
+        tool's or a hand-edited row is read as holding no settings."""
+        return self.settings if isinstance(self.settings, dict) else {}
+
 
 class Trial(Base):
     """One candidate evaluated (or pruned) for one workload; written as soon as it finishes.
