@@ -54,6 +54,37 @@ def test_missing_then_stale_then_current_fewest_trials_first(tmp_path, fake):
     assert [it.state for it in done] == ["current"] * 5 and len({it.key for it in done}) == 5
 
 
+def test_stale_entry_retimes_its_old_winner_past_the_budget(tmp_path, fake, monkeypatch):
+    """With no time left for a search, a stale entry still measures its old winner next to
+    the default (two trials, not the default alone), so the refreshed entry keeps what won."""
+    from tuner.runtime.target import Target
+    from tuner.spec import config_key
+    from tuner.store import open_store
+    from tuner.study import Settings, Tuner
+
+    db = str(tmp_path / "r.db")
+    k = registry.get("moe_routing")
+    w = list(k.small_workloads)[0]
+    _run(db, _plan(db, grid=[w]))
+    dkey = config_key(k.default_config(w, Target.of()))
+    con = sqlite3.connect(db)
+    con.execute("UPDATE tuner_trials SET median_us = 1e6 WHERE config_key = ?", (dkey,))  # the old winner: not the default
+    con.commit()
+    old = con.execute("SELECT config_key FROM tuner_trials WHERE status = 'ok' ORDER BY median_us").fetchone()[0]
+    con.close()
+    assert old != dkey
+    monkeypatch.setitem(k.__dict__, "source_hash", "0123456789abcdef")  # the template's code moved on
+    assert [it.state for it in _plan(db, ["stale"], grid=[w])] == ["stale"]
+    out = Tuner(open_store(db), k, Settings(n_trials=1, patience=1, budget_s=1e-6)).run([w])
+    assert out[0].new == 2 and out[0].winner_us
+    con = sqlite3.connect(db)
+    new = {r[0] for r in con.execute(
+        "SELECT t.config_key FROM tuner_trials t JOIN tuner_runs r ON r.id = t.run_id "
+        "WHERE t.phase = 'search' AND r.source_hash = '0123456789abcdef'")}
+    assert new == {dkey, old}
+    assert [it.state for it in _plan(db, grid=[w])] == ["current"]
+
+
 def test_current_entries_get_more_trials_fewest_first(tmp_path, fake):
     """Searching current entries further: ``--trials`` counts new trials, and the entries with
     the fewest trials come first."""

@@ -3,6 +3,7 @@ noise, the coarse grid first, and where each trial's seconds went."""
 from __future__ import annotations
 
 import json
+import re
 import statistics
 
 import pytest
@@ -210,4 +211,6 @@ def test_campaign_runs_its_worker_in_the_databases_cache_and_prints_the_phases(t
     assert seen == [{"cache_dir": db + ".triton-cache", "precision": 0.01}]
     out = capsys.readouterr().out
     assert "trial cost by phase" in out and "moe_routing: 1 workloads, " in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("[1/1] moe_routing"))  # no TTY: a line a workload
+    assert re.search(r"2 trials \(\+2\).*; \d+\.\d s: compile 4\.0, .*timing 1\.0", line), line
     assert main(["campaign", "--ahead", "-1", "--db", db]) == 2

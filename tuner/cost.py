@@ -66,6 +66,19 @@ def lines(summary: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def split_line(seconds: float, spent: Mapping[str, float], final_s: float = 0.0) -> str:
+    """One workload's wall seconds and where they went: its trials' phases, the finalists'
+    re-timing, and the rest (the study's setup, the winner's record), e.g. ``26.1 s: compile
+    10.2, inputs 2.0, ... final 4.5, other 0.8``."""
+    parts = [(p, spent.get(p, 0.0)) for p in PHASES if spent.get(p, 0.0) >= 0.05]
+    if final_s >= 0.05:
+        parts.append(("final", final_s))
+    other = seconds - sum(spent.get(p, 0.0) for p in PHASES) - final_s
+    if other >= 0.05:
+        parts.append(("other", other))
+    return f"{seconds:.1f} s" + (": " + ", ".join(f"{p} {v:.1f}" for p, v in parts) if parts else "")
+
+
 def family_lines(outcomes: Iterable[tuple[str, Any]]) -> list[str]:
     """Per family, from ``(family, Outcome)`` pairs: the workloads tuned (not skipped), their
     wall minutes in all, the median seconds a workload, the finalists' re-timing's share and

@@ -437,9 +437,12 @@ class Tuner:
             log.warning("%s %s: the default config is outside the search space or refused by its constraints, so "
                         "it is not measured and a winner is not compared with it: %s", k.name, wkey, default)
         asked = set()  # the default and the tries: measured even where the trials already reach n_trials
-        for i, cfg in enumerate([default, *tried]):
+        # A stale entry (nothing measured under today's source) re-times its old winner next to the
+        # default even where the budget allows no search: the pack's entry revalidated, not lost.
+        old = earlier[:1] if evaluated == 0 else []
+        for i, cfg in enumerate([default, *tried, *old]):
             why = k.refusal(cfg, workload, self.target)
-            if why and i:
+            if why and 0 < i <= len(tried):
                 log.warning("%s %s: --try %s is not measured: %s", k.name, wkey, json.dumps(dict(s.tries[i - 1])), why)
             if k.space.contains(cfg) and config_key(cfg) not in seen:
                 self._enqueue(study, cfg)
@@ -447,7 +450,7 @@ class Tuner:
                     asked.add(config_key(cfg))
         search = TrialLoop(self, study, workload, wd, wkey, worker, seen, floor, deadline, evaluated, asked)
         predicted = self._prediction(workload) if (s.predict and not (s.retune or s.extend or s.tries)
-                                                   and evaluated == 0) else None
+                                                   and evaluated == 0 and not old) else None
         if predicted is not None:  # the neighbours agree: measure their winner (and the default) only
             if config_key(predicted) not in seen:
                 self._enqueue(study, predicted)
@@ -463,7 +466,7 @@ class Tuner:
         others = self._other_gpus(wkey, workload)
         neighbours = [c for c in (self._carried(n, workload) for n in self._neighbours(workload)) if c]
         for cfg in [*earlier, *others, *neighbours]:
-            if k.space.contains(cfg) and config_key(cfg) not in seen:
+            if k.space.contains(cfg) and config_key(cfg) not in seen and config_key(cfg) not in asked:
                 self._enqueue(study, cfg)
         # The budget bounds the search, not coverage: the first trial (the default, enqueued
         # above) runs even past the deadline, so every workload of the grid gets a measured

@@ -2,8 +2,8 @@
 
 ``TrialLoop.run(n)`` measures candidates until ``n`` trials are recorded for the workload,
 the patience runs out (that many trials in a row without an improvement beyond the noise of
-the times compared), the deadline passes (the first trial always runs) or the sampler keeps
-proposing what is known or illegal. Candidates are asked ``1 + Settings.ahead`` at a time:
+the times compared), the deadline passes (the first trial and the configs asked for by name
+always run) or the sampler keeps proposing what is known or illegal. Candidates are asked ``1 + Settings.ahead`` at a time:
 while the worker measures one, the next ones compile in the compile-ahead pool
 (``tuner.precompile``). What is asked and left unmeasured when the loop stops is told
 failed (never recorded in our tables, asked again by a later run).
@@ -58,11 +58,14 @@ class TrialLoop:
         self.base_seed = tuner._seed(wkey)
 
     # -- the loop -------------------------------------------------------------------
-    def _going(self, n_trials: int, queued: int) -> bool:
+    def _going(self, n_trials: int, queue: list) -> bool:
+        """Whether to ask (or measure) one more: the configs in ``asked`` (the default, the
+        tries, a stale entry's old winner) are measured past the patience and the deadline."""
         s = self.settings
-        return (self.evaluated + queued < n_trials
-                and (self.since_best < s.patience or bool(self.asked - self.seen.keys()))
-                and (time.monotonic() < self.deadline or self.evaluated + queued == 0))
+        pending = bool(self.asked - self.seen.keys() - {q[2] for q in queue})
+        return (self.evaluated + len(queue) < n_trials
+                and (self.since_best < s.patience or pending)
+                and (time.monotonic() < self.deadline or self.evaluated + len(queue) == 0 or pending))
 
     @property
     def settings(self):
@@ -77,9 +80,9 @@ class TrialLoop:
         cap = max(50, 4 * s.n_trials)
         try:
             while True:
-                while self.streak < cap and len(queue) < depth and self._going(n_trials, len(queue)):
+                while self.streak < cap and len(queue) < depth and self._going(n_trials, queue):
                     self._ask(queue, echoes)
-                if not queue or not self._going(n_trials, 0):
+                if not queue or not self._going(n_trials, []):
                     break
                 trial, cfg, ck = queue.pop(0)
                 self._measure(trial, cfg, ck)
