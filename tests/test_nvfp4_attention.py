@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import HAS_GPU
 
 from kernel_templates import nvfp4 as F
 from kernel_templates import nvfp4_attention as A
@@ -488,9 +489,26 @@ def test_gpu_gluon_split_kernel(mode, page, heads, over, device):
     ragged inputs: sequences shorter than the window and than a page, partial pages,
     -1 and out-of-range top-k entries."""
     inp = ragged_inputs("nvfp4", mode, page=page, heads=heads, device=device)
+    run_and_check(inp, gluon_case(mode, page, heads, over, device))
+
+
+def gluon_case(mode: str, page: int, heads: int, over: dict, device: str = "cpu") -> dict:
+    """A ``GLUON_CASES`` config: the workload's default with the GLUON kernel's own knobs laid
+    over it (the sm_90 sparse default past 16 heads is a 4-chunk Triton config, which GLUON
+    refuses: three cases once failed on that, not on the kernel)."""
     w = A.Workload(3, 300, heads, "nvfp4", mode, page)
-    cfg = dict(default(w, device), GLUON=True, BLOCK_N=64, BLOCK_H=16, GL_WS=0, GL_WS_A=0, GL_AHEAD=4)
-    run_and_check(inp, dict(cfg, **over))
+    return {**default(w, device), "GLUON": True, "D_CHUNKS": 1, "SWAP_AB": True, "BLOCK_N": 64, "BLOCK_H": 16,
+            "GL_WS": 0, "GL_WS_A": 0, "GL_AHEAD": 4, **over}
+
+
+@pytest.mark.parametrize("mode, page, heads, over", GLUON_CASES)
+def test_gluon_cases_pass_every_check_before_the_gpu(mode, page, heads, over):
+    """Each GPU case's config passes the launcher's checks up to the one that a GPU is there:
+    on the CPU they fail on it alone, so a bad case cannot pass for a kernel failure."""
+    if HAS_GPU:
+        pytest.skip("the interpreter's refusal is the check (on a GPU the cases run)")
+    with pytest.raises(ValueError, match="TRITON_INTERPRET"):
+        A.launch(config=gluon_case(mode, page, heads, over), **ragged_inputs("nvfp4", mode, page=page, heads=heads))
 
 
 @pytest.mark.gpu
