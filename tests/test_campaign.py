@@ -85,6 +85,22 @@ def test_stale_entry_retimes_its_old_winner_past_the_budget(tmp_path, fake, monk
     assert [it.state for it in _plan(db, grid=[w])] == ["current"]
 
 
+def test_a_refused_try_holds_no_trial_past_the_budget(tmp_path, fake):
+    """The configs asked for by name run past the budget; a --try the space would run as another
+    config (BLOCK_T 32 for 3 tokens runs as 4) is refused, so it keeps nothing running: past
+    the budget the default alone is measured, not the sampler's asks up to --trials."""
+    from tuner.runtime.target import Target
+    from tuner.store import open_store
+    from tuner.study import Settings, Tuner
+
+    k = registry.get("moe_routing")
+    w = next(x for x in k.small_workloads if x.tokens < 32)
+    nw = 4 if k.default_config(w, Target.of())["num_warps"] == 8 else 8
+    s = Settings(n_trials=8, patience=8, budget_s=1e-6, tries=({"BLOCK_T": 32, "num_warps": nw},))
+    out = Tuner(open_store(str(tmp_path / "r.db")), k, s).run([w])
+    assert out[0].new == 1 and out[0].is_default
+
+
 def test_current_entries_get_more_trials_fewest_first(tmp_path, fake):
     """Searching current entries further: ``--trials`` counts new trials, and the entries with
     the fewest trials come first."""
