@@ -54,35 +54,118 @@ def test_missing_then_stale_then_current_fewest_trials_first(tmp_path, fake):
     assert [it.state for it in done] == ["current"] * 5 and len({it.key for it in done}) == 5
 
 
-def test_stale_entry_retimes_its_old_winner_past_the_budget(tmp_path, fake, monkeypatch):
-    """With no time left for a search, a stale entry still measures its old winner next to
-    the default (two trials, not the default alone), so the refreshed entry keeps what won."""
+def _stale_with_entry(db: str, monkeypatch):
+    """One workload tuned (4 trials), its winner row set to a measured config that is neither the
+    default nor the fastest (the pack's entry), then the template's code moves on: stale."""
+    import json
+
+    from tuner import campaign
     from tuner.runtime.target import Target
     from tuner.spec import config_key
+    from tuner.store import open_store
+    from tuner.study import Settings
+
+    k = registry.get("moe_routing")
+    w = list(k.small_workloads)[0]
+    campaign.run(open_store(db), _plan(db, grid=[w]), Settings(n_trials=4, patience=4))
+    dkey = config_key(k.default_config(w, Target.of()))
+    con = sqlite3.connect(db)
+    ok = [r[0] for r in con.execute("SELECT config FROM tuner_trials WHERE phase = 'search' AND status = 'ok' "
+                                    "AND config_key != ? ORDER BY median_us", (dkey,))]
+    assert len(ok) >= 2, "the first run measured too few configs"
+    entry = ok[-1]  # not the fastest: the winner row, not the best trial, is what the pack holds
+    con.execute("UPDATE tuner_winners SET config = ?, is_default = 0", (entry,))
+    con.commit()
+    con.close()
+    monkeypatch.setitem(k.__dict__, "source_hash", "0123456789abcdef")  # the template's code moved on
+    assert [it.state for it in _plan(db, ["stale"], grid=[w])] == ["stale"]
+    return k, w, dkey, config_key(json.loads(entry))
+
+
+def _new_keys(db: str) -> list[str]:
+    con = sqlite3.connect(db)
+    keys = [r[0] for r in con.execute(
+        "SELECT t.config_key FROM tuner_trials t JOIN tuner_runs r ON r.id = t.run_id "
+        "WHERE t.phase = 'search' AND r.source_hash = '0123456789abcdef' ORDER BY t.id")]
+    con.close()
+    return keys
+
+
+def test_stale_entry_retimes_its_old_winner_past_the_budget(tmp_path, fake, monkeypatch):
+    """With no time left for a search, a stale entry still measures the config its pack entry
+    held next to the default (two trials, not the default alone), and ends current; past the
+    budget the two are compared on their search times (no re-timing rounds)."""
+    import tuner.study
+    from tuner.store import open_store
+    from tuner.study import Settings, Tuner
+
+    rounds = []
+
+    class Counted(FakeWorker):
+        def retime(self, *a):
+            rounds.append(a)
+            return super().retime(*a)
+
+    db = str(tmp_path / "r.db")
+    k, w, dkey, entry = _stale_with_entry(db, monkeypatch)
+    monkeypatch.setattr(tuner.study, "Worker", Counted)
+    out = Tuner(open_store(db), k, Settings(n_trials=1, patience=1, budget_s=1e-6)).run([w])
+    assert out[0].new == 2 and out[0].winner_us
+    assert _new_keys(db) == [dkey, entry] and rounds == []
+    assert [it.state for it in _plan(db, grid=[w])] == ["current"]
+
+
+def test_a_resumed_stale_entry_still_retimes_its_old_winner(tmp_path, fake, monkeypatch):
+    """A run killed after the default: the next one, out of budget, measures the old winner
+    (it is still stale: no winner under today's source), not nothing."""
+    import tuner.study
+    from tuner.store import open_store
+    from tuner.study import Settings, Tuner
+
+    class Killed(FakeWorker):
+        calls = 0
+
+        def evaluate(self, *a):
+            Killed.calls += 1
+            if Killed.calls > 1:
+                raise KeyboardInterrupt
+            return super().evaluate(*a)
+
+    db = str(tmp_path / "r.db")
+    k, w, dkey, entry = _stale_with_entry(db, monkeypatch)
+    monkeypatch.setattr(tuner.study, "Worker", Killed)
+    with pytest.raises(KeyboardInterrupt):
+        Tuner(open_store(db), k, Settings(n_trials=1, patience=1, budget_s=1e-6)).run([w])
+    assert _new_keys(db) == [dkey]
+    monkeypatch.setattr(tuner.study, "Worker", FakeWorker)
+    out = Tuner(open_store(db), k, Settings(n_trials=1, patience=1, budget_s=1e-6)).run([w])
+    assert out[0].new == 1 and _new_keys(db) == [dkey, entry]
+
+
+def test_a_lost_named_config_lets_nothing_else_run_past_the_budget(tmp_path, fake, monkeypatch):
+    """Past the deadline only the first trial and the configs named (default, old winner) are
+    measured: where the old winner's queued trial is lost (another run of the study took it),
+    the sampler's other candidates do not run on up to --trials."""
+    import optuna
+
     from tuner.store import open_store
     from tuner.study import Settings, Tuner
 
     db = str(tmp_path / "r.db")
-    k = registry.get("moe_routing")
-    w = list(k.small_workloads)[0]
-    _run(db, _plan(db, grid=[w]))
-    dkey = config_key(k.default_config(w, Target.of()))
-    con = sqlite3.connect(db)
-    con.execute("UPDATE tuner_trials SET median_us = 1e6 WHERE config_key = ?", (dkey,))  # the old winner: not the default
-    con.commit()
-    old = con.execute("SELECT config_key FROM tuner_trials WHERE status = 'ok' ORDER BY median_us").fetchone()[0]
-    con.close()
-    assert old != dkey
-    monkeypatch.setitem(k.__dict__, "source_hash", "0123456789abcdef")  # the template's code moved on
-    assert [it.state for it in _plan(db, ["stale"], grid=[w])] == ["stale"]
-    out = Tuner(open_store(db), k, Settings(n_trials=1, patience=1, budget_s=1e-6)).run([w])
-    assert out[0].new == 2 and out[0].winner_us
-    con = sqlite3.connect(db)
-    new = {r[0] for r in con.execute(
-        "SELECT t.config_key FROM tuner_trials t JOIN tuner_runs r ON r.id = t.run_id "
-        "WHERE t.phase = 'search' AND r.source_hash = '0123456789abcdef'")}
-    assert new == {dkey, old}
-    assert [it.state for it in _plan(db, grid=[w])] == ["current"]
+    k, w, dkey, entry = _stale_with_entry(db, monkeypatch)
+    real = Tuner._enqueue
+
+    def lose_the_old_winner(study, cfg):
+        from tuner.spec import config_key
+
+        if config_key(cfg) != entry:
+            real(study, cfg)
+
+    monkeypatch.setattr(Tuner, "_enqueue", staticmethod(lose_the_old_winner))
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    out = Tuner(open_store(db), k, Settings(n_trials=16, patience=16, budget_s=1e-6)).run([w])
+    keys = _new_keys(db)  # the sampler may still propose the old winner: then it runs, as named
+    assert keys[0] == dkey and set(keys) <= {dkey, entry} and out[0].new == len(keys)
 
 
 def test_a_refused_try_holds_no_trial_past_the_budget(tmp_path, fake):

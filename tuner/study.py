@@ -383,6 +383,19 @@ class Tuner:
                                     self.target)
         return cfg if self.kernel.admits(cfg, workload, self.target) else None
 
+    def _old_winner(self, wkey: str, workload: Any, earlier: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The entry a stale workload's pack held: its newest winner here under an earlier source,
+        as today's space runs it; else its fastest earlier config (``earlier``); [] when none carries."""
+        with self.store.session() as sess:
+            rows = sess.scalars(select(Winner).where(
+                Winner.kernel == self.kernel.name, Winner.workload_key == wkey, Winner.environment_id == self.env.id,
+                Winner.source_hash != self.kernel.source_hash)).all()
+        for r in sorted(rows, key=lambda r: r.updated.timestamp(), reverse=True):
+            cfg = self._carried(r.config, workload)
+            if cfg is not None:
+                return [cfg]
+        return earlier[:1]
+
     def _earlier_bests(self, wkey: str, wkey_workload: Any, limit: int = 2) -> list[dict[str, Any]]:
         """The fastest distinct configs this workload measured here under earlier sources of the
         template: a re-tune after a change re-times them first, so a short search cannot lose
@@ -437,13 +450,15 @@ class Tuner:
             log.warning("%s %s: the default config is outside the search space or refused by its constraints, so "
                         "it is not measured and a winner is not compared with it: %s", k.name, wkey, default)
         asked = set()  # the default and the tries: measured even where the trials already reach n_trials
-        # A stale entry (nothing measured under today's source) re-times its old winner next to the
-        # default even where the budget allows no search: the pack's entry revalidated, not lost.
-        old = earlier[:1] if evaluated == 0 else []
-        for i, cfg in enumerate([default, *tried, *old]):
+        # A stale entry (no winner under today's source, a resumed one included) re-times its old
+        # winner next to the default even where the budget allows no search: the pack's entry is
+        # revalidated, not replaced by the default for want of time.
+        old = self._old_winner(wkey, workload, earlier) if self._winner(wkey) is None else []
+        for i, cfg in enumerate([default, *old, *tried]):
             why = k.refusal(cfg, workload, self.target)
-            if why and 0 < i <= len(tried):
-                log.warning("%s %s: --try %s is not measured: %s", k.name, wkey, json.dumps(dict(s.tries[i - 1])), why)
+            if why and i > len(old):
+                log.warning("%s %s: --try %s is not measured: %s", k.name, wkey,
+                            json.dumps(dict(s.tries[i - 1 - len(old)])), why)
             if k.space.contains(cfg) and config_key(cfg) not in seen:
                 self._enqueue(study, cfg)
                 if why is None:
@@ -457,7 +472,8 @@ class Tuner:
             search.run(len({config_key(default), config_key(predicted)}))
             mine = seen.get(config_key(predicted))
             if mine is not None and mine.status == TrialStatus.ok:
-                outcome = self._finalize(workload, wd, wkey, default, seen, worker, floor, obtained="predicted")
+                outcome = self._finalize(workload, wd, wkey, default, seen, worker, floor, obtained="predicted",
+                                         retime=time.monotonic() < deadline)
                 outcome.evaluated, outcome.new = search.evaluated, search.evaluated - evaluated
                 return outcome
             log.warning("%s %s: the neighbours' winner failed here (%s): searching", k.name, wkey,
@@ -472,7 +488,7 @@ class Tuner:
         # above) runs even past the deadline, so every workload of the grid gets a measured
         # entry in the pack (a short budget once left 9 of 20 workloads without one).
         search.run(max(s.n_trials + (evaluated if s.extend else 0), evaluated + len(asked)))  # a re-tune's tries run too
-        outcome = self._finalize(workload, wd, wkey, default, seen, worker, floor)
+        outcome = self._finalize(workload, wd, wkey, default, seen, worker, floor, retime=time.monotonic() < deadline)
         outcome.evaluated, outcome.new = search.evaluated, search.evaluated - evaluated
         return outcome
 
@@ -524,7 +540,10 @@ class Tuner:
                 Winner.kernel == self.kernel.name, Winner.workload_key == wkey,
                 Winner.environment_id == self.env.id, Winner.source_hash == self.kernel.source_hash))
 
-    def _finalize(self, workload, wd, wkey, default, seen, worker: Worker, floor, obtained: str = "tuned") -> Outcome:
+    def _finalize(self, workload, wd, wkey, default, seen, worker: Worker, floor, obtained: str = "tuned",
+                  retime: bool = True) -> Outcome:
+        """The winner from the finalists, re-timed in interleaved rounds (``retime``; past the
+        deadline the search times decide, so a spent budget is not overrun by the rounds)."""
         s = self.settings
         statuses: dict[str, int] = {}
         for t in seen.values():
@@ -540,7 +559,8 @@ class Tuner:
         if default_ok:
             finalists.append(default)
         t0 = time.perf_counter()
-        rounds = worker.retime(self.kernel.name, wd, finalists, s.rounds, self._seed(wkey)) if len(finalists) > 1 else None
+        rounds = worker.retime(self.kernel.name, wd, finalists, s.rounds, self._seed(wkey)) \
+            if len(finalists) > 1 and retime else None
         final_s = time.perf_counter() - t0
         if rounds is None:  # one finalist, or the re-timing failed: keep the search times
             rounds = [[[seen[config_key(c)].median_us, seen[config_key(c)].p20_us, seen[config_key(c)].p80_us]]

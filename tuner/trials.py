@@ -67,6 +67,13 @@ class TrialLoop:
                 and (self.since_best < s.patience or pending)
                 and (time.monotonic() < self.deadline or self.evaluated + len(queue) == 0 or pending))
 
+    def _due(self, ck: str) -> bool:
+        """Whether a candidate may be measured: past the deadline only the first trial and the
+        configs asked for by name are. Others that come first (trials a killed run left waiting
+        in the study's queue, the sampler's asks where a named one was lost to another run of
+        the study) are dropped, never measured past the budget."""
+        return time.monotonic() < self.deadline or self.evaluated == 0 or ck in self.asked
+
     @property
     def settings(self):
         return self.t.settings
@@ -78,6 +85,9 @@ class TrialLoop:
         queue: list[tuple[Any, dict[str, Any], str]] = []  # asked, new, admitted: waiting for the worker
         echoes: list[tuple[Any, str]] = []  # asked again while queued: told once measured
         cap = max(50, 4 * s.n_trials)
+        dropped = 0
+        from optuna.trial import TrialState
+
         try:
             while True:
                 while self.streak < cap and len(queue) < depth and self._going(n_trials, queue):
@@ -85,13 +95,17 @@ class TrialLoop:
                 if not queue or not self._going(n_trials, []):
                     break
                 trial, cfg, ck = queue.pop(0)
+                if not self._due(ck):  # past the deadline and not named: dropped (asked again by a later run)
+                    tell(self.study, trial, state=TrialState.FAIL)
+                    dropped += 1
+                    if dropped >= cap:
+                        break
+                    continue
                 self._measure(trial, cfg, ck)
                 for tr, k in [e for e in echoes if e[1] == ck]:
                     echoes.remove((tr, k))
                     self._tell_known(tr, ck)
         finally:
-            from optuna.trial import TrialState
-
             for trial, *_ in queue:  # asked ahead, never measured: nothing to learn from them
                 tell(self.study, trial, state=TrialState.FAIL)
             for trial, ck in echoes:
