@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import multiprocessing as mp
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -567,6 +568,8 @@ def test_cli_workers_status_and_worker(tmp_path, monkeypatch, capsys, slow):
     out = capsys.readouterr().out
     assert "campaign 1 on 2 workers on the interpreter" in out and "2 workloads (2 missing)" in out
     assert "[2/2] moe_routing" in out and "tune worker --db" in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("[2/2] moe_routing"))
+    assert re.search(r"trials \(\+\d\), best .*; \d+\.\d s(: |\s)", line), line  # its seconds and their phases
     assert main(["campaign", "--status", "--db", db]) == 0
     out = capsys.readouterr().out
     assert "campaign 1: done" in out and out.count("cpu-interpreter") >= 3 and "moe_routing" in out

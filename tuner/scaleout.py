@@ -79,7 +79,7 @@ def db_now(s: Session) -> dt.datetime:
 def _outcome_dict(o: Outcome) -> dict[str, Any]:
     return {"workload_key": o.workload_key, "evaluated": o.evaluated, "new": o.new, "winner_us": o.winner_us,
             "default_us": o.default_us, "is_default": o.is_default, "skipped": o.skipped,
-            "statuses": dict(o.statuses)}
+            "statuses": dict(o.statuses), "seconds": o.seconds, "final_s": o.final_s, "phases": dict(o.phases)}
 
 
 class Coordinator:

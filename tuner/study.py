@@ -97,6 +97,7 @@ class Outcome:
     obtained: str = "tuned"  # or "predicted": the neighbours' winner measured against the default only
     seconds: float = 0.0  # wall time of the workload in this run: its trials, the finalists' re-timing, the rest
     final_s: float = 0.0  # of ``seconds``, the finalists' re-timing
+    phases: dict[str, float] = field(default_factory=dict)  # of ``seconds``, this run's trials per phase (tuner.cost)
 
 
 LEASE_SLACK_S = 60.0
@@ -475,6 +476,7 @@ class Tuner:
                 outcome = self._finalize(workload, wd, wkey, default, seen, worker, floor, obtained="predicted",
                                          retime=time.monotonic() < deadline)
                 outcome.evaluated, outcome.new = search.evaluated, search.evaluated - evaluated
+                outcome.phases = dict(search.spent)
                 return outcome
             log.warning("%s %s: the neighbours' winner failed here (%s): searching", k.name, wkey,
                         mine.status.value if mine is not None else "not measured")
@@ -490,6 +492,7 @@ class Tuner:
         search.run(max(s.n_trials + (evaluated if s.extend else 0), evaluated + len(asked)))  # a re-tune's tries run too
         outcome = self._finalize(workload, wd, wkey, default, seen, worker, floor, retime=time.monotonic() < deadline)
         outcome.evaluated, outcome.new = search.evaluated, search.evaluated - evaluated
+        outcome.phases = dict(search.spent)
         return outcome
 
     def _other_gpus(self, wkey: str, workload: Any, limit: int = 2) -> list[dict[str, Any]]:

@@ -55,6 +55,7 @@ class TrialLoop:
         self.best_noise = spread(best.median_us, best.p20_us, best.p80_us) if best else 0.0
         self.since_best = self.streak = 0
         self.free_s = 0.0  # study seconds since the last measured trial (asks that cost no measurement)
+        self.spent: dict[str, float] = {}  # this run's seconds per phase over the trials it measured
         self.base_seed = tuner._seed(wkey)
 
     # -- the loop -------------------------------------------------------------------
@@ -170,6 +171,8 @@ class TrialLoop:
         phases["compile"] = phases.get("compile", 0.0) + waited
         phases["study"] = self.free_s + time.perf_counter() - t0
         self.free_s = 0.0
+        for p in cost.PHASES:
+            self.spent[p] = self.spent.get(p, 0.0) + float(phases.get(p, 0.0))
         try:
             trial.set_user_attr(cost.ATTR, phases)
         except Exception as e:  # noqa: BLE001 - finished meanwhile elsewhere: the trial row keeps the times

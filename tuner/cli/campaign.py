@@ -96,19 +96,14 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
     tty = console.is_terminal
     done: list[Any] = []
     phases: list[dict[str, float]] = []
-    spent: dict[str, float] = {}  # the current workload's seconds per phase
     with Progress(TextColumn("[bold]campaign"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), TextColumn("{task.fields[status]}"), console=console,
                   disable=not tty) as progress:
         task = progress.add_task("campaign", total=len(items), status="")
 
         def hear(kind: str, info: dict[str, Any]) -> None:
-            if kind == "workload_start":
-                spent.clear()
-            elif kind == "trial":
+            if kind == "trial":
                 phases.append(info.get("phases") or {})
-                for p in cost.PHASES:
-                    spent[p] = spent.get(p, 0.0) + float((info.get("phases") or {}).get(p, 0.0))
             elif kind == "workload_done":
                 o = info["outcome"]
                 done.append(o)
@@ -119,7 +114,7 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
                                      + (f"{o.winner_us:.2f} us" if o.winner_us else "-")
                                      + (f", default {o.default_us:.2f} us" if o.default_us else "")
                                      + (" (predicted)" if o.obtained == "predicted" else "")
-                                     + (f"; {cost.split_line(o.seconds, spent, o.final_s)}" if o.seconds else "")),
+                                     + (f"; {cost.split_line(o.seconds, o.phases, o.final_s)}" if o.seconds else "")),
                                   highlight=False, soft_wrap=True, markup=False)
             elif kind == "budget_spent":
                 console.print(f"budget spent: {info['left']} workloads left for the next run", highlight=False)

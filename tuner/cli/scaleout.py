@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from tuner import cost
 from tuner.cli.common import CliError, console, err_console, undecodable
 
 
@@ -54,7 +55,11 @@ def done_line(i: int, total: int, d: Any) -> str:
                                 + (f"{o['winner_us']:.2f} us" if o.get("winner_us") else "-")
                                 + (f", default {o['default_us']:.2f} us" if o.get("default_us") else ""))
     again = f", attempt {d.attempts}: the first was given back or its worker lost" if d.attempts > 1 else ""
-    return f"[{i}/{total}] {d.kernel} {d.workload_key}: {text} ({d.worker}{again})"
+    num = lambda v: float(v) if isinstance(v, (int, float)) else 0.0  # noqa: E731 - a row may lack them
+    ph = o.get("phases") if isinstance(o.get("phases"), dict) else {}
+    spent = "" if o.get("skipped") or num(o.get("seconds")) <= 0 else \
+        "; " + cost.split_line(num(o["seconds"]), {p: num(v) for p, v in ph.items()}, num(o.get("final_s")))
+    return f"[{i}/{total}] {d.kernel} {d.workload_key}: {text}{spent} ({d.worker}{again})"
 
 
 def summary(outcomes: list[tuple[str, Any]], title: str) -> Table:
