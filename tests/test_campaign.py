@@ -162,10 +162,45 @@ def test_a_lost_named_config_lets_nothing_else_run_past_the_budget(tmp_path, fak
             real(study, cfg)
 
     monkeypatch.setattr(Tuner, "_enqueue", staticmethod(lose_the_old_winner))
+    import tuner.precompile
+
+    compiled = []
+    monkeypatch.setattr(tuner.precompile.Precompiler, "submit", lambda self, wd, cfg: compiled.append(cfg))
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     out = Tuner(open_store(db), k, Settings(n_trials=16, patience=16, budget_s=1e-6)).run([w])
     keys = _new_keys(db)  # the sampler may still propose the old winner: then it runs, as named
     assert keys[0] == dkey and set(keys) <= {dkey, entry} and out[0].new == len(keys)
+    assert len(compiled) == len(keys)  # the dropped ones are not even compiled ahead
+
+
+def test_a_resumed_workload_out_of_budget_measures_its_default_not_a_leftover(tmp_path, fake, monkeypatch):
+    """A run killed while measuring a workload's default leaves its warm-start configs (a tuned
+    neighbour's winner) waiting in the study's queue, ahead of the default asked again: the next
+    run, out of budget, measures the default, not a leftover as its "first trial"."""
+    import tuner.study
+    from tuner.runtime.target import Target
+    from tuner.spec import config_key
+    from tuner.store import open_store
+    from tuner.study import Settings, Tuner
+
+    class Killed(FakeWorker):
+        def evaluate(self, *a):
+            raise KeyboardInterrupt
+
+    db = str(tmp_path / "r.db")
+    k = registry.get("moe_routing")
+    ws = list(k.workloads)[:2]
+    Tuner(open_store(db), k, Settings(n_trials=6, patience=6)).run([ws[0]])  # a tuned neighbour
+    monkeypatch.setattr(tuner.study, "Worker", Killed)
+    with pytest.raises(KeyboardInterrupt):
+        Tuner(open_store(db), k, Settings(n_trials=6, patience=6, predict=0)).run([ws[1]])
+    monkeypatch.setattr(tuner.study, "Worker", FakeWorker)
+    out = Tuner(open_store(db), k, Settings(n_trials=6, patience=6, budget_s=1e-6, predict=0)).run([ws[1]])
+    con = sqlite3.connect(db)
+    keys = [r[0] for r in con.execute("SELECT config_key FROM tuner_trials WHERE phase = 'search' AND workload_key = ?",
+                                      (out[0].workload_key,))]
+    con.close()
+    assert keys == [config_key(k.default_config(ws[1], Target.of()))]
 
 
 def test_a_refused_try_holds_no_trial_past_the_budget(tmp_path, fake):

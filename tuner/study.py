@@ -370,7 +370,7 @@ class Tuner:
     @staticmethod
     def _try_base(seen: dict[str, Any], earlier: list[dict[str, Any]], default: dict[str, Any]) -> dict[str, Any]:
         """What a ``--try`` is laid over: the workload's fastest config under this source, else
-        under an earlier one (what the pack holds after a source change), else its default (a
+        the first of ``earlier`` (the pack's entry after a source change), else its default (a
         re-tune's tries would be laid over the default, not the entry they mean to vary)."""
         ok = [t for t in seen.values() if t.status == TrialStatus.ok and t.median_us is not None]
         if ok:
@@ -445,16 +445,16 @@ class Tuner:
         self._fail_stale_trials(study, storage, wkey)
         default = k.default_config(workload, self.target)
         earlier = self._earlier_bests(wkey, workload)
-        base = self._try_base(seen, earlier, default)
-        tried = [dict(base, **dict(t)) for t in s.tries]
-        if not k.admits(default, workload, self.target):
-            log.warning("%s %s: the default config is outside the search space or refused by its constraints, so "
-                        "it is not measured and a winner is not compared with it: %s", k.name, wkey, default)
-        asked = set()  # the default and the tries: measured even where the trials already reach n_trials
         # A stale entry (no winner under today's source, a resumed one included) re-times its old
         # winner next to the default even where the budget allows no search: the pack's entry is
         # revalidated, not replaced by the default for want of time.
         old = self._old_winner(wkey, workload, earlier) if self._winner(wkey) is None else []
+        base = self._try_base(seen, [*old, *earlier], default)
+        tried = [dict(base, **dict(t)) for t in s.tries]
+        if not k.admits(default, workload, self.target):
+            log.warning("%s %s: the default config is outside the search space or refused by its constraints, so "
+                        "it is not measured and a winner is not compared with it: %s", k.name, wkey, default)
+        asked = set()  # the default, the old winner, the tries: measured even past n_trials and the deadline
         for i, cfg in enumerate([default, *old, *tried]):
             why = k.refusal(cfg, workload, self.target)
             if why and i > len(old):

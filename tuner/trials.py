@@ -68,12 +68,14 @@ class TrialLoop:
                 and (self.since_best < s.patience or pending)
                 and (time.monotonic() < self.deadline or self.evaluated + len(queue) == 0 or pending))
 
-    def _due(self, ck: str) -> bool:
-        """Whether a candidate may be measured: past the deadline only the first trial and the
-        configs asked for by name are. Others that come first (trials a killed run left waiting
-        in the study's queue, the sampler's asks where a named one was lost to another run of
-        the study) are dropped, never measured past the budget."""
-        return time.monotonic() < self.deadline or self.evaluated == 0 or ck in self.asked
+    def _due(self, ck: str, queued: int = 0) -> bool:
+        """Whether a candidate may be queued (``queued`` ahead of it) or measured: past the
+        deadline only the configs asked for by name are, and a first trial where none of those
+        waits. Others (trials a killed run left waiting in the study's queue, the sampler's
+        asks where a named one was lost to another run of the study) are dropped: neither
+        compiled nor measured past the budget."""
+        return (time.monotonic() < self.deadline or ck in self.asked
+                or (self.evaluated + queued == 0 and not self.asked - self.seen.keys()))
 
     @property
     def settings(self):
@@ -86,7 +88,6 @@ class TrialLoop:
         queue: list[tuple[Any, dict[str, Any], str]] = []  # asked, new, admitted: waiting for the worker
         echoes: list[tuple[Any, str]] = []  # asked again while queued: told once measured
         cap = max(50, 4 * s.n_trials)
-        dropped = 0
         from optuna.trial import TrialState
 
         try:
@@ -96,11 +97,8 @@ class TrialLoop:
                 if not queue or not self._going(n_trials, []):
                     break
                 trial, cfg, ck = queue.pop(0)
-                if not self._due(ck):  # past the deadline and not named: dropped (asked again by a later run)
+                if not self._due(ck):  # queued before the deadline, not named: dropped (asked again by a later run)
                     tell(self.study, trial, state=TrialState.FAIL)
-                    dropped += 1
-                    if dropped >= cap:
-                        break
                     continue
                 self._measure(trial, cfg, ck)
                 for tr, k in [e for e in echoes if e[1] == ck]:
@@ -151,6 +149,9 @@ class TrialLoop:
                 self.streak += 1
             elif any(q[2] == ck for q in queue):
                 echoes.append((trial, ck))
+                self.streak += 1
+            elif not self._due(ck, len(queue)):  # past the deadline, not named: dropped before it compiles
+                tell(self.study, trial, state=TrialState.FAIL)
                 self.streak += 1
             else:
                 self.streak = 0
