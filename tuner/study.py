@@ -435,7 +435,8 @@ class Tuner:
         floor = roofline.floor_us(cost_[0], cost_[1], self.env.gpu)
         seen = self._history(wkey)
         evaluated = sum(t.status != TrialStatus.pruned for t in seen.values())
-        if not s.retune and evaluated >= s.n_trials and self._winner(wkey) is not None:
+        current = self._winner(wkey) is not None  # a winner under today's source: not stale
+        if not s.retune and evaluated >= s.n_trials and current:
             return Outcome(wkey, evaluated, skipped="already tuned (use --retune to tune again)")
         self.on_event("workload_start", {"workload": wkey, "evaluated": evaluated})
         study = optuna.create_study(
@@ -448,7 +449,7 @@ class Tuner:
         # A stale entry (no winner under today's source, a resumed one included) re-times its old
         # winner next to the default even where the budget allows no search: the pack's entry is
         # revalidated, not replaced by the default for want of time.
-        old = self._old_winner(wkey, workload, earlier) if self._winner(wkey) is None else []
+        old = [] if current else self._old_winner(wkey, workload, earlier)
         base = self._try_base(seen, [*old, *earlier], default)
         tried = [dict(base, **dict(t)) for t in s.tries]
         if not k.admits(default, workload, self.target):
@@ -486,9 +487,9 @@ class Tuner:
         for cfg in [*earlier, *others, *neighbours]:
             if k.space.contains(cfg) and config_key(cfg) not in seen and config_key(cfg) not in asked:
                 self._enqueue(study, cfg)
-        # The budget bounds the search, not coverage: the first trial (the default, enqueued
-        # above) runs even past the deadline, so every workload of the grid gets a measured
-        # entry in the pack (a short budget once left 9 of 20 workloads without one).
+        # The budget bounds the search, not coverage: the configs named above (the default, a
+        # stale entry's old winner) run even past the deadline, so every workload of the grid
+        # gets a measured entry in the pack (a short budget once left 9 of 20 without one).
         search.run(max(s.n_trials + (evaluated if s.extend else 0), evaluated + len(asked)))  # a re-tune's tries run too
         outcome = self._finalize(workload, wd, wkey, default, seen, worker, floor, retime=time.monotonic() < deadline)
         outcome.evaluated, outcome.new = search.evaluated, search.evaluated - evaluated
