@@ -444,6 +444,16 @@ def test_params_and_inputs():
     assert E.cost(wl) == (16 * 24 * 264 + 16 * 24 * 512, 16 * 24 * 256)
 
 
+def test_a_meta_table_is_left_unfilled(monkeypatch):
+    """Compiling ahead builds a workload's inputs on ``meta``: no row of any placement's table is
+    generated (an 8M-row fill there cost the pool 13 s a workload on the GPU host)."""
+    monkeypatch.setattr(ET, "random_embeddings", lambda *a, **k: pytest.fail("a meta table was filled"))
+    for placement in ET.PLACEMENTS:
+        inputs = E.make_inputs(E.Workload(16, placement, 4096), "meta", seed=0)
+        assert inputs["table"].device.type == "meta" and inputs["rows"].device.type == "meta"
+        assert inputs["table"].num_rows == 4096
+
+
 def test_space_matches_kernel_and_defaults():
     import inspect
 

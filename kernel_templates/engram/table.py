@@ -316,7 +316,11 @@ class EngramTable:
         """Fill with quantized random embeddings (normal values, per-row log-normal scale).
 
         Generated in chunks on the compute device (fast on a GPU, then copied to host tables).
+        A table on the ``meta`` device (shapes for compiling ahead) is left unfilled: nothing
+        reads it, and filling a host buffer of millions of rows takes the CPU tens of seconds.
         """
+        if self.device.type == "meta":
+            return self
         gen_dev = self.device if self.device.type == "cuda" else torch.device("cpu")
         g = torch.Generator(device=gen_dev).manual_seed(seed)
         for start in range(0, self.num_rows, chunk_rows):
