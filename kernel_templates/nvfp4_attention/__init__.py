@@ -446,9 +446,10 @@ def _plan(q, kv_codes, kv_scales, block_table, seq_lens, swa_kv, swa_scales, sin
         if config["GL_AHEAD"] not in (2, 4):
             raise ValueError(f"GL_AHEAD={config['GL_AHEAD']}: 128-column chunks of raw codes ahead, 2 or 4")
         gl_args["AHEAD"] = int(config["GL_AHEAD"])
-    # the window's Triton program keeps the 64 x 16 / 64 x 32 tile of the 4-warp SWAP_AB default
-    swa_bh = min(BH, 32)
-    swa_args = dict(split_args, SPLIT0=S, D_CHUNKS=1, BLOCK_N=64, BLOCK_H=swa_bh, SWAP_AB=True, num_warps=4)
+    # the window's Triton program: 64 x 16 SWAP_AB tiles on 8 warps, the most programs for the
+    # window's few tokens (docs/performance.md: 1.27-1.36x the whole call at batch 1)
+    swa_bh = min(BH, 16)
+    swa_args = dict(split_args, SPLIT0=S, D_CHUNKS=1, BLOCK_N=64, BLOCK_H=swa_bh, SWAP_AB=True, num_warps=8)
     return [(_gl_ws_kernel if ws else _gl_split_kernel, (B, cdiv(H, BH), S), gl_args),
             (_split_kernel, (B, cdiv(H, swa_bh), 1), swa_args), reduce]
 
