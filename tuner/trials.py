@@ -5,9 +5,8 @@ the patience runs out (that many trials in a row without an improvement beyond t
 the times compared), the deadline passes (the first trial and the configs asked for by name
 always run) or the sampler keeps proposing what is known or illegal. Candidates are asked
 ``1 + Settings.ahead`` at a time: while the worker measures one, the next ones compile in the
-compile-ahead pool
-(``tuner.precompile``). What is asked and left unmeasured when the loop stops is told
-failed (never recorded in our tables, asked again by a later run).
+compile-ahead pool (``tuner.precompile``). What is asked and left unmeasured when the loop
+stops is told failed (never recorded in our tables, asked again by a later run).
 """
 from __future__ import annotations
 
