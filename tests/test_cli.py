@@ -457,6 +457,34 @@ def test_retune_tries_run_past_trials_over_the_best_so_far(tmp_path):
     assert new == [dict(other, **over)]  # two trials held already: only the try ran
 
 
+def test_a_finalist_without_percentiles_has_no_noise_band(tmp_path):
+    """A trial row with a median but no p20/p80 (an older run's, or one written by hand) can be
+    the best finalist: its noise band is zero, not a crash (past the budget the search times
+    decide, so that row is the best deterministically)."""
+    from kernel_templates import moe_routing as mr
+    from search_spaces import moe_routing as ms
+    from tuner.spec import config_key
+
+    db = str(tmp_path / "r.db")
+    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--db", db) == 0
+    wl = mr.Workload(3, "dsv3")
+    default = mr.default_config(wl, INTERPRETER)
+    other = next(c for c in ms.SPACE.grid() if c != default and MOE.admits(c, wl, INTERPRETER))
+    con = sqlite3.connect(db)
+    run_id, wd = con.execute("SELECT run_id, workload FROM tuner_trials").fetchone()
+    con.execute("INSERT INTO tuner_trials (run_id, kernel, workload_key, workload, config, config_key, phase, status, "
+                "median_us, meaningful, created) VALUES (?, 'moe_routing', 'tokens=3,profile=dsv3', ?, ?, ?, 'search', "
+                "'ok', 0.001, 0, CURRENT_TIMESTAMP)", (run_id, wd, json.dumps(other), config_key(other)))
+    con.commit()
+    con.close()
+    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--retune", "--trials", "1", "--budget", "1s",
+                "--db", db) == 0
+    con = sqlite3.connect(db)
+    (cfg, noise), = con.execute("SELECT config, noise FROM tuner_winners").fetchall()
+    con.close()
+    assert json.loads(cfg) == other and noise is not None
+
+
 def test_a_default_outside_the_space_is_reported(tmp_path, monkeypatch, caplog):
     """A default the search space cannot hold is never measured; the study says so (one warning
     a workload) instead of tuning on without it."""

@@ -578,7 +578,9 @@ class Tuner:
 
         def noise(i: int) -> float:
             t = seen[config_key(finalists[i])]
-            band = (t.p80_us - t.p20_us) / (2 * t.median_us) if t.median_us else 0.0
+            # a row without percentiles (an older run's, or one written by hand) has no band
+            band = (t.p80_us - t.p20_us) / (2 * t.median_us) \
+                if t.median_us and t.p20_us is not None and t.p80_us is not None else 0.0
             r = [x[0] for x in rounds[i]]
             return max(band, (max(r) - min(r)) / (2 * meds[i]) if len(r) > 1 else 0.0)
 
