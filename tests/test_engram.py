@@ -318,6 +318,52 @@ def test_registration_freed_exactly_once(monkeypatch):
     assert fake.calls.count("register") == fake.calls.count("unregister") == 4
 
 
+def test_a_borrowed_handle_keeps_the_registration_until_the_last_holder(monkeypatch):
+    """``borrow()``: closing a handle (or the table) never frees memory another handle reads;
+    the table unregisters exactly once, after the last of them is gone."""
+    fake = _fake_cuda(monkeypatch)
+    t = E.EngramTable(5000, "host_thp", "cpu")
+    a, b = t.borrow(), t.borrow().borrow()
+    del t
+    gc.collect()
+    assert len(fake.live) == 1 and a.data.data_ptr() == b.data.data_ptr()
+    a.close()
+    assert a.closed and not a.registered and len(fake.live) == 1
+    b.write_(3, torch.full((1, ET.ROW_BYTES), 7, dtype=torch.uint8))  # still mapped
+    assert int(b.data[3, 0]) == 7
+    del b
+    gc.collect()
+    assert not fake.live and fake.calls == ["register", "unregister"]
+    with pytest.raises(ValueError, match="closed"):
+        a.borrow()
+
+
+def test_make_inputs_shares_one_table_per_rows_and_placement(monkeypatch):
+    """A study's two seeds and a grid's token counts read one filled table (a 33M-row host
+    table costs seconds to build); the tokens still follow the seed, another row count or
+    placement gets its own table, and the table goes when its last holder does."""
+    import weakref
+
+    fills = []
+    real = ET.random_embeddings
+    monkeypatch.setattr(ET, "random_embeddings", lambda *a, **k: fills.append(a[0]) or real(*a, **k))
+    a = E.make_inputs(E.Workload(16, "hbm", 4096), DEV, seed=1)
+    b = E.make_inputs(E.Workload(64, "hbm", 4096), DEV, seed=2)
+    c = E.make_inputs(E.Workload(16, "host", 4096), DEV, seed=1)
+    d = E.make_inputs(E.Workload(16, "hbm", 4112), DEV, seed=1)
+    assert fills == [4096, 4096, 4112], "one fill per (rows, placement)"
+    assert a["table"].data.data_ptr() == b["table"].data.data_ptr() != c["table"].data.data_ptr()
+    assert d["table"].num_rows == 4112 and not torch.equal(a["rows"], E.make_inputs(E.Workload(16, "hbm", 4096),
+                                                                                      DEV, seed=2)["rows"])
+    a["table"].close()  # one holder's close leaves the other's table whole
+    ref = reference(**b)
+    E.verify(EL.launch(config=E.default_config(E.Workload(64, "hbm", 4096), TGT), **b), ref, b)
+    owner = weakref.ref(b["table"]._owner)
+    del a, b, c, d
+    gc.collect()
+    assert owner() is None and not E._TABLES
+
+
 def test_registration_failure_falls_back_to_pinned(monkeypatch, caplog):
     fake = _fake_cuda(monkeypatch, fail=True)
     with E.EngramTable(100, "host_thp", "cpu") as t:

@@ -131,6 +131,9 @@ class EngramTable:
     unregisters and unmaps; views of ``data`` must not be used after it.
     """
 
+    _owner: "EngramTable | None" = None
+    """The table a handle from ``borrow()`` shares (None: this object owns its memory)."""
+
     def __init__(self, num_rows: int, placement: str = "hbm", device: str | torch.device | None = None) -> None:
         if placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
@@ -331,8 +334,25 @@ class EngramTable:
         return self
 
     # -- lifetime
+    def borrow(self) -> "EngramTable":
+        """A second handle on this table's memory. Its ``close()`` drops the handle only; the
+        memory stays until this table is closed or freed, which the handle delays (it holds
+        the table). Several holders can each close their handle without ending the others'."""
+        if self.closed:
+            raise ValueError("EngramTable is closed")
+        handle = object.__new__(type(self))
+        handle.__dict__.update(self.__dict__)
+        handle._owner = self._owner or self
+        handle._mmap, handle._reg_ptr = None, 0
+        return handle
+
     def close(self) -> None:
-        """Wait for the device, unregister and unmap (idempotent)."""
+        """Wait for the device, unregister and unmap (idempotent). A handle from ``borrow()``
+        only lets go of the table's memory."""
+        if self._owner is not None:
+            self._data = self._codes = self._scales = self._owner = None
+            self.registered = False
+            return
         if self._codes is None and self._mmap is None:
             return
         if self.device.type == "cuda" and self.placement != "hbm" and torch.cuda.is_available():
