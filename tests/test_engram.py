@@ -318,50 +318,53 @@ def test_registration_freed_exactly_once(monkeypatch):
     assert fake.calls.count("register") == fake.calls.count("unregister") == 4
 
 
-def test_a_borrowed_handle_keeps_the_registration_until_the_last_holder(monkeypatch):
-    """``borrow()``: closing a handle (or the table) never frees memory another handle reads;
-    the table unregisters exactly once, after the last of them is gone."""
+def test_a_shared_table_unregisters_once_after_its_last_handle(monkeypatch):
+    """``shared_table``: every call with the same arguments reads one table; closing a handle
+    (or dropping it) never frees memory another handle reads, and the table unregisters
+    exactly once, with its last handle; the next call builds a new one."""
     fake = _fake_cuda(monkeypatch)
-    t = E.EngramTable(5000, "host_thp", "cpu")
-    a, b = t.borrow(), t.borrow().borrow()
-    del t
-    gc.collect()
-    assert len(fake.live) == 1 and a.data.data_ptr() == b.data.data_ptr()
-    a.close()
-    assert a.closed and not a.registered and len(fake.live) == 1
-    b.write_(3, torch.full((1, ET.ROW_BYTES), 7, dtype=torch.uint8))  # still mapped
-    assert int(b.data[3, 0]) == 7
+    a, b = ET.shared_table(5000, "host_thp", "cpu", seed=3), ET.shared_table(5000, "host_thp", "cpu", seed=3)
+    c = ET.shared_table(5000, "host_thp", "cpu", seed=4)
+    assert a.data.data_ptr() == b.data.data_ptr() != c.data.data_ptr() and len(fake.live) == 2
+    assert a.registered and a.placement == "host_thp"
+    with a:
+        pass
+    assert a.closed and not a.registered and len(fake.live) == 2
+    a.close()  # idempotent: the count is not taken twice
+    b.write_(3, torch.full((1, ET.ROW_BYTES), 7, dtype=torch.uint8))  # still mapped and registered
+    assert int(b.data[3, 0]) == 7 and len(fake.live) == 2
     del b
     gc.collect()
-    assert not fake.live and fake.calls == ["register", "unregister"]
-    with pytest.raises(ValueError, match="closed"):
-        a.borrow()
+    assert len(fake.live) == 1 and fake.calls == ["register", "register", "unregister"]
+    c.close()
+    assert not fake.live and not [k for k in ET._SHARED if k[0] == 5000]
+    d = ET.shared_table(5000, "host_thp", "cpu", seed=3)
+    assert len(fake.live) == 1 and int(d.data[3, 0]) != 7, "a new table, filled afresh"
+    d.close()
+    assert not fake.live
 
 
 def test_make_inputs_shares_one_table_per_rows_and_placement(monkeypatch):
     """A study's two seeds and a grid's token counts read one filled table (a 33M-row host
     table costs seconds to build); the tokens still follow the seed, another row count or
     placement gets its own table, and the table goes when its last holder does."""
-    import weakref
-
     fills = []
     real = ET.random_embeddings
     monkeypatch.setattr(ET, "random_embeddings", lambda *a, **k: fills.append(a[0]) or real(*a, **k))
-    a = E.make_inputs(E.Workload(16, "hbm", 4096), DEV, seed=1)
-    b = E.make_inputs(E.Workload(64, "hbm", 4096), DEV, seed=2)
-    c = E.make_inputs(E.Workload(16, "host", 4096), DEV, seed=1)
+    a = E.make_inputs(E.Workload(16, "hbm", 4104), DEV, seed=1)
+    b = E.make_inputs(E.Workload(64, "hbm", 4104), DEV, seed=2)
+    c = E.make_inputs(E.Workload(16, "host", 4104), DEV, seed=1)
     d = E.make_inputs(E.Workload(16, "hbm", 4112), DEV, seed=1)
-    assert fills == [4096, 4096, 4112], "one fill per (rows, placement)"
+    assert fills == [4104, 4104, 4112], "one fill per (rows, placement)"
     assert a["table"].data.data_ptr() == b["table"].data.data_ptr() != c["table"].data.data_ptr()
-    assert d["table"].num_rows == 4112 and not torch.equal(a["rows"], E.make_inputs(E.Workload(16, "hbm", 4096),
-                                                                                      DEV, seed=2)["rows"])
+    assert d["table"].num_rows == 4112
+    assert not torch.equal(a["rows"], E.make_inputs(E.Workload(16, "hbm", 4104), DEV, seed=2)["rows"])
     a["table"].close()  # one holder's close leaves the other's table whole
     ref = reference(**b)
-    E.verify(EL.launch(config=E.default_config(E.Workload(64, "hbm", 4096), TGT), **b), ref, b)
-    owner = weakref.ref(b["table"]._owner)
+    E.verify(EL.launch(config=E.default_config(E.Workload(64, "hbm", 4104), TGT), **b), ref, b)
     del a, b, c, d
     gc.collect()
-    assert owner() is None and not E._TABLES
+    assert not [k for k in ET._SHARED if k[0] in (4104, 4112)]
 
 
 def test_registration_failure_falls_back_to_pinned(monkeypatch, caplog):
@@ -486,7 +489,10 @@ def test_params_and_inputs():
     assert rows.shape == (1, 16, 24) and 0 <= int(rows.min()) and int(rows.max()) < 4096
     vals = data[:, :256].view(torch.float8_e4m3fn).float()
     assert not torch.isnan(vals).any() and (vals != 0).float().mean() > 0.9
-    assert torch.equal(E.make_inputs(wl, DEV, seed=2)["table"].data, data), "seeded"
+    again = E.make_inputs(wl, DEV, seed=3)["table"].data.clone()  # the same table, or one filled alike
+    del inputs, rows, data, vals
+    gc.collect()
+    assert torch.equal(E.make_inputs(wl, DEV, seed=2)["table"].data, again), "seeded"
     assert E.cost(wl) == (16 * 24 * 264 + 16 * 24 * 512, 16 * 24 * 256)
 
 
@@ -915,6 +921,7 @@ def test_placement_configs_are_admitted(placement):
 def test_gpu_lookup_every_placement(placement):
     wl = _gpu_workload(placement)
     inputs = E.make_inputs(wl, "cuda", seed=0)
+    table = inputs["table"]._owner  # the shared table this handle reads (its only handle here)
     with inputs["table"] as t:
         assert t.placement in (placement, "host")
         if t.placement != "hbm":
@@ -925,7 +932,7 @@ def test_gpu_lookup_every_placement(placement):
         for cfg in _default_and_dedup_flipped(wl):
             E.verify(EL.launch(config=cfg, **inputs), ref, inputs)
         E.verify(E.baselines["torch_eager"](**inputs), ref, inputs)
-    assert not t.registered
+    assert table.closed and not table.registered, "the last handle's close unregisters the table"
 
 
 @pytest.mark.gpu

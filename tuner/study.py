@@ -209,6 +209,13 @@ def predicted_winners(sess, rows: list[Winner]) -> set[int]:
     return out
 
 
+
+def _percentiles(trial: Trial) -> list[float]:
+    """A measured trial's median, p20 and p80; a row without percentiles (an older run's, or
+    one written by hand) has them at its median: no noise band."""
+    med = trial.median_us
+    return [med, med if trial.p20_us is None else trial.p20_us, med if trial.p80_us is None else trial.p80_us]
+
 class Tuner:
     """Tunes the workloads of one kernel into the store, through one worker process."""
 
@@ -567,8 +574,7 @@ class Tuner:
             if len(finalists) > 1 and retime else None
         final_s = time.perf_counter() - t0
         if rounds is None:  # one finalist, or the re-timing failed: keep the search times
-            rounds = [[[seen[config_key(c)].median_us, seen[config_key(c)].p20_us, seen[config_key(c)].p80_us]]
-                      for c in finalists]
+            rounds = [[_percentiles(seen[config_key(c)])] for c in finalists]
         # per finalist: median over rounds of the median, p20 and p80
         stats = [[statistics.median(x[j] for x in r) for j in range(3)] for r in rounds]
         meds = [st[0] for st in stats]
@@ -578,9 +584,8 @@ class Tuner:
 
         def noise(i: int) -> float:
             t = seen[config_key(finalists[i])]
-            # a row without percentiles (an older run's, or one written by hand) has no band
-            band = (t.p80_us - t.p20_us) / (2 * t.median_us) \
-                if t.median_us and t.p20_us is not None and t.p80_us is not None else 0.0
+            med, p20, p80 = _percentiles(t)
+            band = (p80 - p20) / (2 * med) if med else 0.0
             r = [x[0] for x in rounds[i]]
             return max(band, (max(r) - min(r)) / (2 * meds[i]) if len(r) > 1 else 0.0)
 

@@ -9,8 +9,6 @@ over (tokens, placement, table rows); the PyTorch reference is in ``reference``.
 from __future__ import annotations
 
 import os
-import threading
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +19,7 @@ from kernel_templates.engram.hashing import MIN_TABLE_ROWS, ROWS_PER_TOKEN, engr
 from kernel_templates.engram.lookup import GRID_SM_FRACS, check_config, grid_programs, launch, workload_of
 from kernel_templates.engram.prefetch import EngramPrefetcher, PrefetchHandle, prefetch_config
 from kernel_templates.engram.reference import reference, reference_hash
-from kernel_templates.engram.table import D, N_SCALES, PLACEMENTS, ROW_BYTES, SPLIT_PLACEMENTS, EngramTable
+from kernel_templates.engram.table import D, N_SCALES, PLACEMENTS, ROW_BYTES, SPLIT_PLACEMENTS, EngramTable, shared_table
 from tuner import runtime
 from tuner.runtime.target import Target
 from tuner.spec import KernelSpec
@@ -60,34 +58,17 @@ def engram_lookup(table: EngramTable, rows: torch.Tensor, config: dict[str, Any]
     return launch(config=config, table=table, rows=rows)
 
 
-_TABLES: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-_TABLES_LOCK = threading.Lock()
-
-
-def _shared_table(num_rows: int, placement: str, device: str) -> EngramTable:
-    """A handle (``EngramTable.borrow``) on the random table of ``num_rows`` rows in
-    ``placement``: built and filled once, then shared while any handle on it lives.
-
-    A study's two seeds and the workloads of a grid that differ only in tokens (consecutive
-    in its order) read one table instead of building their own: a 33M-row host table costs
-    seconds to allocate, pin and fill, more than the trials that read it."""
-    key = (int(num_rows), placement, str(device))
-    with _TABLES_LOCK:
-        table = _TABLES.get(key)
-        if table is None or table.closed:
-            table = EngramTable(num_rows, placement, device).fill_random_(0)
-            _TABLES[key] = table
-        return table.borrow()
-
-
 def make_inputs(workload: Workload, device: str = "cpu", seed: int = 0) -> dict[str, Any]:
     """A random table in the workload's placement and the rows of Zipfian tokens. ``seed``
     draws the tokens and the hash parameters; the table's values are the same for every
-    seed and token count (one table per rows, placement and device, ``_shared_table``)."""
+    seed and token count: one table per rows, placement and device (``shared_table``), so a
+    study's two seeds and the grid's workloads that differ only in tokens (consecutive in its
+    order) read one table instead of building their own (a 33M-row host table costs seconds
+    to allocate, pin and fill, more than the trials that read it)."""
     p = make_params(workload.table_rows, seed)
     tokens = zipf_tokens(token_shape(workload.tokens), seed)
     rows = reference_hash(tokens, p["comp"], p["multipliers"], p["primes"], p["offsets"], pad_id=p["pad_id"])
-    return dict(table=_shared_table(workload.table_rows, workload.placement, device), rows=rows.to(device))
+    return dict(table=shared_table(workload.table_rows, workload.placement, device), rows=rows.to(device))
 
 
 def default_config(workload: Workload, target: Target) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import mmap
+import threading
 from typing import Any
 
 import torch
@@ -117,6 +118,51 @@ def _pinned_empty(num_rows: int) -> torch.Tensor:
     return torch.empty(num_rows, ROW_BYTES, dtype=torch.uint8, pin_memory=True)
 
 
+
+def _resolve(device: str | torch.device | None) -> torch.device:
+    """``device`` as a table holds it (None: the GPU if there is one; ``cuda``: the current one,
+    so "cuda" and "cuda:0" compare equal in checks)."""
+    dev = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
+
+
+_SHARED: dict[tuple, "EngramTable"] = {}
+_SHARED_LOCK = threading.RLock()  # re-entrant: a handle's finalizer may run inside shared_table
+
+
+def shared_table(num_rows: int, placement: str, device: str | torch.device | None = None,
+                 seed: int = 0) -> "EngramTable":
+    """A handle on the random table (``fill_random_(seed)``) of ``num_rows`` rows in ``placement``
+    on ``device``: built and filled by the first call, then shared by every call with the same
+    arguments while one of its handles is open. A handle reads the table like the table itself;
+    its ``close()`` (or its finalizer) lets go of it, and the last one closes the table
+    (unregisters and unmaps host memory). Nothing else holds the table, so no memory outlives
+    its holders and no close frees memory another holder reads."""
+    key = (int(num_rows), placement, str(_resolve(device)), int(seed))
+    with _SHARED_LOCK:
+        owner = _SHARED.get(key)
+        if owner is None:
+            owner = EngramTable(num_rows, placement, device).fill_random_(seed)
+            owner._shared_key = key
+            _SHARED[key] = owner
+        handle = object.__new__(EngramTable)
+        handle.__dict__.update({k: v for k, v in owner.__dict__.items() if k not in ("_handles", "_shared_key")})
+        handle._owner, handle._mmap, handle._reg_ptr = owner, None, 0
+        owner._handles += 1
+        return handle
+
+
+def _release(owner: "EngramTable") -> None:
+    """One handle of ``owner`` closed: the last one closes it (under the lock, so no new handle
+    is taken meanwhile)."""
+    with _SHARED_LOCK:
+        owner._handles -= 1
+        if owner._handles <= 0:
+            _SHARED.pop(owner._shared_key, None)
+            owner.close()
+
 class EngramTable:
     """A table of ``num_rows`` rows of 256 FP8 E4M3 values + 8 UE8M0 scales (264 B each).
 
@@ -132,17 +178,16 @@ class EngramTable:
     """
 
     _owner: "EngramTable | None" = None
-    """The table a handle from ``borrow()`` shares (None: this object owns its memory)."""
+    """The table a handle from ``shared_table`` reads (None: this object owns its memory)."""
+    _handles = 0
+    _shared_key: tuple | None = None
 
     def __init__(self, num_rows: int, placement: str = "hbm", device: str | torch.device | None = None) -> None:
         if placement not in PLACEMENTS:
             raise ValueError(f"placement must be one of {PLACEMENTS}, got {placement!r}")
         if num_rows < 1:
             raise ValueError(f"num_rows must be >= 1, got {num_rows}")
-        dev = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
-        if dev.type == "cuda" and dev.index is None:  # "cuda" and "cuda:0" must compare equal in checks
-            dev = torch.device("cuda", torch.cuda.current_device())
-        self.device = dev
+        self.device = _resolve(device)
         self.num_rows = int(num_rows)
         self.requested_placement = placement
         self.placement = placement
@@ -334,24 +379,14 @@ class EngramTable:
         return self
 
     # -- lifetime
-    def borrow(self) -> "EngramTable":
-        """A second handle on this table's memory. Its ``close()`` drops the handle only; the
-        memory stays until this table is closed or freed, which the handle delays (it holds
-        the table). Several holders can each close their handle without ending the others'."""
-        if self.closed:
-            raise ValueError("EngramTable is closed")
-        handle = object.__new__(type(self))
-        handle.__dict__.update(self.__dict__)
-        handle._owner = self._owner or self
-        handle._mmap, handle._reg_ptr = None, 0
-        return handle
-
     def close(self) -> None:
-        """Wait for the device, unregister and unmap (idempotent). A handle from ``borrow()``
-        only lets go of the table's memory."""
-        if self._owner is not None:
+        """Wait for the device, unregister and unmap (idempotent). A handle from
+        ``shared_table`` lets go of the shared table, which closes with its last handle."""
+        owner = self._owner
+        if owner is not None:
             self._data = self._codes = self._scales = self._owner = None
             self.registered = False
+            _release(owner)
             return
         if self._codes is None and self._mmap is None:
             return
