@@ -344,6 +344,77 @@ def test_a_shared_table_unregisters_once_after_its_last_handle(monkeypatch):
     assert not fake.live
 
 
+def test_shared_table_keys_resolve_and_a_gone_table_never_drops_its_successor():
+    """``device=None`` and the device it resolves to share one table; when the table a key
+    named was dropped from the map (so a new one was built for the key), the old table's last
+    handle closes only the old one, and the key keeps naming the new."""
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU None resolves to cuda")
+    a, b = ET.shared_table(4120, "hbm", None, seed=5), ET.shared_table(4120, "hbm", "cpu", seed=5)
+    assert a.data.data_ptr() == b.data.data_ptr()
+    key = next(k for k in ET._SHARED if k[0] == 4120)
+    old = ET._SHARED.pop(key)
+    c = ET.shared_table(4120, "hbm", "cpu", seed=5)
+    new = c._owner
+    assert new is not old
+    a.close()
+    b.close()
+    assert old.closed and ET._SHARED[key] is new and not c.closed
+    c.close()
+    assert new.closed and key not in ET._SHARED
+
+
+def test_a_handle_is_never_given_out_on_a_table_being_closed():
+    """A collection while a handle is made (``object.__new__`` allocates) can finalize the last
+    other handle of the same table: the new handle's count is taken first, so the table stays
+    open for it. Swept over the call's first allocation points (without the fix, 2-4 hit)."""
+    threshold = gc.get_threshold()
+    try:
+        for k in range(1, 9):
+            gc.collect(0)
+            a = ET.shared_table(4128, "hbm", "cpu", seed=0)
+            owner = a._owner
+            cycle = [a]
+            cycle.append(cycle)  # only a collection frees it
+            del a, cycle
+            gc.set_threshold(gc.get_count()[0] + k)
+            b = ET.shared_table(4128, "hbm", "cpu", seed=0)
+            gc.set_threshold(*threshold)
+            assert not b.closed and not b._owner.closed, f"collection after {k} allocations"
+            if b._owner is owner:
+                assert owner._handles >= 1
+            b.close()
+        gc.collect()
+        assert not [key for key in ET._SHARED if key[0] == 4128]
+    finally:
+        gc.set_threshold(*threshold)
+
+
+def test_a_finalizer_never_waits_for_the_lock():
+    """A handle dropped while another thread holds the lock (building a table, seconds) is not
+    waited for: it is counted by the next call, which closes its table then."""
+    import threading
+
+    h = ET.shared_table(4136, "hbm", "cpu", seed=0)
+    owner = h._owner
+    held, done = threading.Event(), threading.Event()
+
+    def hold():
+        with ET._SHARED_LOCK:
+            held.set()
+            done.wait(10)
+
+    t = threading.Thread(target=hold)
+    t.start()
+    held.wait(10)
+    h.__del__()  # as the collector would call it, here, while the other thread holds the lock
+    assert not owner.closed and owner in ET._DROPPED
+    done.set()
+    t.join()
+    ET.shared_table(4144, "hbm", "cpu", seed=0).close()  # the next call counts it
+    assert owner.closed and not ET._DROPPED and not [k for k in ET._SHARED if k[0] in (4136, 4144)]
+
+
 def test_make_inputs_shares_one_table_per_rows_and_placement(monkeypatch):
     """A study's two seeds and a grid's token counts read one filled table (a 33M-row host
     table costs seconds to build); the tokens still follow the seed, another row count or

@@ -129,7 +129,10 @@ def _resolve(device: str | torch.device | None) -> torch.device:
 
 
 _SHARED: dict[tuple, "EngramTable"] = {}
-_SHARED_LOCK = threading.RLock()  # re-entrant: a handle's finalizer may run inside shared_table
+_SHARED_LOCK = threading.RLock()  # re-entrant: a collection inside shared_table may drop a handle
+_DROPPED: list["EngramTable"] = []
+"""Owners of handles dropped by a finalizer while another thread held the lock (a finalizer never
+waits on it): counted by the next ``shared_table`` or ``close()``."""
 
 
 def shared_table(num_rows: int, placement: str, device: str | torch.device | None = None,
@@ -142,26 +145,49 @@ def shared_table(num_rows: int, placement: str, device: str | torch.device | Non
     its holders and no close frees memory another holder reads."""
     key = (int(num_rows), placement, str(_resolve(device)), int(seed))
     with _SHARED_LOCK:
+        _count_dropped()
         owner = _SHARED.get(key)
         if owner is None:
             owner = EngramTable(num_rows, placement, device).fill_random_(seed)
             owner._shared_key = key
             _SHARED[key] = owner
-        handle = object.__new__(EngramTable)
-        handle.__dict__.update({k: v for k, v in owner.__dict__.items() if k not in ("_handles", "_shared_key")})
-        handle._owner, handle._mmap, handle._reg_ptr = owner, None, 0
-        owner._handles += 1
+        owner._handles += 1  # first: a collection below may drop another handle of this table
+        handle = None
+        try:
+            state = {k: v for k, v in owner.__dict__.items() if k not in ("_handles", "_shared_key")}
+            state.update(_mmap=None, _reg_ptr=0, _owner=owner)  # the handle frees nothing itself
+            handle = object.__new__(EngramTable)
+            handle.__dict__.update(state)  # at once: a handle is whole or holds nothing
+        except BaseException:  # e.g. Ctrl-C: this handle's count is given back here, not by it
+            if handle is not None:
+                handle.__dict__.pop("_owner", None)
+            _DROPPED.append(owner)
+            _count_dropped()
+            raise
         return handle
 
 
-def _release(owner: "EngramTable") -> None:
-    """One handle of ``owner`` closed: the last one closes it (under the lock, so no new handle
-    is taken meanwhile)."""
-    with _SHARED_LOCK:
+def _release(owner: "EngramTable", wait: bool = True) -> None:
+    """One handle of ``owner`` is gone: count it under the lock (so no handle is given out while
+    the last one closes the table), or, for a finalizer that finds the lock taken, later."""
+    _DROPPED.append(owner)
+    if _SHARED_LOCK.acquire(blocking=wait):
+        try:
+            _count_dropped()
+        finally:
+            _SHARED_LOCK.release()
+
+
+def _count_dropped() -> None:
+    """With the lock held: count the dropped handles; a table whose last handle went is closed."""
+    while _DROPPED:
+        owner = _DROPPED.pop()
         owner._handles -= 1
         if owner._handles <= 0:
-            _SHARED.pop(owner._shared_key, None)
+            if _SHARED.get(owner._shared_key) is owner:
+                del _SHARED[owner._shared_key]
             owner.close()
+
 
 class EngramTable:
     """A table of ``num_rows`` rows of 256 FP8 E4M3 values + 8 UE8M0 scales (264 B each).
@@ -382,11 +408,7 @@ class EngramTable:
     def close(self) -> None:
         """Wait for the device, unregister and unmap (idempotent). A handle from
         ``shared_table`` lets go of the shared table, which closes with its last handle."""
-        owner = self._owner
-        if owner is not None:
-            self._data = self._codes = self._scales = self._owner = None
-            self.registered = False
-            _release(owner)
+        if self._let_go(wait=True):
             return
         if self._codes is None and self._mmap is None:
             return
@@ -395,7 +417,7 @@ class EngramTable:
                 torch.cuda.synchronize(self.device)  # no kernel may still read what we free
             except RuntimeError as e:
                 log.warning("EngramTable.close: device sync failed (%s)", e)
-        if self.registered:
+        if self.registered and self._reg_ptr:
             try:
                 _host_unregister(self._reg_ptr)
             except RuntimeError as e:
@@ -415,9 +437,21 @@ class EngramTable:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    def _let_go(self, wait: bool) -> bool:
+        """A handle from ``shared_table``: give up the shared table (once, even from two threads:
+        the instance dict's pop is atomic) and say so; False for a table that owns its memory."""
+        owner = self.__dict__.pop("_owner", None)
+        if owner is None:
+            return False
+        self._data = self._codes = self._scales = None
+        self.registered = False
+        _release(owner, wait)
+        return True
+
     def __del__(self) -> None:
         try:
-            self.close()
+            if not self._let_go(wait=False):  # a finalizer never waits on the lock
+                self.close()
         except Exception:  # noqa: BLE001 - never raise from a finalizer (interpreter shutdown)
             pass
 
