@@ -390,29 +390,33 @@ def test_a_handle_is_never_given_out_on_a_table_being_closed():
         gc.set_threshold(*threshold)
 
 
-def test_a_finalizer_never_waits_for_the_lock():
+def test_a_finalizer_never_waits_for_the_lock(monkeypatch):
     """A handle dropped while another thread holds the lock (building a table, seconds) is not
-    waited for: it is counted by the next call, which closes its table then."""
+    waited for: that thread counts it when it lets the lock go, and closes its table then."""
     import threading
 
     h = ET.shared_table(4136, "hbm", "cpu", seed=0)
     owner = h._owner
-    held, done = threading.Event(), threading.Event()
+    building, finish = threading.Event(), threading.Event()
+    real = ET.EngramTable.fill_random_
 
-    def hold():
-        with ET._SHARED_LOCK:
-            held.set()
-            done.wait(10)
+    def slow_fill(self, seed=0, *a, **k):
+        building.set()
+        finish.wait(10)
+        return real(self, seed, *a, **k)
 
-    t = threading.Thread(target=hold)
+    monkeypatch.setattr(ET.EngramTable, "fill_random_", slow_fill)
+    got = []
+    t = threading.Thread(target=lambda: got.append(ET.shared_table(4144, "hbm", "cpu", seed=0)))
     t.start()
-    held.wait(10)
-    h.__del__()  # as the collector would call it, here, while the other thread holds the lock
+    assert building.wait(10)
+    h.__del__()  # as the collector would call it, here, while the builder holds the lock
     assert not owner.closed and owner in ET._DROPPED
-    done.set()
-    t.join()
-    ET.shared_table(4144, "hbm", "cpu", seed=0).close()  # the next call counts it
-    assert owner.closed and not ET._DROPPED and not [k for k in ET._SHARED if k[0] in (4136, 4144)]
+    finish.set()
+    t.join(10)
+    assert owner.closed and not ET._DROPPED and not [k for k in ET._SHARED if k[0] == 4136]
+    got[0].close()
+    assert not [k for k in ET._SHARED if k[0] == 4144]
 
 
 def test_make_inputs_shares_one_table_per_rows_and_placement(monkeypatch):

@@ -132,7 +132,7 @@ _SHARED: dict[tuple, "EngramTable"] = {}
 _SHARED_LOCK = threading.RLock()  # re-entrant: a collection inside shared_table may drop a handle
 _DROPPED: list["EngramTable"] = []
 """Owners of handles dropped by a finalizer while another thread held the lock (a finalizer never
-waits on it): counted by the next ``shared_table`` or ``close()``."""
+waits on it): counted by that thread once it lets the lock go (``_settle``)."""
 
 
 def shared_table(num_rows: int, placement: str, device: str | torch.device | None = None,
@@ -144,6 +144,13 @@ def shared_table(num_rows: int, placement: str, device: str | torch.device | Non
     (unregisters and unmaps host memory). Nothing else holds the table, so no memory outlives
     its holders and no close frees memory another holder reads."""
     key = (int(num_rows), placement, str(_resolve(device)), int(seed))
+    try:
+        return _take(key, num_rows, placement, device, seed)
+    finally:
+        _settle()
+
+
+def _take(key: tuple, num_rows: int, placement: str, device: Any, seed: int) -> "EngramTable":
     with _SHARED_LOCK:
         _count_dropped()
         owner = _SHARED.get(key)
@@ -159,8 +166,9 @@ def shared_table(num_rows: int, placement: str, device: str | torch.device | Non
             handle = object.__new__(EngramTable)
             handle.__dict__.update(state)  # at once: a handle is whole or holds nothing
         except BaseException:  # e.g. Ctrl-C: this handle's count is given back here, not by it
-            if handle is not None:
-                handle.__dict__.pop("_owner", None)
+            if handle is not None:  # holds nothing, reports closed
+                handle.__dict__.clear()
+                handle.__dict__.update(_data=None, _codes=None, _scales=None, _mmap=None, _reg_ptr=0, registered=False)
             _DROPPED.append(owner)
             _count_dropped()
             raise
@@ -171,7 +179,16 @@ def _release(owner: "EngramTable", wait: bool = True) -> None:
     """One handle of ``owner`` is gone: count it under the lock (so no handle is given out while
     the last one closes the table), or, for a finalizer that finds the lock taken, later."""
     _DROPPED.append(owner)
-    if _SHARED_LOCK.acquire(blocking=wait):
+    if wait:
+        with _SHARED_LOCK:
+            _count_dropped()
+    _settle()
+
+
+def _settle() -> None:
+    """Count what finalizers queued while the lock was held; called after each release of it,
+    so a queued handle waits for no later call (a finalizer queues before it tries the lock)."""
+    while _DROPPED and _SHARED_LOCK.acquire(blocking=False):
         try:
             _count_dropped()
         finally:
