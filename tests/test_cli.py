@@ -306,9 +306,11 @@ def test_budget_bounds_the_search_but_every_workload_gets_its_default(tmp_path):
     assert searched == 2  # the two defaults, nothing more: the budget was spent
 
 
-def test_retune_after_a_source_change_retimes_the_earlier_best_first(tmp_path):
-    """A template change starts a fresh study; its first trials re-time the fastest configs the
-    workload measured under the earlier source, so a short search cannot lose them."""
+def _tuned_with_a_fast_hand_written_row(tmp_path, older_source: bool = False):
+    """A database where moe_routing tokens=3 was tuned (its default, one trial), then a search
+    row of another admitted config, 0.001 us and no percentiles, written by hand (the runs
+    marked as of an earlier source with ``older_source``). Returns the database, the workload,
+    its default and that other config."""
     from kernel_templates import moe_routing as mr
     from search_spaces import moe_routing as ms
     from tuner.spec import config_key
@@ -320,12 +322,20 @@ def test_retune_after_a_source_change_retimes_the_earlier_best_first(tmp_path):
     other = next(c for c in ms.SPACE.grid() if c != default and MOE.admits(c, wl, INTERPRETER))
     con = sqlite3.connect(db)
     run_id, wd = con.execute("SELECT run_id, workload FROM tuner_trials").fetchone()
-    con.execute("UPDATE tuner_runs SET source_hash = 'an-older-source'")
+    if older_source:
+        con.execute("UPDATE tuner_runs SET source_hash = 'an-older-source'")
     con.execute("INSERT INTO tuner_trials (run_id, kernel, workload_key, workload, config, config_key, phase, status, "
                 "median_us, meaningful, created) VALUES (?, 'moe_routing', 'tokens=3,profile=dsv3', ?, ?, ?, 'search', "
                 "'ok', 0.001, 0, CURRENT_TIMESTAMP)", (run_id, wd, json.dumps(other), config_key(other)))
     con.commit()
     con.close()
+    return db, wl, default, other
+
+
+def test_retune_after_a_source_change_retimes_the_earlier_best_first(tmp_path):
+    """A template change starts a fresh study; its first trials re-time the fastest configs the
+    workload measured under the earlier source, so a short search cannot lose them."""
+    db, _, _, other = _tuned_with_a_fast_hand_written_row(tmp_path, older_source=True)
     assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "2", "--patience", "2",
                 "--db", db) == 0
     con = sqlite3.connect(db)
@@ -429,23 +439,12 @@ def test_retune_tries_run_past_trials_over_the_best_so_far(tmp_path):
     """On a re-tune whose trials already reach ``--trials``, each ``--try`` is still measured,
     laid over the workload's fastest config so far, not its default (a re-tune's
     tries were not run at all, and they varied the default instead of the entry)."""
-    from kernel_templates import moe_routing as mr
     from search_spaces import moe_routing as ms
-    from tuner.spec import config_key
 
-    db = str(tmp_path / "r.db")
-    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--db", db) == 0
-    wl = mr.Workload(3, "dsv3")
-    default = mr.default_config(wl, INTERPRETER)
-    other = next(c for c in ms.SPACE.grid() if c != default and MOE.admits(c, wl, INTERPRETER))
+    db, wl, default, other = _tuned_with_a_fast_hand_written_row(tmp_path)
     over = next({k: v} for k in ms.SPACE for v in ms.SPACE[k].values()
                 if v != other[k] and MOE.admits(dict(other, **{k: v}), wl, INTERPRETER) and dict(other, **{k: v}) != default)
     con = sqlite3.connect(db)
-    run_id, wd = con.execute("SELECT run_id, workload FROM tuner_trials").fetchone()
-    con.execute("INSERT INTO tuner_trials (run_id, kernel, workload_key, workload, config, config_key, phase, status, "
-                "median_us, meaningful, created) VALUES (?, 'moe_routing', 'tokens=3,profile=dsv3', ?, ?, ?, 'search', "
-                "'ok', 0.001, 0, CURRENT_TIMESTAMP)", (run_id, wd, json.dumps(other), config_key(other)))
-    con.commit()
     last = con.execute("SELECT MAX(id) FROM tuner_trials").fetchone()[0]
     con.close()
     assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--retune", "--trials", "2", "--patience", "1",
@@ -464,22 +463,7 @@ def test_a_finalist_without_percentiles_has_no_noise_band(tmp_path, monkeypatch)
     from tuner.worker import Worker
 
     monkeypatch.setattr(Worker, "retime", lambda self, *a, **k: None)  # re-timing failed: the search times
-    from kernel_templates import moe_routing as mr
-    from search_spaces import moe_routing as ms
-    from tuner.spec import config_key
-
-    db = str(tmp_path / "r.db")
-    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--db", db) == 0
-    wl = mr.Workload(3, "dsv3")
-    default = mr.default_config(wl, INTERPRETER)
-    other = next(c for c in ms.SPACE.grid() if c != default and MOE.admits(c, wl, INTERPRETER))
-    con = sqlite3.connect(db)
-    run_id, wd = con.execute("SELECT run_id, workload FROM tuner_trials").fetchone()
-    con.execute("INSERT INTO tuner_trials (run_id, kernel, workload_key, workload, config, config_key, phase, status, "
-                "median_us, meaningful, created) VALUES (?, 'moe_routing', 'tokens=3,profile=dsv3', ?, ?, ?, 'search', "
-                "'ok', 0.001, 0, CURRENT_TIMESTAMP)", (run_id, wd, json.dumps(other), config_key(other)))
-    con.commit()
-    con.close()
+    db, _, _, other = _tuned_with_a_fast_hand_written_row(tmp_path)
     assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--retune", "--trials", "1", "--db", db) == 0
     con = sqlite3.connect(db)
     (cfg, noise, med, p20, p80), = con.execute("SELECT config, noise, median_us, p20_us, p80_us FROM tuner_winners")

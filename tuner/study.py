@@ -209,12 +209,12 @@ def predicted_winners(sess, rows: list[Winner]) -> set[int]:
     return out
 
 
-
 def _percentiles(trial: Trial) -> list[float]:
     """A measured trial's median, p20 and p80; a row without percentiles (an older run's, or
     one written by hand) has them at its median: no noise band."""
     med = trial.median_us
     return [med, med if trial.p20_us is None else trial.p20_us, med if trial.p80_us is None else trial.p80_us]
+
 
 class Tuner:
     """Tunes the workloads of one kernel into the store, through one worker process."""

@@ -118,7 +118,6 @@ def _pinned_empty(num_rows: int) -> torch.Tensor:
     return torch.empty(num_rows, ROW_BYTES, dtype=torch.uint8, pin_memory=True)
 
 
-
 def _resolve(device: str | torch.device | None) -> torch.device:
     """``device`` as a table holds it (None: the GPU if there is one; ``cuda``: the current one,
     so "cuda" and "cuda:0" compare equal in checks)."""
