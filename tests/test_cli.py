@@ -210,6 +210,7 @@ def test_show_gives_one_row_a_workload_today_s_source_first(tmp_path, capsys):
     assert [r.split()[1] for r in rows] == ["4", "16", "1024"], rows  # numeric order
     assert "*" in rows[0] and "*" not in rows[1] and "5.00" in rows[1]  # today's source wins its row
     assert "[1] " in out and "[2] " not in out  # one config, numbered once below the table
+    assert "tuned vs default on NVIDIA H200: median 2.00x, max 2.00x over 3 workloads" in out
     assert tune("show", "moe-routing", "--db", db, "--all") == 0
     out = capsys.readouterr().out
     assert sum("dsv3" in ln for ln in out.splitlines()) == 4 and cur[:8] in out and "source" in out
@@ -226,6 +227,8 @@ def test_show_gives_one_row_a_workload_today_s_source_first(tmp_path, capsys):
     assert tune("show", "moe-routing", "--db", db) == 0
     out = capsys.readouterr().out
     assert "H200 #1" in out and f"H200 #{env2.id}" in out
+    gains = [ln for ln in out.splitlines() if ln.startswith("tuned vs default")]
+    assert gains == ["tuned vs default on NVIDIA H200 #1: median 2.00x, max 2.00x over 3 workloads"], gains
 
 
 def test_progress_bar_counts_earlier_trials_and_never_passes_a_workloads_share(tmp_path, monkeypatch):

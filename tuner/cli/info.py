@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from typing import Annotated, Any
 
 import typer
@@ -114,6 +115,12 @@ def _show(k: Any, store: Any, db: str | None, all_: bool) -> None:
         again = f"tune {k.cli_name} --retune" + (f" --db {db}" if db is not None else "")
         console.print(f"* {older} of {len(rows)} tuned on an older template source than today's ({current}): "
                       f"`{escape(again)}` on that GPU re-tunes them")
+    for env_id, env in envs.items():  # what the search bought over the default, per GPU
+        gains = sorted(w.default_median_us / w.median_us for w, e in rows
+                       if e.id == env_id and w.meaningful and w.default_median_us and w.median_us)
+        if gains:
+            console.print(f"tuned vs default on {escape(env_label[env_id])}: median {statistics.median(gains):.2f}x, "
+                          f"max {gains[-1]:.2f}x over {len(gains)} workloads", highlight=False)
     console.print("trials: " + ", ".join(f"{st.value} {n}" for st, n in counts))
     from tuner import cost
 
