@@ -114,13 +114,13 @@ def _show(k: Any, store: Any, db: str | None, all_: bool) -> None:
     if older:
         again = f"tune {k.cli_name} --retune" + (f" --db {db}" if db is not None else "")
         console.print(f"* {older} of {len(rows)} tuned on an older template source than today's ({current}): "
-                      f"`{escape(again)}` on that GPU re-tunes them")
+                      f"`{escape(again)}` on that GPU re-tunes them", soft_wrap=True)
     for env_id, env in envs.items():  # what the search bought over the default, per GPU
         gains = sorted(w.default_median_us / w.median_us for w, e in rows
                        if e.id == env_id and w.meaningful and w.default_median_us and w.median_us)
         if gains:
             console.print(f"tuned vs default on {escape(env_label[env_id])}: median {statistics.median(gains):.2f}x, "
-                          f"max {gains[-1]:.2f}x over {len(gains)} workloads", highlight=False)
+                          f"max {gains[-1]:.2f}x over {len(gains)} workloads", highlight=False, soft_wrap=True)
     console.print("trials: " + ", ".join(f"{st.value} {n}" for st, n in counts))
     from tuner import cost
 
