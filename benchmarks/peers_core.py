@@ -12,7 +12,7 @@ from typing import Any
 FAMILIES = ("sparse_mqa", "attention", "mhc", "engram", "moe_routing")
 
 PEER_PACKAGES = {
-    "deep_gemm": "sgl-deep-gemm 0.2.5 (DeepGEMM)",
+    "deep_gemm": "sgl-deep-gemm 0.2.0 (DeepGEMM)",
     "flash_mla": "sgl-flash-mla 1.0.0 (FlashMLA)",
     "tile_kernels": "tile-kernels 1.0.0 with tilelang 0.1.15 (DeepSeek TileKernels)",
 }

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The peers of benchmarks/peers.py on a GPU machine without network access. The wheels (~98 MB) travel
 # in two parts, each under a 64 MiB transfer with the tree: a/ TileLang + TileKernels (52.4 MB), b/ the rest
-# (45.1 MB); both install into one folder, /tmp/site, which the second step finds on the same machine.
+# (45.5 MB); both install into one folder, /tmp/site, which the second step finds on the same machine.
 #
 #   bash benchmarks/peers_device.sh fetch            # here, with network: the wheels into .whl-peers/a and b
 #   bash benchmarks/peers_device.sh install .whl-peers/a                      # GPU machine, first call
 #   bash benchmarks/peers_device.sh install .whl-peers/b && \
 #     bash benchmarks/peers_device.sh run --quick                             # same machine, second call
 #
-# `run` puts /tmp/site and the tree on PYTHONPATH, checks that DeepGEMM's extension loads and rebuilds it
-# with its build_ext.py where it does not (it needs DeepGEMM's source: the wheel ships no csrc/; DG_SRC
-# names a source tree of the wheel's version), then runs benchmarks/peers.py with --out $OUT/peers (OUT
-# defaults to /tmp/out) and the arguments given. Exit status: peers.py's; 2 for a bad subcommand.
+# `run` puts /tmp/site and the tree on PYTHONPATH, checks that DeepGEMM's extension loads and, where a
+# symbol of a newer torch is missing, builds benchmarks/peers_torch_shim.cpp against the machine's torch and
+# preloads it (sgl-deep-gemm 0.2.0 needs two such symbols, all later versions more, some of torch builds not
+# released), then runs benchmarks/peers.py with --out $OUT/peers (OUT defaults to /tmp/out) and the
+# arguments given. Exit status: peers.py's; 2 for a bad subcommand.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SITE=${PEERS_SITE:-/tmp/site}
@@ -22,8 +23,8 @@ fetch() {  # run where PyPI is reachable; the versions pyproject.toml's `peers` 
   plat="$plat --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64"
   local get="python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp $plat"
   mkdir -p "$WHEELS/a" "$WHEELS/b"
-  $get -d "$WHEELS/a" tilelang==0.1.15 "apache-tvm-ffi>=0.1.11,<0.1.13" tile-kernels==1.0.0 || return 1
-  $get -d "$WHEELS/b" sgl-flash-mla==1.0.0 sgl-deep-gemm==0.2.5 "z3-solver>=4.13.0,<4.15.5" torch-c-dlpack-ext || return 1
+  $get -d "$WHEELS/a" tilelang==0.1.15 apache-tvm-ffi==0.1.11 tile-kernels==1.0.0 || return 1
+  $get -d "$WHEELS/b" sgl-flash-mla==1.0.0 sgl-deep-gemm==0.2.0 "z3-solver>=4.13.0,<4.15.5" torch-c-dlpack-ext || return 1
   du -sb "$WHEELS/a" "$WHEELS/b"
 }
 
@@ -36,21 +37,27 @@ install() {  # one part of the wheels into $SITE, next to what an earlier part p
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$dir"/*.whl
 }
 
-rebuild_deep_gemm() {  # DeepGEMM's prebuilt _C.so is built against a newer torch than the machine's
-  local err
-  err=$(python3 -c "import deep_gemm" 2>&1 | tail -1) && return 0
+shim_deep_gemm() {  # DeepGEMM's prebuilt _C.so takes symbols from a newer torch than the machine's
   [ -d "$SITE/deep_gemm" ] || return 0  # not installed: peers.py reports it
-  if [ -n "${DG_SRC:-}" ] && [ -f "$DG_SRC/csrc/torch_library_api.cpp" ]; then
-    echo "deep_gemm: rebuilding _C.so against torch $(python3 -c 'import torch; print(torch.__version__)') from $DG_SRC"
-    (cd "$SITE/deep_gemm" && python3 build_ext.py "$DG_SRC" "$SITE/deep_gemm/_C.so") || echo "deep_gemm: rebuild failed" >&2
-  else
-    echo "deep_gemm: does not load ($err); the wheel ships no csrc/ for build_ext.py: set DG_SRC to a DeepGEMM source tree to rebuild" >&2
+  local err tdir abi so=$SITE/peers_torch_shim.so
+  err=$(python3 -c "import torch, deep_gemm" 2>&1 | tail -1) && return 0
+  case "$err" in *"undefined symbol"*) ;; *) echo "deep_gemm: does not load: $err" >&2; return 0 ;; esac
+  tdir=$(python3 -c "import os, torch; print(os.path.dirname(torch.__file__))") || return 0
+  abi=$(python3 -c "import torch; print(int(torch.compiled_with_cxx11_abi()))") || return 0
+  if g++ -std=c++17 -O2 -fPIC -shared -D_GLIBCXX_USE_CXX11_ABI="$abi" -I"$tdir/include" benchmarks/peers_torch_shim.cpp \
+      -L"$tdir/lib" -Wl,-rpath,"$tdir/lib" -lc10 -ltorch_cpu -o "$so"; then
+    if err=$(LD_PRELOAD="$so" python3 -c "import torch, deep_gemm" 2>&1 | tail -1); then
+      echo "deep_gemm: loads with benchmarks/peers_torch_shim.cpp preloaded"
+      export LD_PRELOAD="$so${LD_PRELOAD:+:$LD_PRELOAD}"
+      return 0
+    fi
   fi
+  echo "deep_gemm: does not load, with or without benchmarks/peers_torch_shim.cpp: $err" >&2
 }
 
 run() {
   export PYTHONPATH="$SITE:$PWD" PYTHONUNBUFFERED=1
-  rebuild_deep_gemm
+  shim_deep_gemm
   local out=${OUT:-/tmp/out}
   mkdir -p "$out/peers"
   python3 benchmarks/peers.py --out "$out/peers" "$@"
@@ -61,7 +68,7 @@ shift || true
 case "$cmd" in
   fetch) fetch ;;
   install) install "$@" ;;
-  rebuild) export PYTHONPATH="$SITE:$PWD"; rebuild_deep_gemm ;;
+  shim) export PYTHONPATH="$SITE:$PWD"; shim_deep_gemm ;;
   run) run "$@" ;;
-  *) echo "usage: bash benchmarks/peers_device.sh fetch | install DIR | rebuild | run [peers.py arguments]" >&2; exit 2 ;;
+  *) echo "usage: bash benchmarks/peers_device.sh fetch | install DIR | shim | run [peers.py arguments]" >&2; exit 2 ;;
 esac
