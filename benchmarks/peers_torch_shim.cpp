@@ -7,10 +7,14 @@
 //       -L$TORCH/lib -lc10 -ltorch_cpu -o peers_torch_shim.so
 #include <ATen/core/TensorBase.h>
 #include <c10/util/Exception.h>
+#include <torch/headeronly/version.h>
 
 #include <new>
 #include <string>
 #include <utility>
+
+// From torch 2.12 on, both are libtorch's own, and the second's name would call itself here.
+static_assert(TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR <= 11, "peers_torch_shim.cpp is for torch <= 2.11");
 
 // torch >= 2.12 exports ValueError's constructor; 2.11 inherits Error's inline (its vtable is exported).
 void shim_value_error(c10::ValueError* self, c10::SourceLocation loc, std::string msg) __asm__(
