@@ -209,6 +209,8 @@ def test_show_gives_one_row_a_workload_today_s_source_first(tmp_path, capsys):
     rows = [ln for ln in out.splitlines() if "dsv3" in ln]
     assert [r.split()[1] for r in rows] == ["4", "16", "1024"], rows  # numeric order
     assert "*" in rows[0] and "*" not in rows[1] and "5.00" in rows[1]  # today's source wins its row
+    assert f"* 1 of 3 tuned on an older template source than today's ({cur}): `tune campaign --kernel moe-routing " \
+           f"--only stale --db {db}` on that GPU" in out
     assert "[1] " in out and "[2] " not in out  # one config, numbered once below the table
     assert "tuned vs default on NVIDIA H200: median 2.00x, max 2.00x over 3 workloads" in out
     assert tune("show", "moe-routing", "--db", db, "--all") == 0

@@ -112,9 +112,10 @@ def _show(k: Any, store: Any, db: str | None, all_: bool) -> None:
     for c, i in numbered.items():
         console.print(f"[{i}] {c}", highlight=False, markup=False)
     if older:
-        again = f"tune {k.cli_name} --retune" + (f" --db {db}" if db is not None else "")
+        again = f"tune campaign --kernel {k.cli_name} --only stale" + (f" --db {db}" if db is not None else "")
         console.print(f"* {older} of {len(rows)} tuned on an older template source than today's ({current}): "
-                      f"`{escape(again)}` on that GPU re-tunes them", soft_wrap=True)
+                      f"`{escape(again)}` on that GPU re-times each one's winner beside the default, then searches",
+                      soft_wrap=True)
     for env_id, env in envs.items():  # what the search bought over the default, per GPU
         gains = sorted(w.default_median_us / w.median_us for w, e in rows
                        if e.id == env_id and w.meaningful and w.default_median_us and w.median_us)
