@@ -42,8 +42,8 @@ shim_deep_gemm() {  # DeepGEMM's prebuilt _C.so takes symbols from a newer torch
   local err tdir abi so=$SITE/peers_torch_shim.so
   err=$(python3 -c "import torch, deep_gemm" 2>&1 | tail -1) && return 0
   case "$err" in *"undefined symbol"*) ;; *) echo "deep_gemm: does not load: $err" >&2; return 0 ;; esac
-  tdir=$(python3 -c "import os, torch; print(os.path.dirname(torch.__file__))") || return 0
-  abi=$(python3 -c "import torch; print(int(torch.compiled_with_cxx11_abi()))") || return 0
+  read -r tdir abi < <(python3 -c "import os, torch; print(os.path.dirname(torch.__file__), int(torch.compiled_with_cxx11_abi()))")
+  [ -n "$abi" ] || return 0
   if g++ -std=c++17 -O2 -fPIC -shared -D_GLIBCXX_USE_CXX11_ABI="$abi" -I"$tdir/include" benchmarks/peers_torch_shim.cpp \
       -L"$tdir/lib" -Wl,-rpath,"$tdir/lib" -lc10 -ltorch_cpu -o "$so"; then
     if err=$(LD_PRELOAD="$so" python3 -c "import torch, deep_gemm" 2>&1 | tail -1); then
