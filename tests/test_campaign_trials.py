@@ -103,6 +103,32 @@ def test_other_gpus_winners_are_measured_right_after_the_default(tmp_path, fast)
     assert Fast.calls == [k.default_config(w, _target()), X] and o.winner == X
 
 
+def test_a_winner_from_before_a_knob_existed_runs_with_the_defaults_value(tmp_path, fast):
+    """Another GPU's winner of an earlier source that lacks a knob (here FUSED, which another
+    knob's snap reads) is measured with that knob at the default's value, not a KeyError."""
+    from tuner.store import Environment, Run, Winner, open_store
+
+    store = open_store(str(tmp_path / "r.db"))
+    k = registry.get("moe_routing")
+    w = k.spec.workload(4096, "dsv3")
+    old = {n: v for n, v in X.items() if n != "FUSED"}
+    with store.session() as s:
+        env = Environment(fingerprint_hash="elsewhere", gpu="NVIDIA H100 80GB HBM3", cc="9.0", fingerprint={"cc": "9.0"})
+        s.add(env)
+        s.flush()
+        run = Run(kernel=k.name, environment_id=env.id, source_hash="older", settings={}, status="done")
+        s.add(run)
+        s.flush()
+        s.add(Winner(kernel=k.name, workload_key="tokens=4096,profile=dsv3", workload={"tokens": 4096, "profile": "dsv3"},
+                     environment_id=env.id, source_hash="older", run_id=run.id, config=old, median_us=5.0, p20_us=4.9,
+                     p80_us=5.1))
+        s.commit()
+    default = k.default_config(w, _target())
+    _tune(store, 4096, n_trials=2)
+    assert Fast.calls[0] == default
+    assert Fast.calls[1] == k.canonical({**old, "FUSED": default["FUSED"]}, w, _target())
+
+
 class Creeping(FakeWorker):
     """Every trial a hair faster than the last: 0.1%, inside its 1% noise band."""
 

@@ -386,9 +386,11 @@ class Tuner:
 
     def _carried(self, config: dict[str, Any], workload: Any) -> dict[str, Any] | None:
         """A config stored under an earlier source as today's space runs it: knobs the space no
-        longer has dropped, then canonical; None when it is not a config of today's space."""
-        cfg = self.kernel.canonical({n: v for n, v in config.items() if n in self.kernel.space}, workload,
-                                    self.target)
+        longer has dropped, knobs it has gained at the default's value, then canonical; None when
+        it is not a config of today's space."""
+        cfg = self.kernel.default_config(workload, self.target)
+        cfg.update({n: v for n, v in config.items() if n in self.kernel.space})
+        cfg = self.kernel.canonical(cfg, workload, self.target)
         return cfg if self.kernel.admits(cfg, workload, self.target) else None
 
     def _old_winner(self, wkey: str, workload: Any, earlier: list[dict[str, Any]]) -> list[dict[str, Any]]:
