@@ -123,3 +123,54 @@ def importlib_import(name):
     import importlib
 
     return importlib.import_module(name)
+
+
+def test_the_key_is_the_same_whatever_fields_a_python_writes_empty():
+    """3.12 gave every def an empty ``type_params`` and 3.13's ``ast.dump`` leaves empty fields
+    out: the digest sees the same tree either way (it once followed the Python that computed it)."""
+    import ast
+
+    tree = ast.parse(BASE)
+    plain = registry._canonical(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            node.type_params = []
+    assert registry._canonical(tree) == plain
+    assert "type_params" not in plain and "returns" not in plain
+
+
+def test_migration_0005_reads_the_old_key_as_every_python_wrote_it(tmp_path):
+    """The old key (``ast.dump``) is reproduced for the Python running the test, under every
+    family's real modules; rows under an old key of today's code move, others stay."""
+    import ast
+    import importlib
+    import inspect
+    import sys
+
+    mig = importlib.import_module("tuner.store.migrations.versions.0005_portable_code_hash")
+    style = (3, 10) if sys.version_info[:2] == (3, 11) else sys.version_info[:2]
+    for k in registry.kernels().values():
+        for mod in k.modules():
+            tree = registry._strip_docstrings(ast.parse(inspect.getsource(mod)))
+            assert mig.dump_as(tree, style) == ast.dump(tree), mod.__name__
+    k = registry.get("moe_routing")
+    olds = {mig.old_key(k, s) for s in mig.STYLES}
+    assert len(olds) == 3 and k.source_hash not in olds
+
+    from tuner.store import open_store
+    from tuner.store.db import upgrade
+
+    db = tmp_path / "r.db"
+    store = open_store(str(db))
+    con = sqlite3.connect(db)
+    con.execute("INSERT INTO tuner_environments (id, fingerprint_hash, gpu, cc, fingerprint, created) "
+                "VALUES (1, 'fp', 'g', '9.0', '{}', '2026-01-01')")
+    for i, h in enumerate([*sorted(olds), "older-key"]):
+        con.execute("INSERT INTO tuner_runs (id, kind, kernel, environment_id, source_hash, git_commit, settings, "
+                    f"status, started) VALUES ({i + 1}, 'tune', 'moe_routing', 1, '{h}', '', '{{}}', 'done', "
+                    "'2026-01-01')")
+    con.execute("UPDATE tuner_alembic_version SET version_num = '0004'")
+    con.commit()
+    upgrade(store.engine)
+    assert [r[0] for r in con.execute("SELECT source_hash FROM tuner_runs ORDER BY id")] == [
+        k.source_hash] * 3 + ["older-key"]

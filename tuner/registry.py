@@ -143,9 +143,23 @@ def _strip_docstrings(tree: ast.AST) -> ast.AST:
 
 def code_digest(source: str) -> str:
     """sha256 of what ``source`` does: its syntax tree without docstrings or positions.
-    Comments, blank lines, formatting and prose never reach it; any change to the code does."""
-    tree = _strip_docstrings(ast.parse(source))
-    return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()
+    Comments, blank lines, formatting and prose never reach it; any change to the code does.
+    The same under every Python (3.10+) that parses ``source`` to the same tree."""
+    return hashlib.sha256(_canonical(_strip_docstrings(ast.parse(source))).encode()).hexdigest()
+
+
+def _canonical(node: Any) -> str:
+    """``node`` written out field by field, fields that are None or empty left out. Not
+    ``ast.dump``: its text differs between Pythons for the same code (3.12 writes every def's
+    ``type_params=[]``, 3.13 leaves empty fields out), which made the key depend on the Python
+    that computed it."""
+    if isinstance(node, ast.AST):
+        fields = ((f, getattr(node, f, None)) for f in node._fields)
+        return type(node).__name__ + "(" + ",".join(
+            f"{f}={_canonical(v)}" for f, v in fields if v is not None and v != []) + ")"
+    if isinstance(node, list):
+        return "[" + ",".join(_canonical(x) for x in node) + "]"
+    return repr(node)
 
 
 def legacy_source_hash(kernel: "Kernel") -> str:
