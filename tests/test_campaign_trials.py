@@ -103,6 +103,31 @@ def test_other_gpus_winners_are_measured_right_after_the_default(tmp_path, fast)
     assert Fast.calls == [k.default_config(w, _target()), X] and o.winner == X
 
 
+def test_another_gpus_winner_is_measured_even_with_no_budget_left(tmp_path, fast):
+    """Out of budget a workload still measures the default and what won on another GPU (the
+    cheapest likely gain); the rest of the warm start and any search wait for a later run."""
+    from tuner.store import Environment, Run, Winner, open_store
+
+    store = open_store(str(tmp_path / "r.db"))
+    k = registry.get("moe_routing")
+    w = k.spec.workload(4096, "dsv3")
+    with store.session() as s:
+        for i, (name, cfg) in enumerate((("NVIDIA H100 80GB HBM3", X), ("NVIDIA B200", Y))):
+            env = Environment(fingerprint_hash=f"elsewhere{i}", gpu=name, cc="9.0", fingerprint={"cc": "9.0"})
+            s.add(env)
+            s.flush()
+            run = Run(kernel=k.name, environment_id=env.id, source_hash=k.source_hash, settings={}, status="done")
+            s.add(run)
+            s.flush()
+            s.add(Winner(kernel=k.name, workload_key="tokens=4096,profile=dsv3", workload={"tokens": 4096, "profile": "dsv3"},
+                         environment_id=env.id, source_hash=k.source_hash, run_id=run.id, config=cfg, median_us=5.0,
+                         p20_us=4.9, p80_us=5.1))
+        s.commit()
+    o = _tune(store, 4096, n_trials=8, budget_s=1e-6)
+    assert len(Fast.calls) == 2 and Fast.calls[0] == k.default_config(w, _target())
+    assert Fast.calls[1] in (X, Y) and o.winner == Fast.calls[1]
+
+
 def test_a_winner_from_before_a_knob_existed_runs_with_the_defaults_value(tmp_path, fast):
     """Another GPU's winner of an earlier source that lacks a knob (here FUSED, which another
     knob's snap reads) is measured with that knob at the default's value, not a KeyError."""
