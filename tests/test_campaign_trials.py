@@ -229,12 +229,22 @@ def test_summarize_gives_median_p90_and_shares():
     assert s["total"]["sum"] == 65.0
 
 
-def test_the_worker_splits_a_trial_and_builds_inputs_once_per_seed():
+def test_the_worker_splits_a_trial_and_builds_inputs_once_per_seed(monkeypatch):
     """The evaluation as the worker process runs it (here in this process, through the interpreter)."""
+    import dataclasses
+
     from tuner.spec import workload_dict
     from tuner.worker import _Evaluator
 
     k = registry.get("moe_routing")
+    built = []
+
+    def reference(**inputs):
+        built.append(1)
+        return k.spec.reference(**inputs)
+
+    counted = dataclasses.replace(k, spec=dataclasses.replace(k.spec, reference=reference))
+    monkeypatch.setattr(registry, "get", lambda name: counted)
     w = k.small_workloads[0]
     ev = _Evaluator()
     cfg = k.default_config(w, _target())
@@ -243,7 +253,9 @@ def test_the_worker_splits_a_trial_and_builds_inputs_once_per_seed():
     assert first["status"] == again["status"] == "ok"
     p, q = first["phases"], again["phases"]
     assert p["inputs"] > 0 and p["reference"] > 0 and p["compile"] > 0 and p["timing"] > 0
-    assert q["inputs"] == 0 and 0 < q["reference"] < p["reference"]  # built once; the check itself remains
+    assert q["inputs"] == 0 and q["reference"] > 0 and built == [1]  # built once; the check itself remains
+    ev.evaluate(k.name, workload_dict(w), cfg, 8, 3)
+    assert built == [1, 1]  # another seed: its own inputs and reference
     assert p["work"] >= p["inputs"] + p["reference"] + p["compile"] + p["timing"]
 
 
