@@ -181,3 +181,14 @@ def test_choose_picks_a_pack_of_this_gpu_when_there_is_one_else_the_nearest_comp
     if gaps:
         assert gaps[c.name] == min(gaps.values())
     assert c.runs_configs == (c.how == "arch") == (gaps.get(c.name) == 0)
+
+
+@pytest.mark.parametrize("here,name", [(H100, "nvidia-h100"), (H200, "nvidia-h200")])
+def test_the_shipped_folder_serves_each_gpu_its_own_pack(here, name):
+    """``packs/`` as shipped: each pack verifies, and the GPU it was made on gets it."""
+    from tuner.pack import verify_pack
+
+    root = Path(__file__).resolve().parents[1] / "packs"
+    assert verify_pack(root / name).problems == []
+    pack = load_pack(root, gpu=here)
+    assert (pack.name, pack.chosen.how) == (name, "gpu")
