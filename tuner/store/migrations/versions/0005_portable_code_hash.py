@@ -20,6 +20,7 @@ import inspect
 import logging
 from typing import Any
 
+import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
@@ -67,8 +68,23 @@ def old_key(kernel: Any, style: tuple[int, int]) -> str:
     return h.hexdigest()[:16]
 
 
+def stored_keys(conn) -> dict[str, set[str]]:
+    """The source hashes the database holds, by family (none in a new database)."""
+    tables = set(sa.inspect(conn).get_table_names())
+    out: dict[str, set[str]] = {}
+    for table, col in (("tuner_runs", "source_hash"), ("tuner_winners", "source_hash"),
+                       ("tuner_revalidations", "stored_source_hash")):
+        if table in tables:
+            for kernel, key in conn.execute(sa.text(f"SELECT DISTINCT kernel, {col} FROM {table}")):
+                out.setdefault(kernel, set()).add(key)
+    return out
+
+
 def upgrade() -> None:
     conn = op.get_bind()
+    stored = stored_keys(conn)
+    if not stored:
+        return  # a new database: nothing to carry (and no module parsed three times over)
     carry_over = importlib.import_module("tuner.store.migrations.versions.0003_code_hash").carry_over
     try:
         from tuner import registry
@@ -77,10 +93,11 @@ def upgrade() -> None:
     except Exception as e:  # noqa: BLE001 - no kernels importable: nothing can be matched, nothing moves
         log.warning("source-hash carry-over skipped: %s", e)
         return
-    for style in STYLES:
-        moves = {name: (old, k.source_hash) for name, k in kernels.items()
-                 if (old := old_key(k, style)) != k.source_hash}
-        carry_over(conn, moves)
+    for name, k in kernels.items():
+        others = stored.get(name, set()) - {k.source_hash}
+        for style in STYLES if others else ():
+            if (old := old_key(k, style)) in others:
+                carry_over(conn, {name: (old, k.source_hash)})
 
 
 def downgrade() -> None:
