@@ -40,13 +40,16 @@ install() {  # one part of the wheels into $SITE, next to what an earlier part p
 shim_deep_gemm() {  # DeepGEMM's prebuilt _C.so takes symbols from a newer torch than the machine's
   [ -d "$SITE/deep_gemm" ] || return 0  # not installed: peers.py reports it
   local err tdir abi so=$SITE/peers_torch_shim.so
-  err=$(python3 -c "import torch, deep_gemm" 2>&1 | tail -1) && return 0
+  # tvm_ffi opens _C.so lazily (RTLD_LAZY): a missing function symbol shows only at the first call
+  # that needs it, and ends the process there. LD_BIND_NOW resolves every symbol at the import instead.
+  LD_BIND_NOW=1 python3 -c "import torch" > /dev/null 2>&1 || { echo "deep_gemm: torch does not load with LD_BIND_NOW" >&2; return 0; }
+  err=$(LD_BIND_NOW=1 python3 -c "import torch, deep_gemm" 2>&1 | tail -1) && return 0
   case "$err" in *"undefined symbol"*) ;; *) echo "deep_gemm: does not load: $err" >&2; return 0 ;; esac
   read -r tdir abi < <(python3 -c "import os, torch; print(os.path.dirname(torch.__file__), int(torch.compiled_with_cxx11_abi()))")
   [ -n "$abi" ] || return 0
   if g++ -std=c++17 -O2 -fPIC -shared -D_GLIBCXX_USE_CXX11_ABI="$abi" -I"$tdir/include" benchmarks/peers_torch_shim.cpp \
       -L"$tdir/lib" -Wl,-rpath,"$tdir/lib" -lc10 -ltorch_cpu -o "$so"; then
-    if err=$(LD_PRELOAD="$so" python3 -c "import torch, deep_gemm" 2>&1 | tail -1); then
+    if err=$(LD_BIND_NOW=1 LD_PRELOAD="$so" python3 -c "import torch, deep_gemm" 2>&1 | tail -1); then
       echo "deep_gemm: loads with benchmarks/peers_torch_shim.cpp preloaded"
       export LD_PRELOAD="$so${LD_PRELOAD:+:$LD_PRELOAD}"
       return 0
