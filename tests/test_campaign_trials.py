@@ -82,23 +82,31 @@ def _target():
     return Target.of()
 
 
+def _won_elsewhere(store, gpu: str, config: dict, source_hash: str = "older") -> None:
+    """A winner of moe_routing dsv3 T=4096 on another GPU (under ``source_hash``)."""
+    from tuner.store import Environment, Run, Winner
+
+    name = registry.get("moe_routing").name
+    with store.session() as s:
+        env = Environment(fingerprint_hash=f"elsewhere {gpu}", gpu=gpu, cc="9.0", fingerprint={"cc": "9.0"})
+        s.add(env)
+        s.flush()
+        run = Run(kernel=name, environment_id=env.id, source_hash=source_hash, settings={}, status="done")
+        s.add(run)
+        s.flush()
+        s.add(Winner(kernel=name, workload_key="tokens=4096,profile=dsv3", workload={"tokens": 4096, "profile": "dsv3"},
+                     environment_id=env.id, source_hash=source_hash, run_id=run.id, config=config, median_us=5.0,
+                     p20_us=4.9, p80_us=5.1))
+        s.commit()
+
+
 def test_other_gpus_winners_are_measured_right_after_the_default(tmp_path, fast):
-    from tuner.store import Environment, Run, Winner, open_store
+    from tuner.store import open_store
 
     store = open_store(str(tmp_path / "r.db"))
     k = registry.get("moe_routing")
     w = k.spec.workload(4096, "dsv3")
-    with store.session() as s:
-        env = Environment(fingerprint_hash="elsewhere", gpu="NVIDIA H100 80GB HBM3", cc="9.0", fingerprint={"cc": "9.0"})
-        s.add(env)
-        s.flush()
-        run = Run(kernel=k.name, environment_id=env.id, source_hash="older", settings={}, status="done")
-        s.add(run)
-        s.flush()
-        s.add(Winner(kernel=k.name, workload_key="tokens=4096,profile=dsv3", workload={"tokens": 4096, "profile": "dsv3"},
-                     environment_id=env.id, source_hash="older", run_id=run.id, config=X, median_us=5.0, p20_us=4.9,
-                     p80_us=5.1))
-        s.commit()
+    _won_elsewhere(store, "NVIDIA H100 80GB HBM3", X)
     o = _tune(store, 4096, n_trials=2)
     assert Fast.calls == [k.default_config(w, _target()), X] and o.winner == X
 
@@ -106,23 +114,13 @@ def test_other_gpus_winners_are_measured_right_after_the_default(tmp_path, fast)
 def test_another_gpus_winner_is_measured_even_with_no_budget_left(tmp_path, fast):
     """Out of budget a workload still measures the default and what won on another GPU (the
     cheapest likely gain); the rest of the warm start and any search wait for a later run."""
-    from tuner.store import Environment, Run, Winner, open_store
+    from tuner.store import open_store
 
     store = open_store(str(tmp_path / "r.db"))
     k = registry.get("moe_routing")
     w = k.spec.workload(4096, "dsv3")
-    with store.session() as s:
-        for i, (name, cfg) in enumerate((("NVIDIA H100 80GB HBM3", X), ("NVIDIA B200", Y))):
-            env = Environment(fingerprint_hash=f"elsewhere{i}", gpu=name, cc="9.0", fingerprint={"cc": "9.0"})
-            s.add(env)
-            s.flush()
-            run = Run(kernel=k.name, environment_id=env.id, source_hash=k.source_hash, settings={}, status="done")
-            s.add(run)
-            s.flush()
-            s.add(Winner(kernel=k.name, workload_key="tokens=4096,profile=dsv3", workload={"tokens": 4096, "profile": "dsv3"},
-                         environment_id=env.id, source_hash=k.source_hash, run_id=run.id, config=cfg, median_us=5.0,
-                         p20_us=4.9, p80_us=5.1))
-        s.commit()
+    _won_elsewhere(store, "NVIDIA H100 80GB HBM3", X, k.source_hash)
+    _won_elsewhere(store, "NVIDIA B200", Y, k.source_hash)
     o = _tune(store, 4096, n_trials=8, budget_s=1e-6)
     assert len(Fast.calls) == 2 and Fast.calls[0] == k.default_config(w, _target())
     assert Fast.calls[1] in (X, Y) and o.winner == Fast.calls[1]
@@ -131,23 +129,13 @@ def test_another_gpus_winner_is_measured_even_with_no_budget_left(tmp_path, fast
 def test_a_winner_from_before_a_knob_existed_runs_with_the_defaults_value(tmp_path, fast):
     """Another GPU's winner of an earlier source that lacks a knob (here FUSED, which another
     knob's snap reads) is measured with that knob at the default's value, not a KeyError."""
-    from tuner.store import Environment, Run, Winner, open_store
+    from tuner.store import open_store
 
     store = open_store(str(tmp_path / "r.db"))
     k = registry.get("moe_routing")
     w = k.spec.workload(4096, "dsv3")
     old = {n: v for n, v in X.items() if n != "FUSED"}
-    with store.session() as s:
-        env = Environment(fingerprint_hash="elsewhere", gpu="NVIDIA H100 80GB HBM3", cc="9.0", fingerprint={"cc": "9.0"})
-        s.add(env)
-        s.flush()
-        run = Run(kernel=k.name, environment_id=env.id, source_hash="older", settings={}, status="done")
-        s.add(run)
-        s.flush()
-        s.add(Winner(kernel=k.name, workload_key="tokens=4096,profile=dsv3", workload={"tokens": 4096, "profile": "dsv3"},
-                     environment_id=env.id, source_hash="older", run_id=run.id, config=old, median_us=5.0, p20_us=4.9,
-                     p80_us=5.1))
-        s.commit()
+    _won_elsewhere(store, "NVIDIA H100 80GB HBM3", old)
     default = k.default_config(w, _target())
     _tune(store, 4096, n_trials=2)
     assert Fast.calls[0] == default
