@@ -8,7 +8,7 @@ family mapping workloads to configs with their measured times.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from tuner.device import git_commit
 from tuner.runtime import MANIFEST_SEAL, PACK_SCHEMA, Pack, PackError, load_pack, manifest_digest, sha256_file
 from tuner.runtime.env import INTERPRETER_GPU
 from tuner.runtime.target import Target, of_fingerprint
-from tuner.spec import numeric_axes, workload_dict, workload_from_dict
+from tuner.spec import numeric_axes, workload_dict, workload_from_dict, workload_key
 from tuner.store import Environment, Store, Winner
 from tuner.store.models import utcnow
 from tuner.store.db import redact_url
@@ -186,6 +186,13 @@ def export_pack(store: Store, out: Path, *, name: str | None = None, gpu: str | 
 class PackReport:
     pack: Pack
     problems: list[str]
+    coverage: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
+    """Per kernel of the pack: the size of its grid and the keys of the grid's workloads
+    without an entry (the default grid; the small one for a pack of interpreter times)."""
+
+    def coverage_line(self) -> str:
+        """``engram 48/48, nvfp4_attention 134/138, ...``"""
+        return ", ".join(f"{k} {n - len(miss)}/{n}" for k, (n, miss) in self.coverage.items())
 
 
 def verify_pack(path: Path) -> PackReport:
@@ -193,7 +200,23 @@ def verify_pack(path: Path) -> PackReport:
     pack = load_pack(path)
     problems: list[str] = []
     _check_entries(pack, pack_target(pack), problems)
-    return PackReport(pack, problems)
+    return PackReport(pack, problems, coverage(pack))
+
+
+def coverage(pack: Pack) -> dict[str, tuple[int, list[str]]]:
+    """Per known kernel of ``pack``: its grid's size and the workloads the pack has no entry
+    for, by key (the default grid; the small one for a pack of interpreter times)."""
+    small = pack.manifest.get("meaningful") is False
+    out: dict[str, tuple[int, list[str]]] = {}
+    for kname, table in pack.tables.items():
+        k = registry.kernels().get(kname)
+        if k is None:
+            continue
+        have = {json.dumps(e["workload"], sort_keys=True) for e in table.entries if isinstance(e.get("workload"), dict)}
+        grid = k.small_workloads if small else k.workloads
+        out[kname] = (len(grid), [workload_key(w) for w in grid
+                                  if json.dumps(workload_dict(w), sort_keys=True) not in have])
+    return out
 
 
 def pack_target(pack: Pack) -> Target:
