@@ -494,11 +494,10 @@ class Tuner:
         # GPUs' next winner, then its tuned neighbours
         others = self._other_gpus(wkey, workload)
         neighbours = [c for c in (self._carried(n, workload) for n in self._neighbours(workload)) if c]
-        for i, cfg in enumerate([*others[:1], *earlier, *others[1:], *neighbours]):
+        for cfg in [*others[:1], *earlier, *others[1:], *neighbours]:
             if k.space.contains(cfg) and config_key(cfg) not in seen and config_key(cfg) not in asked:
                 self._enqueue(study, cfg)
-                if i == 0 and others and k.refusal(cfg, workload, self.target) is None:
-                    asked.add(config_key(cfg))
+        asked.update(config_key(c) for c in others[:1])  # admitted already (``_carried``)
         # The budget bounds the search, not coverage: the configs named above (the default, a
         # stale entry's old winner, another GPU's winner) run even past the deadline, so every
         # workload of the grid gets a measured entry in the pack (a short budget once left 9 of
