@@ -26,14 +26,18 @@ depends_on = None
 log = logging.getLogger(__name__)
 
 
+KEY_COLUMNS = (("tuner_runs", "source_hash"), ("tuner_winners", "source_hash"),
+               ("tuner_revalidations", "stored_source_hash"))
+"""Every (table, column) of ours that stores a family's source hash (Optuna's study names too)."""
+
+
 def carry_over(conn, moves: dict[str, tuple[str, str]]) -> int:
     """Rewrite ``kernel -> (old key, new key)`` in every table that stores a source hash;
     the number of rows moved."""
     tables = set(sa.inspect(conn).get_table_names())
     n = 0
     for kernel, (old, new) in moves.items():
-        for table, col in (("tuner_runs", "source_hash"), ("tuner_winners", "source_hash"),
-                           ("tuner_revalidations", "stored_source_hash")):
+        for table, col in KEY_COLUMNS:
             if table in tables:
                 n += conn.execute(sa.text(f"UPDATE {table} SET {col} = :new WHERE kernel = :k AND {col} = :old"),
                                   {"new": new, "old": old, "k": kernel}).rowcount or 0

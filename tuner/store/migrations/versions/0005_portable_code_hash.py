@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 STYLES = ((3, 10), (3, 12), (3, 13))  # ast.dump wrote 3.10 and 3.11 alike
 _TYPE_PARAMS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_MIG_0003 = importlib.import_module("tuner.store.migrations.versions.0003_code_hash")  # carry_over, KEY_COLUMNS
 
 
 def dump_as(node: Any, style: tuple[int, int]) -> str:
@@ -72,8 +73,7 @@ def stored_keys(conn) -> dict[str, set[str]]:
     """The source hashes the database holds, by family (none in a new database)."""
     tables = set(sa.inspect(conn).get_table_names())
     out: dict[str, set[str]] = {}
-    for table, col in (("tuner_runs", "source_hash"), ("tuner_winners", "source_hash"),
-                       ("tuner_revalidations", "stored_source_hash")):
+    for table, col in _MIG_0003.KEY_COLUMNS:
         if table in tables:
             for kernel, key in conn.execute(sa.text(f"SELECT DISTINCT kernel, {col} FROM {table}")):
                 out.setdefault(kernel, set()).add(key)
@@ -85,7 +85,6 @@ def upgrade() -> None:
     stored = stored_keys(conn)
     if not stored:
         return  # a new database: nothing to carry (and no module parsed three times over)
-    carry_over = importlib.import_module("tuner.store.migrations.versions.0003_code_hash").carry_over
     try:
         from tuner import registry
 
@@ -97,7 +96,7 @@ def upgrade() -> None:
         others = stored.get(name, set()) - {k.source_hash}
         for style in STYLES if others else ():
             if (old := old_key(k, style)) in others:
-                carry_over(conn, {name: (old, k.source_hash)})
+                _MIG_0003.carry_over(conn, {name: (old, k.source_hash)})
 
 
 def downgrade() -> None:
