@@ -198,13 +198,14 @@ def test_verify_pack_says_which_grid_workloads_a_pack_lacks(tmp_path, capsys):
     """The H100 pack covers its default grid but for the 4 workloads an 80 GB card cannot hold;
     verify-pack (and export) say so per kernel. A pack of interpreter times counts the small grid."""
     from tuner.cli.main import main
-    from tuner.pack import verify_pack
+    from tuner.pack import coverage_line, verify_pack
 
     r = verify_pack(Path(__file__).resolve().parents[1] / "packs" / "nvidia-h100")
     n, miss = r.coverage["nvfp4_attention"]
     assert n == 138 and len(miss) == 4 and all("batch=256,context=524288" in m and "mode=dense" in m for m in miss)
     assert all(not m for k, (_, m) in r.coverage.items() if k != "nvfp4_attention")
-    assert "nvfp4_attention 134/138" in r.coverage_line() and "engram 48/48" in r.coverage_line()
+    line = coverage_line(r.coverage)
+    assert "nvfp4_attention 134/138" in line and "engram 48/48" in line
     db, out = str(tmp_path / "r.db"), tmp_path / "pack"
     assert main(["moe-routing", "--quick", "--db", db]) == 0
     capsys.readouterr()

@@ -190,10 +190,6 @@ class PackReport:
     """Per kernel of the pack: the size of its grid and the keys of the grid's workloads
     without an entry (the default grid; the small one for a pack of interpreter times)."""
 
-    def coverage_line(self) -> str:
-        """``engram 48/48, nvfp4_attention 134/138, ...``"""
-        return ", ".join(f"{k} {n - len(miss)}/{n}" for k, (n, miss) in self.coverage.items())
-
 
 def verify_pack(path: Path) -> PackReport:
     """Load (checksums, schema) and check every entry's config against the kernel's space."""
@@ -217,6 +213,11 @@ def coverage(pack: Pack) -> dict[str, tuple[int, list[str]]]:
         out[kname] = (len(grid), [workload_key(w) for w in grid
                                   if json.dumps(workload_dict(w), sort_keys=True) not in have])
     return out
+
+
+def coverage_line(cov: dict[str, tuple[int, list[str]]]) -> str:
+    """``coverage``'s count per kernel: ``engram 48/48, nvfp4_attention 134/138, ...``"""
+    return ", ".join(f"{k} {n - len(miss)}/{n}" for k, (n, miss) in cov.items())
 
 
 def pack_target(pack: Pack) -> Target:
@@ -261,4 +262,4 @@ def _check_entries(pack: Pack, target: Target, problems: list[str]) -> None:
                                 else f"{kname} {e['workload']}: config {cfg}: {why}")
 
 
-__all__ = ["ExportError", "PackError", "PackReport", "export_pack", "verify_pack"]
+__all__ = ["ExportError", "PackError", "PackReport", "coverage", "coverage_line", "export_pack", "verify_pack"]

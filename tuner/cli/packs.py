@@ -45,17 +45,21 @@ def export(out: Annotated[Path, typer.Option("--out", help="Pack folder to write
     for k, keys in m.get("left_out_outside_space", {}).items():
         console.print(f"[yellow]left out[/yellow] {k}: {len(keys)} winners tuned on an older source whose configs are "
                       f"outside today's search space (retune them: `tune {k.replace('_', '-')}`)")
-    from tuner.pack import verify_pack
+    from tuner.pack import coverage
+    from tuner.runtime import load_pack
 
-    _print_coverage(verify_pack(path))
+    pack = load_pack(path)  # written just now: its grid coverage only, not verify-pack's checks again
+    _print_coverage(pack, coverage(pack))
 
 
-def _print_coverage(report) -> None:
+def _print_coverage(pack, cov: dict[str, tuple[int, list[str]]]) -> None:
     """The grid's workloads covered per kernel, then those without an entry (served by the
     nearest entry, or the default)."""
-    grid = "small grid" if report.pack.manifest.get("meaningful") is False else "default grid"
-    console.print(f"{grid} covered: {report.coverage_line()}", soft_wrap=True)
-    for k, (_, miss) in report.coverage.items():
+    from tuner.pack import coverage_line
+
+    grid = "small grid" if pack.manifest.get("meaningful") is False else "default grid"
+    console.print(f"{grid} covered: {coverage_line(cov)}", soft_wrap=True)
+    for k, (_, miss) in cov.items():
         if miss:
             more = f" and {len(miss) - 3} more" if len(miss) > 3 else ""
             console.print(f"  {k} has no entry for {'; '.join(miss[:3])}{more} (`tune campaign --kernel "
@@ -81,4 +85,4 @@ def verify(path: Annotated[Path, typer.Argument(help="Pack folder.")]) -> None:
             console.print(f"[red]problem:[/red] {p}")
         raise typer.Exit(1)
     console.print("[green]ok[/green]: checksums match, every config is inside its search space")
-    _print_coverage(report)
+    _print_coverage(report.pack, report.coverage)
