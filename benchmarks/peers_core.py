@@ -107,16 +107,23 @@ except BaseException as e:
 """
 
 
+BIND_NOW = frozenset({"deep_gemm"})
+"""Peers whose extension is opened lazily (DeepGEMM's, by tvm_ffi with RTLD_LAZY): the probe resolves every
+symbol at the import (``LD_BIND_NOW``), else a missing one would end the benchmark at its first call."""
+
+
 def probe_import(module: str, timeout: float = 600.0) -> str | None:
     """Import ``module`` in a child Python first: None where it imports, else the last line it printed.
     A compiled extension built for another Python or torch can kill the process that loads it (the
     dynamic loader's "symbol lookup error"), which no ``except`` catches; the child takes that."""
+    import os
     import subprocess
     import sys
 
+    env = dict(os.environ, LD_BIND_NOW="1") if module in BIND_NOW else None
     try:
         r = subprocess.run([sys.executable, "-c", _PROBE.format(module=module)], check=False, capture_output=True, text=True,
-                           timeout=timeout)
+                           timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return f"importing {module} took more than {timeout:.0f} s"
     if r.returncode == 0:

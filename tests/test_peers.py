@@ -79,6 +79,16 @@ def test_probe_import_runs_the_import_in_a_child() -> None:
     assert C.load_peer("json", probe=lambda m: calls.append(m) or "it crashed") == (None, "it crashed") and calls == ["json"]
 
 
+def test_probe_resolves_every_symbol_of_a_lazily_opened_peer(tmp_path, monkeypatch) -> None:
+    # DeepGEMM's extension is opened with RTLD_LAZY: its probe imports with LD_BIND_NOW, the others' without
+    for name in ("deep_gemm", "lazy_peer_xyz"):
+        (tmp_path / f"{name}.py").write_text("import os\nassert os.environ.get('LD_BIND_NOW') == '1', 'lazy'\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.delenv("LD_BIND_NOW", raising=False)
+    assert "deep_gemm" in C.BIND_NOW and C.probe_import("deep_gemm") is None
+    assert C.probe_import("lazy_peer_xyz").endswith("AssertionError: lazy")
+
+
 # ----------------------------------------------------------------------------- rows, tables, JSON
 
 
