@@ -20,7 +20,10 @@ the default and the exhaustive best of the two nearest other workloads of the fa
 the table (as tuned neighbours' winners are enqueued). For each sampler, family and seed:
 the trials until the best measured is within 3% of the table's best (capped at the table's
 size). Reported per sampler and family: median and worst over seeds and workloads, and how
-often the cap was hit.
+often the cap was hit. GP is replayed only when named (``--samplers gp``): each of its asks
+fits a Gaussian process (about 0.15 s on a CPU core), and where it keeps proposing configs
+already measured a run takes 20 asks per config before it counts as missed (110 s for one
+seed of mhc's 37 configs).
 """
 from __future__ import annotations
 
@@ -72,6 +75,8 @@ WORKLOADS: dict[str, tuple[dict[str, Any], ...]] = {
 """The workloads ``--measure`` tables, per family (neighbours of one another: the transfer start needs them)."""
 
 SAMPLERS = ("random", "tpe", "gp", "cmaes", "transfer")
+DEFAULT_SAMPLERS = ("random", "tpe", "cmaes", "transfer")
+"""Replayed without ``--samplers``: all but GP (see above)."""
 
 
 # -- the subspace ---------------------------------------------------------------------------
@@ -266,7 +271,7 @@ def measure(kernels: list[str], table_path: Path, ahead: int) -> None:
     doc = json.loads(table_path.read_text()) if table_path.is_file() else {}
     doc.update(gpu=gpu_identity()["gpu"], target=target.name, commit=git_commit(),
                command=" ".join(["python3", "benchmarks/tuner_economy.py", *sys.argv[1:]]))
-    tables = {(t["kernel"], workload_key_of(t["workload"])): t for t in doc.get("tables", [])}
+    tables = index_tables(doc.get("tables", []))
     cache = str(table_path.with_suffix(".triton-cache"))
     with Worker(timeout_s=120.0, cache_dir=cache) as worker:
         for name in kernels:
@@ -279,6 +284,7 @@ def measure(kernels: list[str], table_path: Path, ahead: int) -> None:
                         "kernel": name, "workload": wd, "target": target.name, "knobs": list(SUBSPACES[name]),
                         "values": {n: list(k.space[n].values()) for n in SUBSPACES[name]},
                         "base": base, "default": k.default_config(wl, target), "results": []})
+                    t["configs"] = len(configs)
                     done = {config_key(r["config"]) for r in t["results"]}
                     todo = [c for c in configs if config_key(c) not in done]
                     print(f"{name} {workload_key(wl)}: {len(configs)} configs, {len(todo)} to measure", flush=True)
@@ -295,8 +301,27 @@ def measure(kernels: list[str], table_path: Path, ahead: int) -> None:
                             print(f"  {i + 1}/{len(todo)}", flush=True)
 
 
-def workload_key_of(wd: dict[str, Any]) -> str:
-    return ",".join(f"{a}={v}" for a, v in wd.items())
+def index_tables(tables: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The stored tables by (kernel, workload key), the key the tuner writes whatever order the JSON keeps
+    the workload's axes in; two tables of one workload are merged (a config's first result kept)."""
+    from tuner import registry
+    from tuner.spec import config_key, workload_from_dict, workload_key
+
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for t in tables:
+        key = (t["kernel"], workload_key(workload_from_dict(registry.get(t["kernel"]).spec.workload, t["workload"])))
+        if key not in out:
+            out[key] = t
+            continue
+        seen = {config_key(r["config"]) for r in out[key]["results"]}
+        out[key]["results"] += [r for r in t["results"] if config_key(r["config"]) not in seen]
+    return out
+
+
+def complete(table: dict[str, Any]) -> bool:
+    """Every config of the table's subspace is measured (a table without ``configs``, e.g. a
+    synthetic one, is taken as complete): the exhaustive best of a partial table is not the best."""
+    return len(table["results"]) >= table.get("configs", 0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -306,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table", type=Path, help="the tables' file (default: benchmarks/results/economy/<gpu>.json "
                     "with --measure; to replay, required)")
     ap.add_argument("--seeds", type=int, default=20, help="seeds per sampler and workload (default 20)")
-    ap.add_argument("--samplers", default=",".join(SAMPLERS), help=f"comma-separated, of {', '.join(SAMPLERS)}")
+    ap.add_argument("--samplers", default=",".join(DEFAULT_SAMPLERS),
+                    help=f"comma-separated, of {', '.join(SAMPLERS)} (default {','.join(DEFAULT_SAMPLERS)}: GP is slow)")
     ap.add_argument("--ahead", type=int, default=0, help="--measure: compile-ahead processes (default: half the cores)")
     ap.add_argument("--out", type=Path, help="replay: write the result JSON here (default: beside the table)")
     args = ap.parse_args(argv)
@@ -328,8 +354,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.table is None or not args.table.is_file():
         ap.error("give --table FILE: a table made by --measure (or a synthetic one)")
     doc = json.loads(args.table.read_text())
-    tables = [t for t in doc["tables"] if (not args.kernel or t["kernel"] in kernels)
-              and any(r.get("median_us") for r in t["results"])]
+    tables = [t for t in doc["tables"] if not args.kernel or t["kernel"] in kernels]
+    for t in tables:
+        if not complete(t):
+            wl = ",".join(f"{a}={v}" for a, v in t["workload"].items())
+            print(f"leaving out {t['kernel']} {wl}: {len(t['results'])} of {t['configs']} configs measured")
+    tables = [t for t in tables if complete(t) and any(r.get("median_us") for r in t["results"])]
     skipped = [s for s in samplers if not available(s)]
     for s in skipped:
         print(f"skipping {s}: its package is not installed (pip install 'tuner[{s}]')")
