@@ -154,8 +154,10 @@ def neighbours_best(tables: list[dict[str, Any]], table: dict[str, Any], limit: 
 def replay(table: dict[str, Any], sampler: str, seed: int, start: list[dict[str, Any]] = ()) -> int | None:
     """Trials ``sampler`` (seeded) needs on ``table`` until its best is within ``WITHIN`` of the
     table's best; None when it is not reached within as many trials as the table has configs.
-    ``start``: configs enqueued after the default (``transfer``); those outside the table are
-    skipped as the study skips a neighbour's winner its space would not run."""
+    ``start``: configs enqueued after the default (``transfer``), each as this workload's space
+    runs it (its varied knobs over the table's base, made canonical), as the study carries a
+    neighbour's winner into its space; one still outside the table is skipped as the study skips
+    a winner its space would not run."""
     import optuna
 
     from tuner.spec import config_key
@@ -167,7 +169,7 @@ def replay(table: dict[str, Any], sampler: str, seed: int, start: list[dict[str,
     base = table["base"]
     cap = len(times)
     study = optuna.create_study(direction="minimize", sampler=_sampler(sampler, seed))
-    for cfg in [table["default"], *start]:
+    for cfg in [table["default"], *(canonical(table, dict(base, **{n: c[n] for n in knobs if n in c})) for c in start)]:
         if config_key(cfg) in times:
             study.enqueue_trial({n: cfg[n] for n in knobs})
     measured: set[str] = set()

@@ -141,3 +141,11 @@ def test_replay_of_the_h100_tables():
     assert [econ.replay(t, "transfer", s, econ.neighbours_best(tables, t)) for t in tables for s in (0, 1)] == \
         [2, 2, 2, 2, 1, 1]
     assert rows["transfer"]["worst"] == 2 and rows["transfer"]["worst"] < rows["tpe"]["worst"]
+
+
+def test_a_neighbours_winner_starts_the_search_as_this_workloads_space_runs_it(tables):
+    # a winner carries knobs the subspace does not vary, at other values than this table's base: the study
+    # runs it over this workload's space, so the replay projects it onto the base instead of dropping it
+    t = tables[0]
+    best = min((r for r in t["results"] if r["median_us"]), key=lambda r: r["median_us"])["config"]
+    assert econ.replay(t, "transfer", 0, [dict(best, NOT_VARIED=7)]) == 2
