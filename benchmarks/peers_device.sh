@@ -28,9 +28,9 @@ fetch() {  # run where PyPI is reachable
   tk=$(mktemp -d) || return 1
   rm -rf "$WHEELS/dg"
   mkdir -p "$WHEELS/dg"
-  $get -d "$WHEELS/dg" sgl-deep-gemm==0.1.5 sgl-flash-mla==1.0.0 apache-tvm-ffi==0.1.11 torch-c-dlpack-ext==0.1.5 &&
-    $get -d "$tk" tilelang==0.1.9 tile-kernels==1.0.0 apache-tvm-ffi==0.1.11 torch-c-dlpack-ext==0.1.5 \
-      "z3-solver>=4.13.0,<4.15.5" cloudpickle ml-dtypes psutil tqdm &&
+  local both="apache-tvm-ffi==0.1.11 torch-c-dlpack-ext==0.1.5"  # each set installs without the other
+  $get -d "$WHEELS/dg" sgl-deep-gemm==0.1.5 sgl-flash-mla==1.0.0 $both &&
+    $get -d "$tk" tilelang==0.1.9 tile-kernels==1.0.0 $both "z3-solver>=4.13.0,<4.15.5" cloudpickle ml-dtypes psutil tqdm &&
     pack "$tk" tk
   local rc=$?
   rm -rf "$tk"
@@ -59,10 +59,14 @@ pack() {  # SRC NAME: SRC's wheels as one tar, split into $WHEELS/NAME-0, NAME-1
   rm -rf "$work"
 }
 
+pip_target() {  # wheels into $SITE, next to what an earlier call put there
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$@"
+}
+
 install() {  # a folder of wheels, or one part of a split set (installed once its last part is here)
   local dir=${1:-}
   if ls "$dir"/*.whl > /dev/null 2>&1; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$dir"/*.whl
+    pip_target "$dir"/*.whl
     return
   fi
   local part set
@@ -91,7 +95,7 @@ install() {  # a folder of wheels, or one part of a split set (installed once it
     return 1
   fi
   tar xf "$work/set.tar" -C "$work" && \
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$work"/*.whl
+    pip_target "$work"/*.whl
   local rc=$?
   rm -rf "$work" "$stash"
   [ $rc -eq 0 ] && echo "peers_device.sh install: all $count parts joined and installed into $SITE"
