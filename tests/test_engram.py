@@ -713,8 +713,11 @@ for wl in S.WORKLOADS:
             with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
                 f.write(c.asm["cubin"]); f.flush()
                 res = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-                sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
-            m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", res)
+                m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", res)
+                # an STL needs local memory: with no stack and no local bytes there is none to
+                # count, and the disassembly (the slow part of this script) is skipped
+                sass = (subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
+                        if int(m[2]) or int(m[4]) else "")
             res = dict(reg=int(m[1]), stack=int(m[2]), local=int(m[4]), stl=len(re.findall(r"\bSTL", sass)))
         out.append(dict(cfg=cfg, split=wl.placement in ET.SPLIT_PLACEMENTS, loads=loads, stores=stores, usage=res,
                         ptx_local="st.local" in ptx))

@@ -1014,8 +1014,11 @@ for wl in WORKLOADS:
             with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
                 f.write(c.asm["cubin"]); f.flush()
                 out = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-                sass = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
-            m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", out)
+                m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", out)
+                # an STL needs local memory: with no stack and no local bytes there is none to
+                # count, and the disassembly (the slow part of this script) is skipped
+                sass = (subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
+                        if int(m[2]) or int(m[4]) else "")
             usage = dict(reg=int(m[1]), stack=int(m[2]), stl=len(re.findall(r"\bSTL", sass)))
         seen[key] = dict(fn=fn.__name__, wl=[wl.batch, wl.context, wl.next_n, wl.profile], cfg=cfg,
                          shared=c.metadata.shared, wgmma=sorted(set(re.findall(r"wgmma\.mma_async\S*", ptx))),
