@@ -321,7 +321,7 @@ def _tuned_with_a_fast_hand_written_row(tmp_path, older_source: bool = False):
     from tuner.spec import config_key
 
     db = str(tmp_path / "r.db")
-    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--db", db) == 0
+    assert tune("moe-routing", "--quick", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--db", db) == 0
     wl = mr.Workload(3, "dsv3")
     default = mr.default_config(wl, INTERPRETER)
     other = next(c for c in ms.SPACE.grid() if c != default and MOE.admits(c, wl, INTERPRETER))
@@ -341,7 +341,7 @@ def test_retune_after_a_source_change_retimes_the_earlier_best_first(tmp_path):
     """A template change starts a fresh study; its first trials re-time the fastest configs the
     workload measured under the earlier source, so a short search cannot lose them."""
     db, _, _, other = _tuned_with_a_fast_hand_written_row(tmp_path, older_source=True)
-    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "2", "--patience", "2",
+    assert tune("moe-routing", "--quick", "--tokens", "3", "--profile", "dsv3", "--trials", "2", "--patience", "2",
                 "--db", db) == 0
     con = sqlite3.connect(db)
     new = [json.loads(c) for (c,) in con.execute(
@@ -365,7 +365,7 @@ def test_try_measures_the_given_config_right_after_the_default(tmp_path):
               and sum(c[k] != default[k] for k in c) == 1][:2]
     overs = [{k: v for k, v in c.items() if default[k] != v} for c in others]
     db = str(tmp_path / "r.db")
-    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "3", "--patience", "3",
+    assert tune("moe-routing", "--quick", "--tokens", "3", "--profile", "dsv3", "--trials", "3", "--patience", "3",
                 *[a for o in overs for a in ("--try", json.dumps(o))], "--db", db) == 0
     con = sqlite3.connect(db)
     tried = [json.loads(c) for (c,) in con.execute("SELECT config FROM tuner_trials WHERE phase = 'search' ORDER BY id")]
@@ -379,7 +379,7 @@ def test_a_try_the_space_refuses_is_named_not_dropped_in_silence(tmp_path, caplo
     so with the reason, once a workload (such tries used to vanish without a word)."""
     db = str(tmp_path / "r.db")
     with caplog.at_level("WARNING", logger="tuner.study"):
-        assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--db", db,
+        assert tune("moe-routing", "--quick", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--db", db,
                     "--try", '{"MAX_PROGRAMS": 1024}', "--try", '{"BLOCK_T": 1}') == 0
     msgs = [r.getMessage() for r in caplog.records if "--try" in r.getMessage()]
     assert any('{"MAX_PROGRAMS": 1024}' in m and "constraints" in m for m in msgs), msgs
@@ -452,7 +452,7 @@ def test_retune_tries_run_past_trials_over_the_best_so_far(tmp_path):
     con = sqlite3.connect(db)
     last = con.execute("SELECT MAX(id) FROM tuner_trials").fetchone()[0]
     con.close()
-    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--retune", "--trials", "2", "--patience", "1",
+    assert tune("moe-routing", "--quick", "--tokens", "3", "--profile", "dsv3", "--retune", "--trials", "2", "--patience", "1",
                 "--try", json.dumps(over), "--db", db) == 0
     con = sqlite3.connect(db)
     new = [json.loads(c) for (c,) in con.execute(
@@ -469,7 +469,7 @@ def test_a_finalist_without_percentiles_has_no_noise_band(tmp_path, monkeypatch)
 
     monkeypatch.setattr(Worker, "retime", lambda self, *a, **k: None)  # re-timing failed: the search times
     db, _, _, other = _tuned_with_a_fast_hand_written_row(tmp_path)
-    assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--retune", "--trials", "1", "--db", db) == 0
+    assert tune("moe-routing", "--quick", "--tokens", "3", "--profile", "dsv3", "--retune", "--trials", "1", "--db", db) == 0
     con = sqlite3.connect(db)
     (cfg, noise, med, p20, p80), = con.execute("SELECT config, noise, median_us, p20_us, p80_us FROM tuner_winners")
     con.close()
@@ -487,7 +487,7 @@ def test_a_default_outside_the_space_is_reported(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(registry.Kernel, "default_config", lambda self, w, t: {
         k: v for k, v in real(self, w, t).items() if k != "FUSED" or self.name != "moe_routing"})
     with caplog.at_level(logging.WARNING, logger="tuner.study"):
-        assert tune("moe-routing", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--patience", "1",
+        assert tune("moe-routing", "--quick", "--tokens", "3", "--profile", "dsv3", "--trials", "1", "--patience", "1",
                     "--db", str(tmp_path / "r.db")) == 0
     assert any("default config is outside the search space" in r.getMessage() for r in caplog.records)
 
@@ -504,7 +504,7 @@ def _count(db: Path, where: str) -> int:
 
 def test_killed_study_resumes_without_losing_trials(tmp_path):
     db = tmp_path / "r.db"
-    args = [sys.executable, "-m", "tuner.cli.main", "moe-routing", "--trials", "5", "--patience", "5",
+    args = [sys.executable, "-m", "tuner.cli.main", "moe-routing", "--quick", "--trials", "5", "--patience", "5",
             "--tokens", "3", "--profile", "dsv3", "--db", str(db)]
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
