@@ -117,52 +117,11 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
-# The slowest tests on the interpreter (about 5 s or more each on a 2-core CPU machine), slowest
-# first. They run first: under pytest-xdist a long test started last leaves the other workers
-# idle until it ends. Every other test keeps its collection order after them.
-SLOW_FIRST = (
-    "test_scaleout.py::test_real_kernels_four_spawned_workers_one_killed_mid_trial_on_postgresql",
-    "test_hardening.py::test_a_kill_at_every_statement_of_the_first_schema_creation_leaves_a_usable_database",
-    "test_precompile.py::test_the_pool_compiles_for_the_gpu_into_the_cache_the_launch_loads_from",
-    "test_cli.py::test_killed_study_resumes_without_losing_trials",
-    "test_nvfp4_attention.py::test_dot_scaled_configs_fit_shared_memory_on_sm100",
-    "test_config_sweep.py::test_main_verifies_and_times_in_the_worker",
-    "test_cli.py::test_quick_tune_export_load_select_round_trip",
-    "test_decode_step.py::test_tiny_step_agrees_with_its_reference_and_compiles_whole",
-    "test_poisoned_scratch.py::test_sampled_configs_never_read_unwritten_memory[sparse_mqa]",
-    "test_cli.py::test_retune_tries_run_past_trials_over_the_best_so_far",
-    "test_cli.py::test_retune_after_a_source_change_retimes_the_earlier_best_first",
-    "test_cli.py::test_try_measures_the_given_config_right_after_the_default",
-    "test_sparse_mqa.py::test_seq_len_past_the_block_table_is_clamped[row]",
-    "test_peers.py::test_attention_peers_see_our_problem_on_the_interpreter",
-    "test_regressions.py::test_revalidate_a_pack_through_the_real_worker_in_the_interpreter",
-    "test_engram.py::test_benchmark_help_on_cpu",
-    "test_sparse_mqa.py::test_radix_indices_equal_reference[dsv41-flash-2-seqs10-100-over10]",
-    "test_sparse_mqa.py::test_radix_ties_at_the_kth_score[byte-16-3]",
-    "test_sparse_mqa.py::test_property_radix_random_shapes",
-    "test_scaleout.py::test_a_worker_killed_mid_trial_loses_nothing_and_its_workload_is_finished_by_another",
-    "test_sparse_mqa.py::test_topk_ladder_rungs",
-    "test_sparse_mqa.py::test_radix_ties_at_the_kth_score[sampled-16-4096]",
-    "test_tuner_economy.py::test_economy_table_and_json",
-    "test_sparse_mqa.py::test_scratch_never_read_before_written[radix-case2]",
-    "test_mhc.py::test_seam_is_post_then_pre",
-    "test_moe_routing.py::test_profiles_default_config[dsv4-flash-129]",
-    "test_sparse_mqa.py::test_seq_len_past_the_block_table_is_clamped",
-    "test_sparse_mqa.py::test_group_bound_at_least_want_and_tight",
-)
-
-
-def _slow_rank(item) -> int:
-    name = item.nodeid.rpartition("/")[2]
-    return next((i for i, p in enumerate(SLOW_FIRST) if name.startswith(p)), len(SLOW_FIRST))
-
-
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if "gpu" in item.keywords and not HAS_GPU:
             item.add_marker(skip)
-    items.sort(key=_slow_rank)  # stable: the rest in collection order
 
 
 @pytest.fixture
