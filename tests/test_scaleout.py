@@ -536,7 +536,7 @@ def test_real_kernels_four_spawned_workers_one_killed_mid_trial_on_postgresql(pg
     killer = threading.Thread(target=kill_one_mid_trial, daemon=True)
     killer.start()
     rc = main(["campaign", "--workers", "4", "--kernel", "moe-routing", "--kernel", "mhc", "--trials", str(N_TRIALS),
-               "--lease", "10s", "--db", pg_db])
+               "--quick", "--lease", "10s", "--db", pg_db])  # --quick: 2 finalists re-timed once (the kill's point holds)
     killer.join(5)
     err = capsys.readouterr().err
     assert killed, "no worker was killed"
@@ -596,6 +596,30 @@ def test_cli_workers_status_and_worker(tmp_path, monkeypatch, capsys, slow):
         assert needle in err and len(err.splitlines()) == 1, err
     assert main(["worker", "--db", str(tmp_path / "new.db")]) == 2
     assert "tune campaign --workers" in capsys.readouterr().err
+
+
+def test_campaign_quick_re_times_fewer_finalists_in_fewer_rounds(tmp_path, monkeypatch):
+    """`tune campaign --quick` searches as `tune <family> --quick` does: 2 finalists re-timed in
+    1 round, 4 trials and patience 3 unless --trials / --patience say otherwise; with --workers the
+    campaign carries them to each worker's settings. Without it, the defaults (3 finalists, 3 rounds)."""
+    from tuner import campaign as camp
+    from tuner.cli import scaleout as scaleout_cli
+    from tuner.study import Settings
+
+    asked: list[Settings] = []
+    monkeypatch.setattr(camp, "run", lambda store, items, settings, **kw: asked.append(settings))
+    monkeypatch.setattr(scaleout_cli, "watch", lambda *a: 0)  # the campaign as planned; no worker started
+    got = []
+    for i, extra in enumerate((["--quick"], ["--quick", "--trials", "2", "--patience", "5"], [])):
+        db = str(tmp_path / f"r{i}.db")
+        assert main(["campaign", "--kernel", "moe-routing", "--limit", "1", *extra, "--db", db]) == 0
+        assert main(["campaign", "--workers", "2", "--kernel", "moe-routing", *extra, "--db", db + "w"]) == 0
+        store = open_store(db + "w")
+        worker = scaleout.worker_settings(scaleout.Coordinator(store).campaign(None), False)
+        got.append((asked[-1].n_trials, asked[-1].patience, asked[-1].finalists, asked[-1].rounds))
+        assert (worker.n_trials, worker.patience, worker.finalists, worker.rounds) == got[-1]
+    assert got == [(4, 3, 2, 1), (2, 5, 2, 1), (16, 8, 3, 3)]
+    assert (Settings.quick().finalists, Settings.quick().rounds) == (2, 1)
 
 
 def test_every_db_command_on_postgresql(pg_db, monkeypatch, capsys, tmp_path, slow):

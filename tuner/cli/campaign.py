@@ -21,9 +21,15 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
                  "earlier template source), current (search further); comma-separated.")] = "missing,stale,current",
              budget: Annotated[Optional[str], typer.Option(
                  "--budget", help="Wall-clock budget of the whole campaign, e.g. 45m (default: none).")] = None,
-             trials: Annotated[int, typer.Option("--trials", help="Trials per workload (new ones, for current entries).")] = 16,
-             patience: Annotated[int, typer.Option("--patience", help="Stop a workload after this many trials "
-                                                   "without improvement.")] = 8,
+             trials: Annotated[Optional[int], typer.Option(
+                 "--trials", help="Trials per workload (new ones, for current entries; default 16, 4 with "
+                 "--quick).")] = None,
+             patience: Annotated[Optional[int], typer.Option(
+                 "--patience", help="Stop a workload after this many trials without improvement (default 8, 3 "
+                 "with --quick).")] = None,
+             quick: Annotated[bool, typer.Option(
+                 "--quick", help="A short search (CI, smoke tests): as `tune <family> --quick`, 2 finalists "
+                 "re-timed in 1 round, and --trials / --patience default to 4 / 3.")] = False,
              limit: Annotated[Optional[int], typer.Option("--limit", help="At most this many workloads.")] = None,
              dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan and tune nothing.")] = False,
              workers: Annotated[Optional[str], typer.Option(
@@ -58,6 +64,9 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
     from tuner.study import Settings
     from tuner.timing import gpu_available
 
+    short = Settings.quick() if quick else Settings()
+    trials = short.n_trials if trials is None else trials
+    patience = short.patience if patience is None else patience
     states = [s.strip() for s in only.split(",") if s.strip()]
     if not states or set(states) - set(camp.STATES):
         raise CliError(f"--only: {only!r} (choose from {', '.join(camp.STATES)}, comma-separated)")
@@ -77,7 +86,7 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
     if workers is not None and not dry_run:
         devs = scaleout_cli.devices_or_exit(n_workers)
         return _with_workers(ks, states, trials, patience, limit, budget_s, lease_s, devs, db,
-                             {"cache": cache, "ahead": ahead, "predict": predict})
+                             {"cache": cache, "ahead": ahead, "predict": predict, "quick": quick})
     store = _plan_store(db) if dry_run else open_store(db)
     items = camp.plan(store, [(k, list(k.workloads if gpu else k.small_workloads)) for k in ks], states)[:limit]
     counts = {s: sum(it.state == s for it in items) for s in camp.STATES}
@@ -92,7 +101,8 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
 
     settings = Settings(n_trials=trials, patience=patience, trial_timeout_s=120.0 if gpu else 600.0,
                         ahead=(precompile.default_processes() if gpu else 0) if ahead is None else ahead,
-                        cache_dir=cache or precompile.default_cache(store.url), predict=2 if predict else 0)
+                        cache_dir=cache or precompile.default_cache(store.url), predict=2 if predict else 0,
+                        finalists=short.finalists, rounds=short.rounds)
     tty = console.is_terminal
     done: list[Any] = []
     phases: list[dict[str, float]] = []
@@ -153,7 +163,7 @@ def _with_workers(ks: list[Any], states: list[str], trials: int, patience: int, 
     """A new campaign in the database, planned for this GPU, worked on by one process per GPU."""
     from tuner import precompile, scaleout
     from tuner.store import open_store
-    from tuner.study import ensure_environment
+    from tuner.study import Settings, ensure_environment
     from tuner.timing import gpu_available
 
     store = open_store(db)
@@ -162,6 +172,9 @@ def _with_workers(ks: list[Any], states: list[str], trials: int, patience: int, 
         max(1, precompile.default_processes() // len(devs)) if gpu_available() else 0  # the host's cores shared
     tuner = {"cache_dir": cost["cache"] or precompile.default_cache(store.url), "ahead": ahead,
              "predict": 2 if cost["predict"] else 0}
+    if cost["quick"]:  # fewer finalists and re-timing rounds, as each worker's Settings reads them
+        quick = Settings.quick()
+        tuner.update(finalists=quick.finalists, rounds=quick.rounds)
     try:
         c = coord.create([k.name for k in ks], states, {"n_trials": trials, "patience": patience, "limit": limit,
                                                         "tuner": tuner, "workers": len(devs)},
