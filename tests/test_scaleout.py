@@ -536,7 +536,7 @@ def test_real_kernels_four_spawned_workers_one_killed_mid_trial_on_postgresql(pg
     killer = threading.Thread(target=kill_one_mid_trial, daemon=True)
     killer.start()
     rc = main(["campaign", "--workers", "4", "--kernel", "moe-routing", "--kernel", "mhc", "--trials", str(N_TRIALS),
-               "--quick", "--lease", "10s", "--db", pg_db])  # --quick: 2 finalists re-timed once (the kill's point holds)
+               "--quick", "--lease", "5s", "--db", pg_db])  # --quick: 2 finalists re-timed once (the kill's point holds)
     killer.join(5)
     err = capsys.readouterr().err
     assert killed, "no worker was killed"
