@@ -103,6 +103,74 @@ def _quicker_interpreter() -> bool:
 if not HAS_GPU:
     _quicker_interpreter()
 
+
+
+def _shared_alembic_revisions() -> bool:
+    """Each new database's set-up loads every Alembic migration script again: Optuna's storage
+    (``RDBStorage``) builds a ``ScriptDirectory`` for each of up to three questions (its head,
+    the stamp of a new database, the compatibility check), ``tuner.store`` one for its upgrade
+    and its head, and each executes every version file anew (about 0.05 s for Optuna's). Here
+    the ``ScriptDirectory`` objects over the same version folders (same files, sizes and times)
+    share one revision map, loaded once in this process (and in the processes forked from it):
+    the Script objects one long-lived ``ScriptDirectory`` would hand out; ``env.py`` still runs
+    at every upgrade. Checked first: heads, bases and the walk of revisions of Optuna's and
+    tuner's migrations equal a fresh load's, or nothing changes."""
+    import importlib.util
+    import threading
+
+    try:
+        from alembic.script import ScriptDirectory
+
+        from tuner.store.db import MIGRATIONS
+
+        orig_init = ScriptDirectory.__init__
+        ScriptDirectory._version_locations, ScriptDirectory._load_revisions  # noqa: B018 - both used
+        optuna_dirs = importlib.util.find_spec("optuna").submodule_search_locations
+        folders = [str(Path(optuna_dirs[0]) / "storages" / "_rdb" / "alembic"), str(MIGRATIONS)]
+    except (ImportError, AttributeError, TypeError, IndexError):
+        return False
+    maps: dict = {}
+    lock = threading.Lock()
+
+    def key(sd) -> tuple | None:
+        if sd.recursive_version_locations:
+            return None
+        parts: list = [sd.sourceless]
+        for loc in sd._version_locations:
+            try:
+                files = sorted((e.name, e.stat().st_mtime_ns, e.stat().st_size) for e in os.scandir(loc) if e.is_file())
+            except OSError:
+                return None
+            parts.append((str(loc), tuple(files)))
+        return tuple(parts)
+
+    def init(self, *a, **kw):
+        orig_init(self, *a, **kw)
+        k = key(self)
+        if k is not None:
+            with lock:
+                self.revision_map = maps.setdefault(k, self.revision_map)
+
+    def facts(sd) -> tuple:
+        return (sd.get_heads(), sd.get_bases(),
+                [(r.revision, r.down_revision, r.path) for r in sd.walk_revisions()])
+
+    try:
+        fresh = [facts(ScriptDirectory(d)) for d in folders]
+        ScriptDirectory.__init__ = init
+        first = [ScriptDirectory(d) for d in folders]
+        again = [ScriptDirectory(d) for d in folders]
+        if fresh != [facts(sd) for sd in again] or any(a.revision_map is not b.revision_map
+                                                     for a, b in zip(first, again)):
+            raise ValueError("not the same revisions")
+    except Exception:  # noqa: BLE001 - another Alembic: as it is
+        ScriptDirectory.__init__ = orig_init
+        return False
+    return True
+
+
+_shared_alembic_revisions()
+
 # Under pytest-xdist (the test command runs one worker per core) each worker keeps to one
 # core: torch's intra-op threads would otherwise oversubscribe the machine.
 if os.environ.get("PYTEST_XDIST_WORKER"):
