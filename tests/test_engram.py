@@ -750,30 +750,59 @@ def test_sm90_defaults_load_wide_store_16b_no_spills():
             assert u["reg"] <= 192, (cfg, u)
 
 
+# Runs each benchmark script given (a JSON list of [script, *args]) as ``python script args``
+# would, one after another in this one process (torch imported once, not once per script):
+# sys.argv, sys.path and the benchmarks' own modules as a fresh interpreter has them, its exit
+# code, its stdout and its stderr each its own; prints them as one JSON line.
+_RUN_SCRIPTS = r"""
+import contextlib, io, json, os, runpy, sys, traceback
+path, out = sys.path[:], []
+for script, *args in json.loads(sys.argv[1]):
+    sys.path[:] = path
+    here = os.path.dirname(os.path.abspath(script)) + os.sep
+    for name in [n for n, m in sys.modules.items() if str(getattr(m, "__file__", None) or "").startswith(here)]:
+        del sys.modules[name]
+    sys.argv = [script, *args]
+    o, e, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as x:  # as the interpreter ends: None 0, a number itself, else printed and 1
+            code = 0 if x.code is None else x.code if isinstance(x.code, int) else 1
+            if not isinstance(x.code, (int, type(None))):
+                print(x.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    out.append([code, o.getvalue(), e.getvalue()])
+print(json.dumps(out))
+"""
+
+
 def test_benchmark_help_on_cpu():
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "engram.py"), "--help"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and "--pack" in r.stdout, r.stderr[-2000:]
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_gather_probe.py"), "--help"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and "--spans" in r.stdout, r.stderr[-2000:]
-    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "engram_overlap_probe.py"), "--help"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and "--clusters" in r.stdout, r.stderr[-2000:]
-    page = str(ROOT / "benchmarks" / "engram_page_probe.py")
-    r = subprocess.run([sys.executable, page, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and "--window" in r.stdout, r.stderr[-2000:]
+    """Each engram benchmark's --help works on a machine without a GPU (and those that need one
+    say so in one line and exit 2): the scripts run as ``python script`` runs them, in one
+    process between them (torch imported once)."""
+    b = ROOT / "benchmarks"
+    page, probe = str(b / "engram_page_probe.py"), str(b / "pcie_link_probe.py")
+    runs = [[str(b / "engram.py"), "--help"], [str(b / "host_gather_probe.py"), "--help"],
+            [str(b / "engram_overlap_probe.py"), "--help"], [page, "--help"], [probe, "--help"]]
     if DEV == "cpu":  # no GPU: one line and exit 2
-        r = subprocess.run([sys.executable, page, "--rows", "1K"], cwd=ROOT, capture_output=True, text=True,
-                           timeout=120)
-        assert r.returncode == 2 and r.stderr.strip().endswith("needs a CUDA GPU (and TRITON_INTERPRET unset)"), \
-            r.stderr[-2000:]
-    probe = str(ROOT / "benchmarks" / "pcie_link_probe.py")
-    r = subprocess.run([sys.executable, probe, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and "--cold-sets" in r.stdout, r.stderr[-2000:]
-    if DEV == "cpu":  # no GPU: one line and exit 2
-        r = subprocess.run([sys.executable, probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
-        assert r.returncode == 2 and r.stderr.strip() == "pcie_link_probe.py needs a CUDA GPU", r.stderr[-2000:]
+        runs += [[page, "--rows", "1K"], [probe]]
+    r = subprocess.run([sys.executable, "-c", _RUN_SCRIPTS, json.dumps(runs)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    done = dict(zip((" ".join([Path(s).name, *a]) for s, *a in runs), json.loads(r.stdout.strip().splitlines()[-1])))
+    for name, needle in (("engram.py", "--pack"), ("host_gather_probe.py", "--spans"),
+                         ("engram_overlap_probe.py", "--clusters"), ("engram_page_probe.py", "--window"),
+                         ("pcie_link_probe.py", "--cold-sets")):
+        code, out, err = done[f"{name} --help"]
+        assert code == 0 and needle in out, (name, err[-2000:])
+    if DEV == "cpu":
+        code, _, err = done["engram_page_probe.py --rows 1K"]
+        assert code == 2 and err.strip().endswith("needs a CUDA GPU (and TRITON_INTERPRET unset)"), err[-2000:]
+        code, _, err = done["pcie_link_probe.py"]
+        assert code == 2 and err.strip() == "pcie_link_probe.py needs a CUDA GPU", err[-2000:]
 
 
 def test_page_probe_vmm_table_copies_rows_and_owns_nothing():
