@@ -12,9 +12,9 @@ from typing import Any
 FAMILIES = ("sparse_mqa", "attention", "mhc", "engram", "moe_routing")
 
 PEER_PACKAGES = {
-    "deep_gemm": "sgl-deep-gemm 0.2.0 (DeepGEMM)",
+    "deep_gemm": "sgl-deep-gemm 0.1.5 (DeepGEMM)",
     "flash_mla": "sgl-flash-mla 1.0.0 (FlashMLA)",
-    "tile_kernels": "tile-kernels 1.0.0 with tilelang 0.1.15 (DeepSeek TileKernels)",
+    "tile_kernels": "tile-kernels 1.0.0 with tilelang 0.1.9 (DeepSeek TileKernels)",
 }
 """Module -> the distribution that provides it (``pip install -e '.[peers]'``)."""
 

@@ -442,6 +442,8 @@ def _fake_deep_gemm() -> object:
     from types import SimpleNamespace
 
     def logits(q, fused, weights, lens, block_table, meta, max_len):
+        q, q_scale = q  # FP8 queries with their unit scale, as DeepGEMM 0.1.5's wrapper needs them given
+        assert q_scale.dtype == torch.float32 and q_scale.tolist() == [1.0]
         keys, scales = L.split_deepgemm_fused_kv(fused)
         B, n, H, D = q.shape
         out = torch.full((B * n, max_len), 7.0)
@@ -470,3 +472,16 @@ def test_sparse_mqa_peer_logits_masked_and_checked_on_the_interpreter() -> None:
         ("ours scoring", "ours scoring + top-k", "deepgemm logits", "deepgemm logits + torch.topk", "deepgemm metadata"), "ok")
     assert [(r["peer"], r["ours"]) for r in res["rows"]] == [("deepgemm logits", "ours scoring"),
                                                             ("deepgemm logits + torch.topk", "ours scoring + top-k")]
+
+
+def test_peer_package_labels_name_the_versions_the_extra_pins() -> None:
+    """The report names each peer's package as pyproject's `peers` extra pins it (a label naming
+    another version would misreport which kernel was measured)."""
+    import re
+    import tomllib
+
+    pins = dict(p.split("==") for p in tomllib.loads((ROOT / "pyproject.toml").read_text())
+                ["project"]["optional-dependencies"]["peers"])
+    named = {name: version for label in C.PEER_PACKAGES.values()
+             for name, version in re.findall(r"([a-z][a-z0-9-]*) (\d[\w.]*)", label)}
+    assert named == pins, (named, pins)
