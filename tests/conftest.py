@@ -33,15 +33,10 @@ def _quicker_interpreter() -> bool:
     (``_get_np_dtype``) built a dict of every dtype on each call: the same answers come from a
     cache. ``_patch_builtin`` (on each launch and on each call of a jit function inside it, once
     an element for a ``tl.reduce`` with a jit combine function) listed a module's members with
-    ``inspect.getmembers``: the names are listed once and their members looked up again at every
-    call, all at once; where every member is the one an earlier call saw (within a launch, each
-    call of a jit function sees the same patched members), that call's builtins are patched again
-    without asking each member, so the same members are patched. Members the interpreter sets
-    anew at each call (not builtins) are looked up one by one. Both checked against the originals
-    first, the patching also at a second call and inside a patched scope: any difference (another
+    ``inspect.getmembers``: the names are listed once, each looked up again at every call, so the
+    same members are patched. Both checked against the originals first: any difference (another
     Triton) leaves the interpreter as it is. About a third of the time of interpreted tests."""
     import inspect
-    import operator
 
     import numpy as np
     import triton.language as tl
@@ -72,53 +67,17 @@ def _quicker_interpreter() -> bool:
             pass
         return np_dtype
 
+    names: dict = {}
     missing = object()
-    listed: dict = {}
 
-    def patch_one_by_one(pkg, names, builder, scope):
-        for name in names:
+    def patch_builtin(pkg, builder, scope):
+        listed = names.get(pkg)
+        if listed is None:
+            listed = names[pkg] = [name for name, _ in inspect.getmembers(pkg)]
+        for name in listed:
             member = getattr(pkg, name, missing)
             if member is not missing and tl.core.is_builtin(member):
                 patch_attr(pkg, name, member, builder, scope)
-
-    def watch(pkg, names: list, volatile: set) -> tuple:
-        """The members of ``pkg`` looked up at once (all but ``volatile``: each looked up alone)."""
-        stable = [n for n in names if n not in volatile]
-        get = operator.attrgetter(*stable) if len(stable) > 1 else (lambda p: tuple(getattr(p, n) for n in stable))
-        return names, stable, [n for n in names if n in volatile], get, []
-
-    def patch_builtin(pkg, builder, scope):
-        entry = listed.get(pkg)
-        if entry is None:  # a class's __dict__ and inherited classmethods: new objects at each lookup
-            names = [name for name, _ in inspect.getmembers(pkg)]
-            entry = listed[pkg] = watch(pkg, names, {n for n in names if getattr(pkg, n, missing) is not getattr(
-                pkg, n, missing)})
-        names, stable, volatile, get, seen = entry
-        try:
-            members = get(pkg)
-        except AttributeError:  # a name gone: each looked up, as at first
-            return patch_one_by_one(pkg, names, builder, scope)
-        for i, (before, builtins) in enumerate(seen):
-            if all(map(operator.is_, members, before)):  # every member as at an earlier call: its builtins
-                if i:
-                    seen.insert(0, seen.pop(i))
-                break
-        else:
-            builtins = [j for j, member in enumerate(members) if tl.core.is_builtin(member)]
-            if seen:  # members set anew at each call (the interpreter's own, no builtins): each looked up alone
-                before, were = seen[0]
-                either = {*were, *builtins}
-                anew = {stable[j] for j, (m, b) in enumerate(zip(members, before)) if m is not b and j not in either}
-                if anew:
-                    listed[pkg] = watch(pkg, names, {*volatile, *anew})
-            seen.insert(0, (members, builtins))
-            del seen[4:]
-        also = [n for n in volatile if tl.core.is_builtin(getattr(pkg, n, missing))]
-        if also:  # in the listed order
-            patch_one_by_one(pkg, sorted({*(stable[j] for j in builtins), *also}, key=names.index), builder, scope)
-        else:
-            for j in builtins:
-                patch_attr(pkg, stable[j], members[j], builder, scope)
 
     # the same answers as the originals, or nothing changes
     scalars = [tl.int1, tl.float16, tl.float32, tl.float64, tl.int8, tl.uint8, tl.int16, tl.uint16, tl.int32,
@@ -127,26 +86,15 @@ def _quicker_interpreter() -> bool:
                        tl.block_type(tl.pointer_type(tl.int8), [2, 2])]
     if any(get_np_dtype(t) != orig_dtype(t) for t in types):
         return False
-    def patched(patch, pkg, inner=None) -> list:
-        """The members ``patch`` patches in ``pkg`` (with ``inner``: what it patches while that
-        has patched them, as a jit function called inside a launch)."""
-        scope = I._LangPatchScope()
-        patch(pkg, None, scope)
-        try:
-            return [(name, value) for _, name, value in scope._changes] if inner is None else patched(inner, pkg)
-        finally:
-            scope.restore()
-
-    def same(a: list, b: list) -> bool:
-        return len(a) == len(b) and all(n == m and v is w for (n, v), (m, w) in zip(a, b))
-
     for pkg in (tl, tl.core, tl.tensor, tl.math, tl.core.tensor_descriptor_base):
-        first = patched(orig_patch, pkg)
-        # twice each: the second from what the first saw
-        if not first or not all(same(patched(patch_builtin, pkg), first) for _ in range(2)):
-            return False
-        nested = patched(orig_patch, pkg, orig_patch)
-        if not all(same(patched(patch_builtin, pkg, patch_builtin), nested) for _ in range(2)):
+        a, b = I._LangPatchScope(), I._LangPatchScope()
+        orig_patch(pkg, None, a)
+        a_names = [name for _, name, _ in a._changes]
+        a.restore()
+        patch_builtin(pkg, None, b)
+        b_names = [name for _, name, _ in b._changes]
+        b.restore()
+        if a_names != b_names or not a_names:
             return False
     I._get_np_dtype, I._patch_builtin = get_np_dtype, patch_builtin
     return True
@@ -154,7 +102,6 @@ def _quicker_interpreter() -> bool:
 
 if not HAS_GPU:
     _quicker_interpreter()
-
 
 
 def _shared_alembic_revisions() -> bool:
