@@ -86,7 +86,8 @@ def campaign(kernel: Annotated[Optional[list[str]], typer.Option(
     if workers is not None and not dry_run:
         devs = scaleout_cli.devices_or_exit(n_workers)
         return _with_workers(ks, states, trials, patience, limit, budget_s, lease_s, devs, db,
-                             {"cache": cache, "ahead": ahead, "predict": predict, "quick": quick})
+                             {"cache": cache, "ahead": ahead, "predict": predict,
+                              "finalists": short.finalists, "rounds": short.rounds})
     store = _plan_store(db) if dry_run else open_store(db)
     items = camp.plan(store, [(k, list(k.workloads if gpu else k.small_workloads)) for k in ks], states)[:limit]
     counts = {s: sum(it.state == s for it in items) for s in camp.STATES}
@@ -163,7 +164,7 @@ def _with_workers(ks: list[Any], states: list[str], trials: int, patience: int, 
     """A new campaign in the database, planned for this GPU, worked on by one process per GPU."""
     from tuner import precompile, scaleout
     from tuner.store import open_store
-    from tuner.study import Settings, ensure_environment
+    from tuner.study import ensure_environment
     from tuner.timing import gpu_available
 
     store = open_store(db)
@@ -171,10 +172,7 @@ def _with_workers(ks: list[Any], states: list[str], trials: int, patience: int, 
     ahead = cost["ahead"] if cost["ahead"] is not None else \
         max(1, precompile.default_processes() // len(devs)) if gpu_available() else 0  # the host's cores shared
     tuner = {"cache_dir": cost["cache"] or precompile.default_cache(store.url), "ahead": ahead,
-             "predict": 2 if cost["predict"] else 0}
-    if cost["quick"]:  # fewer finalists and re-timing rounds, as each worker's Settings reads them
-        quick = Settings.quick()
-        tuner.update(finalists=quick.finalists, rounds=quick.rounds)
+             "predict": 2 if cost["predict"] else 0, "finalists": cost["finalists"], "rounds": cost["rounds"]}
     try:
         c = coord.create([k.name for k in ks], states, {"n_trials": trials, "patience": patience, "limit": limit,
                                                         "tuner": tuner, "workers": len(devs)},
