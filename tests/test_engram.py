@@ -683,14 +683,14 @@ def test_lower_compiles_sm90_sm100():
 
 
 _LOWER_SM90_DEFAULTS = r"""
-import json, os, re, subprocess, tempfile, triton
+import json, re, triton
 from triton.backends.compiler import GPUTarget
 from tuner import lowering
 from kernel_templates import engram as E
 from kernel_templates.engram import lookup as EL, table as ET
 from search_spaces import engram as S
 from tuner.runtime.target import Target
-cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+from tests._cubin import usage as cubin_usage
 width = {"b8": 1, "u8": 1, "b16": 2, "u16": 2, "b32": 4, "u32": 4, "b64": 8, "u64": 8}
 seen, out = set(), []
 for wl in S.WORKLOADS:
@@ -708,17 +708,7 @@ for wl in S.WORKLOADS:
         ptx = c.asm["ptx"]
         loads = [(int(v or 1)) * width[t] for v, t in re.findall(r"ld\.global(?:\.\w+)*?(?:\.v(\d))?\.([bu]\d+) ", ptx)]
         stores = [(int(v or 1)) * width[t] for v, t in re.findall(r"st\.global(?:\.\w+)*?(?:\.v(\d))?\.([bu]\d+) ", ptx)]
-        res = None
-        if os.path.exists(cuobjdump):
-            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-                f.write(c.asm["cubin"]); f.flush()
-                res = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-                m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", res)
-                # an STL needs local memory: with no stack and no local bytes there is none to
-                # count, and the disassembly (the slow part of this script) is skipped
-                sass = (subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
-                        if int(m[2]) or int(m[4]) else "")
-            res = dict(reg=int(m[1]), stack=int(m[2]), local=int(m[4]), stl=len(re.findall(r"\bSTL", sass)))
+        res = cubin_usage(c.asm["cubin"], stl=True)
         out.append(dict(cfg=cfg, split=wl.placement in ET.SPLIT_PLACEMENTS, loads=loads, stores=stores, usage=res,
                         ptx_local="st.local" in ptx))
 print(json.dumps(out))

@@ -380,7 +380,7 @@ def test_gluon_in_the_search_space(device):
 
 
 _GL_LOWER = """
-import json, os, re, subprocess, tempfile, torch, triton
+import json, re, torch, triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.experimental.gluon._runtime import GluonASTSource
@@ -388,7 +388,7 @@ from kernel_templates import mhc
 from kernel_templates.mhc.gluon_kernels import GL_FIXED
 from tuner import lowering
 from tuner.runtime.target import Target
-BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+from tests._cubin import usage as cubin_usage
 m = lambda *s, dt=torch.float32: torch.empty(*s, dtype=dt, device="meta")
 bf = torch.bfloat16
 res = []
@@ -403,11 +403,7 @@ for op, T, sk, xy in (("seam", 4096, 4, 1), ("pre", 256, 8, 1), ("seam", 4096, 4
             continue
         src = (GluonASTSource if fn.is_gluon() else ASTSource)(fn=fn, signature=sig, constexprs=cx, attrs=sig.attrs)
         k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 2})
-        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-            f.write(k.asm["cubin"])
-            f.flush()
-            use = subprocess.run([BIN, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-        stack = int(re.search(r"STACK:(\\d+)", use).group(1))
+        stack = cubin_usage(k.asm["cubin"])["stack"]
         ptx = k.asm["ptx"]
         waits = sorted(set(re.findall(r"cp\\.async\\.wait_group\\s+(\\d+)", ptx)))
         copies = re.findall(r"cp\\.async\\.c[ag]\\.shared\\.global(?:\\.L2::\\w+)*\\s+\\[[^]]*\\],\\s*\\[[^]]*\\],\\s*(\\w+)", ptx)

@@ -980,7 +980,7 @@ def test_lowers_for_sm100():
 
 
 _SM90 = r"""
-import json, os, re, subprocess, tempfile
+import json, re
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -990,7 +990,7 @@ from search_spaces.sparse_mqa import WORKLOADS
 from tuner.runtime.target import Target
 SM90 = Target.named("sm_90")
 scoring_gluon.gluon_available = lambda t: False  # the Triton defaults (the Gluon kernel: its own tests)
-cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+from tests._cubin import usage as cubin_usage
 seen = {}
 for wl in WORKLOADS:
     cfg = M.default_config(wl, SM90)
@@ -1009,17 +1009,7 @@ for wl in WORKLOADS:
         c = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=cx, attrs=attrs), target=GPUTarget("cuda", 90, 32),
                            options={"num_warps": args["num_warps"], "num_stages": args["num_stages"]})
         ptx = c.asm["ptx"]
-        usage = None
-        if os.path.exists(cuobjdump):
-            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-                f.write(c.asm["cubin"]); f.flush()
-                out = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-                m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", out)
-                # an STL needs local memory: with no stack and no local bytes there is none to
-                # count, and the disassembly (the slow part of this script) is skipped
-                sass = (subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True).stdout
-                        if int(m[2]) or int(m[4]) else "")
-            usage = dict(reg=int(m[1]), stack=int(m[2]), stl=len(re.findall(r"\bSTL", sass)))
+        usage = cubin_usage(c.asm["cubin"], stl=True)
         seen[key] = dict(fn=fn.__name__, wl=[wl.batch, wl.context, wl.next_n, wl.profile], cfg=cfg,
                          shared=c.metadata.shared, wgmma=sorted(set(re.findall(r"wgmma\.mma_async\S*", ptx))),
                          cp16=len(re.findall(r"cp\.async\.\w+\.shared\.global \[[^]]*\], \[[^]]*\], 0x10", ptx)),
@@ -1074,13 +1064,13 @@ def test_default_configs_fit_sm90():
 # the sm_90 compile of a config's scoring launch, shared by the lowering scripts below: the
 # compiled kernel, its name, constexprs and registers / stack (cuobjdump)
 _GL_COMPILE = r"""
-import json, os, re, subprocess, tempfile, triton
+import json, re, triton
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
 from kernel_templates import sparse_mqa as M
 from tuner.runtime.target import Target
 SM90 = Target.named("sm_90")
-BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+from tests._cubin import usage as cubin_usage
 
 
 def compile_scoring(w, cfg):
@@ -1089,12 +1079,8 @@ def compile_scoring(w, cfg):
     sig, cx = M.lowering.signature(fn, args)
     k = triton.compile(GluonASTSource(fn=fn, signature=sig, constexprs=cx, attrs=sig.attrs),
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 1})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(k.asm["cubin"])
-        f.flush()
-        use = subprocess.run([BIN, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-    reg, stack = (int(re.search(rf"{x}:(\d+)", use).group(1)) for x in ("REG", "STACK"))
-    return k, fn.__name__, cx, reg, stack
+    use = cubin_usage(k.asm["cubin"])
+    return k, fn.__name__, cx, use["reg"], use["stack"]
 """
 
 _GL_LOWER = _GL_COMPILE + r"""
