@@ -538,10 +538,10 @@ def test_sampler_with_a_missing_package_is_a_clean_error(monkeypatch, tmp_path, 
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cmaes" else real(name, *a))
-    assert tune("moe-routing", "--sampler", "cmaes", "--db", str(tmp_path / "r.db")) == 2
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "scipy" else real(name, *a))
+    assert tune("moe-routing", "--sampler", "gp", "--db", str(tmp_path / "r.db")) == 2
     err = capsys.readouterr().err.strip()
-    assert "needs the 'cmaes' package" in err and len(err.splitlines()) == 1
+    assert "needs the 'scipy' package" in err and len(err.splitlines()) == 1
 
 
 from conftest import FakeWorker as _FakeWorker  # noqa: E402

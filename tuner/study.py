@@ -40,7 +40,7 @@ from tuner.worker import Worker
 
 log = logging.getLogger(__name__)
 
-SAMPLERS = ("tpe", "random", "gp", "cmaes", "grid")
+SAMPLERS = ("tpe", "random", "gp", "grid")
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,7 @@ def _alive(pid: Any) -> bool:
     return True
 
 
-_SAMPLER_NEEDS = {"gp": "scipy", "cmaes": "cmaes"}
+_SAMPLER_NEEDS = {"gp": "scipy"}
 
 
 def check_sampler(name: str) -> None:
@@ -163,8 +163,6 @@ def make_sampler(name: str, kernel: Kernel, seed: int, ahead: int = 0):
         return optuna.samplers.GridSampler({n: list(p.values()) for n, p in kernel.space.items()}, seed=seed)
     if name == "gp":
         return optuna.samplers.GPSampler(seed=seed)
-    if name == "cmaes":
-        return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
     raise ValueError(f"unknown sampler {name!r} (choose from {', '.join(SAMPLERS)})")
 
 
