@@ -12,7 +12,7 @@ lasts as long as the lookup, within 0.5% or the closest of three sizings) on the
 stream; hidden = (lookup + layer - both) / lookup, measured in ``--overlap-rounds`` rounds
 (lookup, layer, both each round; the layer re-sized when the lookup drifts more than 2% from
 it) and reported as the median round with the range and the layer / lookup ratios. Raw numbers
-go to ``--out`` as JSON; a short table is printed last, with the issue's targets.
+go to ``--out`` as JSON; a short table is printed last, with the targets.
 """
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-baseline", action="store_true", help="skip the SDPA baseline")
     p.add_argument("--baseline-contexts", default="131072",
                    help="contexts at which the (slow) SDPA baseline runs, comma-separated, or 'all' "
-                        "(default: 131072, where the issue's 2x target is checked)")
+                        "(default: 131072, where the 2x target is checked)")
     p.add_argument("--reps", type=int, default=50, help="timed repetitions per measurement")
     p.add_argument("--variants", default=None, metavar="JSON",
                    help='name -> partial config laid over each workload\'s config, e.g. \'{"gluon": {"GLUON": true}}\'')
@@ -129,7 +129,7 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
 
 
 def summarize(records: list[dict[str, Any]]) -> list[str]:
-    """Table rows (strings) and the target checks of the issue."""
+    """Table rows (strings) and the target checks."""
     by: dict[tuple, dict[str, dict[str, Any]]] = {}
     for r in records:
         if r.get("variant"):

@@ -7,7 +7,7 @@ three things on the same inputs: the fused kernel returning indices only, the sa
 template's scoring alone (``top_k=0, return_logits=True``: what top-k costs on top), and
 the PyTorch baseline (dequantize, einsum, relu, weighted sum, ``torch.topk``, chunked).
 Raw numbers go to ``--out`` as JSON; the table printed last gives % of the HBM floor,
-the top-k overhead and the speedup over the baseline, then the issue's target checks.
+the top-k overhead and the speedup over the baseline, then the target checks.
 
     python benchmarks/sparse_mqa.py --pack packs/nvidia-h200 [--quick]
     python benchmarks/sparse_mqa.py --algos bound,radix --batch 1,32 --context 8192,131072,524288 --next-n 1
@@ -216,7 +216,7 @@ def run_one(w: Any, config: dict[str, Any], how: str, ceilings: dict[str, float]
 
 
 def summarize(records: list[dict[str, Any]]) -> list[str]:
-    """Table rows (strings) and the target checks of the issue."""
+    """Table rows (strings) and the target checks."""
     lines = [f"{'profile':12} {'n':>1} {'ctx':>7} {'B':>4} {'us':>9} {'%floor':>6} {'score us':>9} {'%floor':>6} "
              f"{'topk +%':>7} {'base us':>10} {'speedup':>7}"]
     checks = []

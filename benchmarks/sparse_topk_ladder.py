@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         save_raw(args.out, "sparse_topk_ladder", result)
     print(f"empty launch (graph replay): {empty_us:.2f} us. Each rung: us of scoring + that launch "
-          "(+% over scoring alone); 30% = the issue's budget")
+          "(+% over scoring alone); 30% = the target's budget")
     print(f"{'B':>3} {'context':>8} {'profile':<12} {'score':>7} " + " ".join(f"{r:>15}" for r in RUNGS))
     for r in rows:
         print(f"{r['batch']:>3} {r['context']:>8} {r['profile']:<12} {r['score']:>7.2f} "

@@ -1,6 +1,6 @@
 """Block-scaled low-precision formats: NVFP4, MXFP4 and FP8 E4M3 + UE8M0, in PyTorch and Triton.
 
-Formats (KERNELS.md section 1):
+Formats:
 
 - ``nvfp4``: E2M1 codes, two per byte (element 2i in the LOW nibble), one FP8 E4M3 scale
   per 16 elements, stored as its uint8 bit pattern. DeepSeek-V4.1 rule (no global scale):

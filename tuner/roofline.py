@@ -12,7 +12,7 @@ class Ceilings:
     """Dense bf16 matrix rate."""
 
 
-# Measured on the device machine (KERNELS.md, "Measured H200 ceilings", 2026-11-29):
+# Measured on an H200 (2026-11-29):
 # 4.23 TB/s copy, ~790 TFLOP/s bf16 at 8192^3. Datasheet values are leads, not ceilings.
 MEASURED: dict[str, Ceilings] = {
     "NVIDIA H200": Ceilings(4.23e12, 790e12),

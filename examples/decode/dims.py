@@ -1,25 +1,25 @@
 """The shapes of the decode step: DeepSeek-V4.1-Flash's (``REAL``) and an interpreter-sized twin (``TINY``).
 
-Where each number of ``REAL`` comes from (KERNELS.md, the kernel specification: its profile table and
-sections 1-6; the family modules hold the same numbers as code):
+Where each number of ``REAL`` comes from (the model profiles the families serve; their modules hold
+the same numbers as code):
 
-- ``hidden`` 5120, 4 mHC streams: KERNELS.md profile ``dsv41-flash`` (mHC n=4, D=5120);
+- ``hidden`` 5120, 4 mHC streams: profile ``dsv41-flash`` (mHC n=4, D=5120);
   ``search_spaces/mhc.py`` tunes the seam, pre and post at D = 5120.
 - ``heads`` 64, ``latent`` 512, one KV head, NVFP4 global KV (288 B an entry), FP8 SWA window
-  ``swa`` 128: KERNELS.md section 2 and profile ``dsv41-flash`` (64 heads at TP1; 16 at TP4 is
-  ``--heads 16``); ``page`` 64: section 2 (PAGE in {64, 256}) and section 3 (the indexer's 64).
+  ``swa`` 128: ``kernel_templates.nvfp4_attention`` and profile ``dsv41-flash`` (64 heads at TP1; 16 at
+  TP4 is ``--heads 16``); ``page`` 64: the attention's PAGE in {64, 256} and the indexer's 64.
 - ``idx_heads`` 32 x 128, MXFP4 keys (68 B), ``idx_topk`` 512: profile ``dsv41-flash``,
   ``kernel_templates.sparse_mqa.PROFILES["dsv41-flash"]``.
 - ``experts`` 384, ``top_k`` 6, sqrtsoftplus + bias, scale 1.5, one group:
   ``kernel_templates.moe_routing.PROFILES["dsv41-flash"]``.
 - Engram: orders 2, 3, 4 x 8 heads (24 rows a token), 256 FP8 values + 8 UE8M0 scales a row:
-  KERNELS.md section 6. ``engram_rows`` 8M: the tables the engram benchmark and grid use
+  ``kernel_templates.engram``. ``engram_rows`` 8M: the tables the engram benchmark and grid use
   (``search_spaces/engram.py``); a real V4.1 layer's ~384M rows (~101 GB) fit no GPU here.
-- Not in KERNELS.md (plain PyTorch around the tuned kernels, sized so the step's time and memory
+- Not in the profiles (plain PyTorch around the tuned kernels, sized so the step's time and memory
   stay on them): ``rank`` 1536, the low-rank q and output projections (DeepSeek-V3's
   ``q_lora_rank``); ``expert_dim`` 128, the routed experts' width; ``layers`` 2 (the per-layer
   work is the model's; the count multiplies it).
-- Batch and context: the issue's GPU grid (batch 1, 16, 64; context 32K and 128K) and the
+- Batch and context: the benchmarks' GPU points (batch 1, 16, 64; context 32K and 128K) and the
   families' default grids (``search_spaces/nvfp4_attention.py``: sparse mode at 128K).
 """
 from __future__ import annotations

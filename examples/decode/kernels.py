@@ -156,7 +156,7 @@ class ReferenceKernels:
         ids = self._take("moe_routing", own.topk_ids)
         if ids is own.topk_ids:
             return own
-        w = _scores(logits, routing["scoring"]).gather(1, ids.long())  # KERNELS.md: weights of the unbiased scores
+        w = _scores(logits, routing["scoring"]).gather(1, ids.long())  # the weights are of the unbiased scores
         if routing["renormalize"]:
             w = w / w.sum(-1, keepdim=True)
         return MoeRouting(w * routing["routed_scaling_factor"], ids, *reference_align(ids, logits.shape[1], 64))

@@ -1,6 +1,6 @@
 """Engram: n-gram hashing, FP8 table lookup from GPU or host memory, async prefetch.
 
-KERNELS.md section 6. The public API: ``EngramTable`` (the table and its placement,
+The public API: ``EngramTable`` (the table and its placement,
 ``table``), ``engram_hash`` (token ids -> 24 rows per token, ``hashing``), ``engram_lookup``
 (rows -> dequantized ``[..., 256]`` bf16, the tuned kernel, ``lookup``) and
 ``EngramPrefetcher`` (lookups on a side stream, ``prefetch``). ``SPEC`` tunes the lookup
@@ -94,7 +94,7 @@ def default_config(workload: Workload, target: Target) -> dict[str, Any]:
 
 
 def cost(workload: Workload) -> tuple[float, float]:
-    """KERNELS.md floor: 264 B read + 512 B written per row; one multiply per value."""
+    """The floor: 264 B read + 512 B written per row; one multiply per value."""
     n = workload.tokens * ROWS_PER_TOKEN
     return float(n * ROW_BYTES + n * D * 2), float(n * D)
 

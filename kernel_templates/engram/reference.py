@@ -1,4 +1,4 @@
-"""Engram in plain PyTorch, straight from KERNELS.md section 6: the hash and the lookup."""
+"""Engram in plain PyTorch, the specification: the hash and the lookup."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -1,4 +1,4 @@
-"""mHC hyper-connections: pre, post and the fused seam (KERNELS.md section 5).
+"""mHC hyper-connections: pre, post and the fused seam.
 
 The residual is n = 4 streams ``X [T, 4, D]`` bf16. ``pre`` mixes the streams into the
 sublayer input ``u`` and produces the ``post`` / ``comb`` coefficients of the layer;
@@ -288,7 +288,7 @@ def split_chunk(D: int, config: dict[str, Any]) -> int:
 
 
 def cost(workload: Workload) -> tuple[float, float]:
-    """Fewest bytes and the flops (KERNELS.md section 5; pre / post by the same rule)."""
+    """Fewest bytes and the flops (pre / post by the same rule)."""
     T, D = workload.tokens, workload.dim
     fn_bytes = N_MIX * 4 * D * 4
     if workload.op == "seam":

@@ -1,4 +1,4 @@
-"""mHC in plain PyTorch: the float64 reference (KERNELS.md section 5) and the eager baseline."""
+"""mHC in plain PyTorch: the float64 reference (the specification) and the eager baseline."""
 from __future__ import annotations
 
 import torch
@@ -36,7 +36,7 @@ def _ref_post(X, y, post, comb):
 
 def reference(*, op: str, X, fn=None, scale=None, base=None, norm_w=None, y=None, post=None, comb=None,
               eps: float = 1e-6, sinkhorn_iters: int = 20):
-    """KERNELS.md section 5 in float64, outputs as float32.
+    """The specification in float64, outputs as float32.
 
     pre -> (u, post, comb); post -> X_new; seam -> (X_new, u, post_next, comb_next). The
     seam's pre reads X_new rounded to bf16: the residual is stored in bf16.

@@ -1,6 +1,6 @@
 """Fused MoE routing: router logits -> top-k experts, weights and the expert-sorted layout.
 
-KERNELS.md section 4. The kernels do scoring, group-limited top-k (``topk``), weights and
+The kernels do scoring, group-limited top-k (``topk``), weights and
 ``moe_align_block_size`` (the padded, expert-sorted token layout grouped GEMMs read).
 ``chunked``: with ``FUSED`` ONE launch, the programs meeting at a grid barrier (an arrive
 counter in a cached scratch word, reset by the last program to leave, so no memset launch

@@ -1,4 +1,4 @@
-"""MoE routing in plain PyTorch, straight from KERNELS.md section 4 (fp32 scores, exact tie rule)."""
+"""MoE routing in plain PyTorch, the specification (fp32 scores, exact tie rule)."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -40,7 +40,7 @@ def _stable_topk_desc(x: torch.Tensor, k: int) -> torch.Tensor:
 def reference_topk(logits: torch.Tensor, bias: torch.Tensor | None, *, top_k: int, n_group: int = 1,
                    topk_group: int = 1, scoring: str = "sigmoid", routed_scaling_factor: float = 1.0,
                    renormalize: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """Grouped top-k straight from KERNELS.md in fp32 with the exact tie rule."""
+    """Grouped top-k in fp32 with the exact tie rule (the specification)."""
     s0 = _scores(logits, scoring)
     s = s0 + bias.float() if bias is not None else s0
     T, E = s.shape

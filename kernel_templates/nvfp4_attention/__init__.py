@@ -1,6 +1,6 @@
 """NVFP4 decode attention: shared-KV MQA over a paged latent cache + FP8 SWA window + sink.
 
-KERNELS.md section 2. One query token per sequence, ``H`` query heads against one latent
+One query token per sequence, ``H`` query heads against one latent
 per entry (used as both K and V), global entries from a paged cache in ``nvfp4`` /
 ``fp8`` / ``bf16``, the last ``W = 128`` entries (SWA window) in FP8 E4M3 + UE8M0, and a
 per-head sink logit that joins the softmax and is dropped.
@@ -216,7 +216,7 @@ def _gl_ws_default(w: Workload, blocks: int, progs: int) -> dict[str, Any]:
 
 
 def cost(workload: Workload) -> tuple[float, float]:
-    """KERNELS.md floor: ``B*(N_att*b_kv + 128*528 + H*512*2*2)`` bytes, ``4*H*512*(N_att+128)*B`` flops."""
+    """The floor: ``B*(N_att*b_kv + 128*528 + H*512*2*2)`` bytes, ``4*H*512*(N_att+128)*B`` flops."""
     w = workload
     n = n_attended(w)
     nbytes = w.batch * (n * BYTES_PER_ENTRY[w.kv_dtype] + SWA_WINDOW * SWA_BYTES_PER_ENTRY + w.heads * D_LATENT * 4)
@@ -495,7 +495,7 @@ def nvfp4_decode_attention(q: torch.Tensor, kv_codes: torch.Tensor, kv_scales: t
                            config: dict[str, Any] | None = None) -> torch.Tensor:
     """Decode attention over the paged global KV + FP8 SWA window + sink: ``[B, H, 512]`` bf16.
 
-    Layouts (KERNELS.md section 2): ``q [B, H, D]`` bf16; ``nvfp4``: ``kv_codes [pages,
+    Layouts: ``q [B, H, D]`` bf16; ``nvfp4``: ``kv_codes [pages,
     PAGE, D/2] uint8`` + ``kv_scales [pages, PAGE, D/16] uint8`` (E4M3 bits); ``fp8``:
     ``float8_e4m3fn [pages, PAGE, D]`` + UE8M0 ``[pages, PAGE, D/32]``; ``bf16``: bf16
     codes, ``kv_scales=None``. ``block_table [B, max_pages] int32``, ``seq_lens [B]

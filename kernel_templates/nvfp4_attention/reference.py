@@ -1,4 +1,4 @@
-"""The PyTorch side of NVFP4 decode attention: the fp32 reference (KERNELS.md section 2)
+"""The PyTorch side of NVFP4 decode attention: the fp32 reference (the specification)
 and the eager baseline a user would write (dequantize, then SDPA)."""
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def reference(q: torch.Tensor, kv_codes: torch.Tensor, kv_scales: torch.Tensor |
               seq_lens: torch.Tensor, swa_kv: torch.Tensor, swa_scales: torch.Tensor, sink: torch.Tensor, *,
               sm_scale: float | None = None, topk_idx: torch.Tensor | None = None, kv_dtype: str = "nvfp4"
               ) -> torch.Tensor:
-    """KERNELS.md section 2 in fp32, one sequence at a time: ``[B, H, D]`` fp32."""
+    """The specification in fp32, one sequence at a time: ``[B, H, D]`` fp32."""
     B, H, D = q.shape
     page = kv_codes.shape[1]
     tau = D ** -0.5 if sm_scale is None else sm_scale

@@ -1,6 +1,6 @@
 """Sparse MQA indexer ("lightning indexer"): scoring over a paged key cache, then an exact top-k.
 
-KERNELS.md section 3. ``I[t, s] = sum_j w[t, j] * relu(q[t, j] . k[s]) * k_scale[s]`` for
+``I[t, s] = sum_j w[t, j] * relu(q[t, j] . k[s]) * k_scale[s]`` for
 the keys a query token sees, then the ``top_k`` keys by descending score (ties: lower
 index first), ``-1`` where fewer keys are visible. Key formats: ``fp8`` (128 E4M3 + one
 fp32 scale per key, 132 B) and ``mxfp4`` (64 B of E2M1 codes + 4 UE8M0 scales, 68 B, no
@@ -271,7 +271,7 @@ def bound_config(workload: Workload, target: Target) -> dict[str, Any]:
 
 
 def cost(workload: Workload) -> tuple[float, float]:
-    """KERNELS.md floor: ``B*N*b_k`` bytes (indices only), ``2*B*next_n*H*128*N`` flops."""
+    """The floor: ``B*N*b_k`` bytes (indices only), ``2*B*next_n*H*128*N`` flops."""
     w = workload
     prof = PROFILES[w.profile]
     nbytes = w.batch * w.context * BYTES_PER_KEY[prof["k_format"]]

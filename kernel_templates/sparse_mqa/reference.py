@@ -1,4 +1,4 @@
-"""The PyTorch side of the indexer: the float64 reference (KERNELS.md section 3), the
+"""The PyTorch side of the indexer: the float64 reference (the specification), the
 eager baseline a user would write first, and the scores of chosen keys for ``verify``."""
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def topk_of_logits(logits: torch.Tensor, k: int) -> torch.Tensor:
 def reference(q: torch.Tensor, weights: torch.Tensor, k_cache: torch.Tensor, k_scales: torch.Tensor,
               block_table: torch.Tensor, seq_lens: torch.Tensor, *, top_k: int, k_format: str = "fp8",
               return_logits: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """KERNELS.md section 3 in float64, one sequence at a time.
+    """The specification in float64, one sequence at a time.
 
     The order is an explicit stable sort of the fp32-rounded scores (descending; equal
     scores keep ascending index order). Returns ``topk_idx [B, next_n, top_k] int32`` and,
