@@ -258,3 +258,28 @@ def test_dry_run_prints_the_plan_and_tunes_nothing(tmp_path, capsys):
     assert "missing" in out and "engram" in out
     con = sqlite3.connect(db)
     assert con.execute("SELECT COUNT(*) FROM tuner_trials").fetchone()[0] == 0
+
+
+def test_current_entries_stay_together_by_family(tmp_path, fake):
+    """Current entries of two families whose priorities alternate are worked family by family
+    (the family of the most promising entry first, each in its own order), so one worker
+    process serves each family instead of one process a workload."""
+    from tuner import campaign
+    from tuner.store import open_store
+    from tuner.study import Settings
+
+    db = str(tmp_path / "r.db")
+    ks = [registry.get("moe_routing"), registry.get("engram")]
+    grids = [(k, list(k.small_workloads)[:2]) for k in ks]
+    campaign.run(open_store(db), campaign.plan(open_store(db), grids), Settings(n_trials=2, patience=2))
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT id, kernel FROM tuner_winners ORDER BY kernel, id").fetchall()
+    gaps = {"moe_routing": [10.0, 8.0], "engram": [9.0, 7.0]}  # interleaved: moe, engram, moe, engram
+    for kernel in gaps:
+        for (wid, _), g in zip([r for r in rows if r[1] == kernel], gaps[kernel]):
+            con.execute("UPDATE tuner_winners SET floor_us = median_us / ?, noise = 0 WHERE id = ?", (g, wid))
+    con.commit()
+    con.close()
+    items = campaign.plan(open_store(db), grids, ["current"])
+    assert [it.kernel.name for it in items] == ["moe_routing"] * 2 + ["engram"] * 2
+    assert [round(it.gap) for it in items] == [10, 8, 9, 7]

@@ -8,7 +8,7 @@ Order of work: *missing* entries first (no winner on this GPU), then *stale* one
 winner only under an earlier template source: its old winners are re-timed first, as the
 study always does), then *current* ones where more search is likeliest to pay: fewest
 trials first (a predicted entry has one or two), then the largest gap to the roofline floor
-widened by the winner's noise. Missing entries of a family go coarse grid first: the points
+widened by the winner's noise, family by family (the family of the most promising first). Missing entries of a family go coarse grid first: the points
 at even positions along every numeric axis, then those between them, whose tuned neighbours
 can then predict them (``Settings.predict``).
 """
@@ -79,13 +79,27 @@ def plan(store: Store, grids: Iterable[tuple[Kernel, list[Any]]], states: Iterab
                 items.append(Item(k, wl, state, int(counts.get(key, 0)), gap, mine[0].noise if mine else 0.0,
                                   int(key in fine)))
     rank = {s: i for i, s in enumerate(STATES)}
-    family = {}
+    family: dict[str, int] = {}
     for it in items:
         family.setdefault(it.kernel.name, len(family))
-    return sorted(items, key=lambda it: (rank[it.state], family[it.kernel.name] if it.state == "missing" else 0,
-                                         it.coarse if it.state == "missing" else 0,
-                                         it.trials if it.state == "current" else 0,
-                                         -it.gap * (1 + it.noise) if it.state == "current" else 0))
+    # current entries stay together by family (one worker process keeps its compiled kernels and
+    # inputs; interleaved, each workload was a stretch of its own: a new worker, its budget share
+    # under a second), families ordered by their most promising entry
+    best: dict[str, tuple[int, float]] = {}
+    for it in items:
+        if it.state == "current":
+            best[it.kernel.name] = min(best.get(it.kernel.name, _promise(it)), _promise(it))
+    order = {name: i for i, name in enumerate(sorted(best, key=lambda n: best[n]))}
+    return sorted(items, key=lambda it: (
+        rank[it.state],
+        family[it.kernel.name] if it.state == "missing" else order[it.kernel.name] if it.state == "current" else 0,
+        it.coarse if it.state == "missing" else 0,
+        _promise(it) if it.state == "current" else (0, 0.0)))
+
+
+def _promise(it: Item) -> tuple[int, float]:
+    """A current entry's place: fewest trials first, then the widest gap to the floor."""
+    return it.trials, -it.gap * (1 + it.noise)
 
 
 def _between(workloads: list[Any]) -> set[str]:
