@@ -148,7 +148,7 @@ def test_quick_tune_export_load_select_round_trip(tmp_path, capsys):
     odd = tmp_path / "plain" / "[red]x" / "r.html"
     assert tune("dashboard", "--out", str(odd), "--db", db) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"error: cannot write the report to {odd}: Not a directory", err
+    assert err == f"error: --out: no folder {odd.parent} for the report (create it, or give another path)", err
     from tuner import runtime
     from tuner.store import Winner, open_store
     from sqlalchemy import select

@@ -86,6 +86,7 @@ def test_empty_database_renders(tmp_path):
 def test_dashboard_command_writes_the_file_and_takes_a_pack(planted, tmp_path, capsys):
     db, facts = planted
     out = tmp_path / "out" / "report.html"
+    out.parent.mkdir()  # (a missing folder is refused: tests/test_cli_input.py)
     assert main(["dashboard", "--db", db, "--out", str(out)]) == 0
     assert out.is_file() and 'data-regression="true"' in out.read_text()
     assert main(["export", "--out", str(tmp_path / "pack"), "--db", db, "--name", "h200-nightly"]) == 0

@@ -100,7 +100,7 @@ def entries_from_pack(path: Path) -> list[PackEntry]:
     """The entries of a pack folder (checksums verified; raises ``PackError``)."""
     from tuner.runtime import load_pack
 
-    pack = load_pack(path, allow_other_gpu=True)
+    pack = load_pack(path, allow_other_gpu=True, quiet=True)  # re-times its configs: no select() here
     gpu = str((pack.manifest.get("fingerprint") or {}).get("gpu", ""))
     meaningful = bool(pack.manifest.get("meaningful", True))
     out = []

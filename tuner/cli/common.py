@@ -19,8 +19,21 @@ class CliError(Exception):
 
 DbOption = Annotated[Optional[str], typer.Option(
     "--db", help="Results database: a SQLite path or a SQLAlchemy URL (sqlite:///..., postgresql+psycopg://...). "
-                 "Default: $TUNER_DB or ~/.local/share/tuner/results.db; commands that only read fall back to "
-                 "the checkout's shipped results.db while that does not exist.")]
+                 "Default: $TUNER_DB (taken as --db is: no fallback, no folders made), else "
+                 "~/.local/share/tuner/results.db, which commands that only read replace with the checkout's shipped "
+                 "results.db while it does not exist.")]
+
+
+def given_path(text: str | None, what: str) -> "Path | None":
+    """A path option or argument as given; an empty one (which ``Path`` would read as the
+    current folder) is an error. Path options are declared ``str`` so that '' reaches here."""
+    from pathlib import Path
+
+    if text is None:
+        return None
+    if not text.strip():
+        raise CliError(f"{what}: empty path")
+    return Path(text)
 
 
 MAX_DURATION_S = 480 * 3600
@@ -69,7 +82,8 @@ def expand_grid(workload_cls: type, base: list[Any], options: dict[str, str | No
     """The workloads to tune: ``base`` with CLI axis options applied.
 
     ``a,b,c`` sets an axis to those values (each base workload is repeated per value);
-    ``lo..hi`` keeps only base workloads whose axis lies in [lo, hi].
+    ``lo..hi`` keeps only base workloads whose axis lies in [lo, hi] (none: an error listing
+    the grid's values of that axis).
     """
     hints = typing.get_type_hints(workload_cls)
     limits = limits or {}
@@ -86,7 +100,12 @@ def expand_grid(workload_cls: type, base: list[Any], options: dict[str, str | No
             lo, hi = _axis_value(axis, typ, lo_s), _axis_value(axis, typ, hi_s)
             if lo > hi:
                 raise CliError(f"{flag}: empty range {text!r}")
-            grid = [w for w in grid if lo <= getattr(w, axis) <= hi]
+            kept = [w for w in grid if lo <= getattr(w, axis) <= hi]
+            if grid and not kept:  # a range filters the grid's values; which are they here?
+                have = sorted({getattr(w, axis) for w in grid})
+                raise CliError(f"{flag}: no workload in {text} (a range keeps the grid's values; {axis} here: "
+                               f"{', '.join(map(str, have))}; give a value list a,b,c to tune others)")
+            grid = kept
             continue
         values = [_axis_value(axis, typ, t.strip()) for t in text.split(",") if t.strip()]
         if not values:

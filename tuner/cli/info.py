@@ -40,10 +40,26 @@ def show(kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. moe_routi
 
     k = registry.get(kernel)
     store = open_store(db, create=False)
+    console.print(f"database: {store.shown_url}{_whence(store, db)}", highlight=False, markup=False, soft_wrap=True)
     try:
         _show(k, store, db, all_)
     except (ValueError, LookupError, TypeError, AttributeError, RecursionError) as e:
         raise undecodable(store, e) from None
+
+
+def _whence(store: Any, db: str | None) -> str:
+    """Where the database read came from, when not from --db."""
+    import os
+
+    from tuner.store.db import SHIPPED, user_db
+
+    if db is not None:
+        return ""
+    if os.environ.get("TUNER_DB"):
+        return " ($TUNER_DB)"
+    if store.url == f"sqlite:///{SHIPPED}":
+        return f" (the checkout's shipped history: {user_db()} does not exist yet)"
+    return ""
 
 
 def _show(k: Any, store: Any, db: str | None, all_: bool) -> None:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from tuner.cli.common import CliError, console
+from tuner.cli.common import CliError, console, given_path
 
 app = typer.Typer()
 
@@ -87,8 +87,10 @@ def lower_kernel(kernel, target, configs: list[tuple[Any, dict]],
 
 @app.command("lower")
 def lower(kernel: Annotated[str, typer.Argument(help="Kernel name.")],
-          target: Annotated[str, typer.Option("--target", help="GPU target: sm_90 (Hopper) or sm_100 (Blackwell).")] = "sm_90",
-          pack: Annotated[Optional[Path], typer.Option("--pack", help="Also compile this pack's configs.")] = None) -> None:
+          target: Annotated[str, typer.Option(
+              "--target", help=f"GPU target: {', '.join(TARGETS)} (sm_90*: Hopper, sm_100*: Blackwell "
+              "datacenter, sm_120: Blackwell consumer).")] = "sm_90",
+          pack_: Annotated[Optional[str], typer.Option("--pack", help="Also compile this pack's configs.")] = None) -> None:
     """Compile the template (default configs of its grid, plus a pack's) for a GPU target, no GPU needed.
 
     Configs are planned as on that target (its defaults; Gluon kernels where it runs them),
@@ -97,6 +99,7 @@ def lower(kernel: Annotated[str, typer.Argument(help="Kernel name.")],
     from tuner.runtime.target import Target
     from tuner.spec import workload_from_dict
 
+    pack = given_path(pack_, "--pack")
     if target not in TARGETS:
         raise CliError(f"--target: unknown {target!r} (choose from {', '.join(TARGETS)})")
     tgt = Target.named(target)
@@ -114,7 +117,7 @@ def lower(kernel: Annotated[str, typer.Argument(help="Kernel name.")],
         from tuner.runtime import PackError, load_pack
 
         try:
-            p = load_pack(pack)
+            p = load_pack(pack, quiet=True)  # its configs compiled for --target, whatever runs here
         except PackError as e:
             raise CliError(str(e)) from None
         table = p.tables.get(k.name)

@@ -6,13 +6,17 @@ from typing import Annotated, Optional
 
 import typer
 
-from tuner.cli.common import CliError, DbOption, console
+from tuner.cli.common import CliError, DbOption, console, given_path
 
 app = typer.Typer()
 
 
+def _entries(n: int) -> str:
+    return f"{n} entr{'y' if n == 1 else 'ies'}"
+
+
 @app.command("export")
-def export(out: Annotated[Path, typer.Option("--out", help="Pack folder to write, e.g. packs/nvidia-h200.")],
+def export(out_: Annotated[str, typer.Option("--out", help="Pack folder to write, e.g. packs/nvidia-h200.")],
            db: DbOption = None,
            name: Annotated[Optional[str], typer.Option("--name", help="Pack name (default: the folder name).")] = None,
            gpu: Annotated[Optional[str], typer.Option("--gpu", help="Export this GPU's winners (default: newest).")] = None,
@@ -29,6 +33,7 @@ def export(out: Annotated[Path, typer.Option("--out", help="Pack folder to write
     from tuner.pack import ExportError, export_pack
     from tuner.store import open_store
 
+    out = given_path(out_, "--out")
     kernels = [registry.get(k).name for k in kernel] if kernel else None
     store = open_store(db, create=False)
     try:
@@ -40,7 +45,7 @@ def export(out: Annotated[Path, typer.Option("--out", help="Pack folder to write
     import json
 
     m = json.loads((path / "manifest.json").read_text())
-    console.print(f"wrote {path}: " + ", ".join(f"{k} ({v['entries']} entries)" for k, v in m["kernels"].items())
+    console.print(f"wrote {path}: " + ", ".join(f"{k} ({_entries(v['entries'])})" for k, v in m["kernels"].items())
                   + f" for {m['fingerprint'].get('gpu')}" + ("" if m["meaningful"] else " (interpreter times)"))
     for k, keys in m.get("left_out_outside_space", {}).items():
         console.print(f"[yellow]left out[/yellow] {k}: {len(keys)} winners tuned on an older source whose configs are "
@@ -48,7 +53,7 @@ def export(out: Annotated[Path, typer.Option("--out", help="Pack folder to write
     from tuner.pack import coverage
     from tuner.runtime import load_pack
 
-    pack = load_pack(path)  # written just now: its grid coverage only, not verify-pack's checks again
+    pack = load_pack(path, quiet=True)  # written just now: its grid coverage only, not verify-pack's checks again
     _print_coverage(pack, coverage(pack))
 
 
@@ -67,8 +72,40 @@ def _print_coverage(pack, cov: dict[str, tuple[int, list[str]]]) -> None:
 
 
 @app.command("verify-pack")
-def verify(path: Annotated[Path, typer.Argument(help="Pack folder.")]) -> None:
-    """Check a pack: manifest schema, checksums of every file, configs inside the search spaces."""
+def verify(path_: Annotated[str, typer.Argument(help="Pack folder, or a folder of packs (each verified).")]) -> None:
+    """Check a pack: manifest schema, checksums of every file, configs inside the search spaces.
+
+    A folder of packs (packs/ with nvidia-h100/, nvidia-h200/, ...) has each of its packs
+    checked; exit 2 names those that cannot be trusted, 1 when a config is outside its space."""
+    from tuner.pack import packs_of
+    from tuner.runtime import PackError
+
+    path = given_path(path_, "verify-pack")
+    try:
+        subs = packs_of(path)
+    except PackError as e:
+        raise CliError(str(e)) from None
+    if subs is None:
+        if _verify_one(path):
+            raise typer.Exit(1)
+        return
+    broken, problems = [], False
+    for sub in subs:
+        try:
+            if sub.is_symlink():
+                raise PackError(f"{sub} is a symbolic link (a folder of packs holds its own packs only)")
+            problems |= _verify_one(sub)
+        except CliError as e:
+            broken.append(str(e))
+    if broken:
+        raise CliError(f"{len(broken)} of {len(subs)} packs in {path} cannot be trusted: " + "; ".join(broken))
+    if problems:
+        raise typer.Exit(1)
+
+
+def _verify_one(path: Path) -> bool:
+    """Verify one pack and print its report; True when a config is outside its space (a pack
+    that cannot be trusted at all raises CliError)."""
     from tuner.pack import verify_pack
     from tuner.runtime import PackError
 
@@ -79,10 +116,12 @@ def verify(path: Annotated[Path, typer.Argument(help="Pack folder.")]) -> None:
     m = report.pack.manifest
     console.print(f"{path}: schema {m['schema']}, {report.pack.name!r}, made on "
                   f"{(m.get('fingerprint') or {}).get('gpu', 'an unknown GPU')} "
-                  f"({m.get('created')}); " + ", ".join(f"{k}: {len(t.entries)} entries" for k, t in report.pack.tables.items()))
+                  f"({m.get('created')}); " + ", ".join(f"{k}: {_entries(len(t.entries))}" for k, t in report.pack.tables.items()),
+                  soft_wrap=True)
     if report.problems:
         for p in report.problems:
             console.print(f"[red]problem:[/red] {p}")
-        raise typer.Exit(1)
+        return True
     console.print("[green]ok[/green]: checksums match, every config is inside its search space")
     _print_coverage(report.pack, report.coverage)
+    return False

@@ -12,11 +12,11 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tuner.cli.common import CliError, DbOption, console, parse_duration, undecodable
+from tuner.cli.common import CliError, DbOption, console, given_path, parse_duration, undecodable
 
 app = typer.Typer()
 
-PackOption = Annotated[Optional[Path], typer.Option("--pack", help="Kernel pack folder (default: the database's winners).")]
+PackOption = Annotated[Optional[str], typer.Option("--pack", help="Kernel pack folder (default: the database's winners).")]
 
 
 def parse_threshold(text: str) -> float:
@@ -79,6 +79,24 @@ def _matches(kernel: str, workload: dict[str, Any], want: dict[str, str]) -> boo
     return True
 
 
+def _check_value(families: list[Any], axis: str, text: str) -> None:
+    """``axis=text`` of ``--workload`` reads as a value of that axis in some family that has it
+    (as ``tune <kernel> --<axis>`` reads it); a one-line error otherwise."""
+    from tuner.cli.common import _axis_value
+
+    errors = []
+    for k in families:
+        hints = typing.get_type_hints(k.spec.workload)
+        if axis in hints:
+            try:
+                _axis_value(axis, hints[axis], text)
+                return
+            except CliError as e:
+                errors.append(str(e))
+    if errors:
+        raise CliError(f"--workload: {axis}={text}: {errors[0].split(': ', 1)[-1]}")
+
+
 @app.command("revalidate")
 def revalidate_cmd(pack: PackOption = None, db: DbOption = None,
                    rounds: Annotated[int, typer.Option("--rounds", help="Interleaved re-timing rounds.")] = 3,
@@ -101,15 +119,25 @@ def revalidate_cmd(pack: PackOption = None, db: DbOption = None,
     from tuner.store import open_store
     from tuner.timing import gpu_available
 
-    if rounds < 0 or runners_up < 0:
-        raise CliError("--rounds and --runners-up must not be negative")
+    # every option checked before the database or the pack is looked at
+    if rounds < 1:
+        raise CliError(f"--rounds: {rounds} (at least 1 re-timing round)")
+    if runners_up < 0:
+        raise CliError("--runners-up must not be negative")
+    pack = given_path(pack, "--pack")
+    try:
+        timeout_s = parse_duration(timeout) if timeout is not None else (120.0 if gpu_available() else 600.0)
+    except CliError as e:
+        raise CliError(f"--timeout: {e}") from None
     names = {registry.get(k).name for k in kernel} if kernel else None  # a misspelt name is an error
     wanted = [_axis_values(w) for w in workload or ()]
-    known = {f.name for k in registry.kernels().values() if names is None or k.name in names
-             for f in dataclasses.fields(k.spec.workload)}
+    families = [k for k in registry.kernels().values() if names is None or k.name in names]
+    known = {f.name for k in families for f in dataclasses.fields(k.spec.workload)}
     for w in wanted:
         if set(w) - known:
             raise CliError(f"--workload: no axis {', '.join(sorted(set(w) - known))} (axes: {', '.join(sorted(known))})")
+        for axis, text in w.items():
+            _check_value(families, axis, text)
     store = open_store(db, create=pack is not None)  # re-times of a pack go to the user's database by default
     gpu = gpu_identity()["gpu"]
     entries = entries_from_pack(pack) if pack is not None else entries_from_store(store, gpu)
@@ -121,7 +149,6 @@ def revalidate_cmd(pack: PackOption = None, db: DbOption = None,
     if not entries:
         raise CliError(f"nothing to revalidate: {'the pack has no entries' if pack else f'no winners for {gpu} in {store.shown_url}'}"
                        + ("" if pack else "; pass --pack PATH"))
-    timeout_s = parse_duration(timeout) if timeout is not None else (120.0 if gpu_available() else 600.0)
     made_on = sorted({e.gpu for e in entries if e.gpu != INTERPRETER_GPU})
     if not gpu_available() and made_on:
         # their workloads are GPU-sized: through the interpreter an entry takes minutes (hours in all)
@@ -220,7 +247,7 @@ def regressions_cmd(db: DbOption = None,
 
 
 @app.command("dashboard")
-def dashboard_cmd(out: Annotated[Optional[Path], typer.Option("--out", help="HTML file to write (default report.html).")] = None,
+def dashboard_cmd(out_: Annotated[Optional[str], typer.Option("--out", help="HTML file to write (default report.html).")] = None,
                   db: DbOption = None, pack: PackOption = None,
                   serve: Annotated[bool, typer.Option("--serve", help="Serve the page on 127.0.0.1 instead, re-read per request.")] = False,
                   port: Annotated[int, typer.Option("--port", help="Port for --serve (0: any free port).")] = 8765,
@@ -232,6 +259,9 @@ def dashboard_cmd(out: Annotated[Optional[Path], typer.Option("--out", help="HTM
     from tuner.store import open_store
 
     thr = parse_threshold(threshold)
+    out, pack = given_path(out_, "--out"), given_path(pack, "--pack")
+    if out is not None and not out.parent.is_dir():  # (a folder is not made for it: a typo would go unseen)
+        raise CliError(f"--out: no folder {out.parent} for the report (create it, or give another path)")
     if serve and out is not None:
         raise CliError("give either --out or --serve, not both")
     if not 0 <= port < 65536:
@@ -243,7 +273,7 @@ def dashboard_cmd(out: Annotated[Optional[Path], typer.Option("--out", help="HTM
         from tuner.runtime import load_pack
 
         try:
-            load_pack(pack, allow_other_gpu=True)
+            load_pack(pack, allow_other_gpu=True, quiet=True)
         except PackError as e:
             raise CliError(str(e)) from None
     if serve:

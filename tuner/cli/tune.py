@@ -15,7 +15,7 @@ from rich.table import Table
 
 from tuner.cli.common import CliError, DbOption, console, err_console, expand_grid, parse_duration
 from tuner.registry import Kernel
-from tuner.spec import value_sort_key
+from tuner.spec import value_sort_key, workload_key
 from tuner.study import SAMPLERS, Settings, Tuner, check_sampler
 from tuner.timing import gpu_available
 
@@ -29,10 +29,11 @@ def _common_params() -> list[inspect.Parameter]:
             "holds for this source and GPU: running again resumes up to this many (default 16; 4 with --quick). "
             "The summary shows them as total (+new).")]),
         P("budget", kw, default=None, annotation=Annotated[Optional[str], typer.Option(
-            "--budget", help="Wall-clock budget for the search, e.g. 90s, 5m, 1h. The default config of "
-            "every workload is measured even past it, so each workload gets an entry.")]),
+            "--budget", help="Wall-clock budget for the search, e.g. 90s, 5m, 1h (default: none). The default "
+            "config of every workload is measured even past it, so each workload gets an entry.")]),
         P("patience", kw, default=None, annotation=Annotated[Optional[int], typer.Option(
-            "--patience", help="Stop a workload after this many trials without improvement.")]),
+            "--patience", help=f"Stop a workload after this many trials without improvement (default "
+            f"{Settings.patience}, {Settings.quick().patience} with --quick).")]),
         P("sampler", kw, default="tpe", annotation=Annotated[str, typer.Option(
             "--sampler", help=f"Search algorithm: {', '.join(SAMPLERS)}.")]),
         P("quick", kw, default=False, annotation=Annotated[bool, typer.Option(
@@ -63,14 +64,17 @@ def _axis_params(kernel: Kernel) -> list[inspect.Parameter]:
     params = []
     hints = typing.get_type_hints(kernel.spec.workload)
     for f in dataclasses.fields(kernel.spec.workload):
-        values = sorted({getattr(w, f.name) for w in kernel.workloads}, key=value_sort_key)
-        kind = {int: "values a,b,c or a range lo..hi (K/M suffixes: 8M = 8 << 20)",
-                float: "values a,b,c or a range lo..hi"}.get(hints[f.name], "values a,b,c")
-        shown = ", ".join(map(str, values[:8])) + (" ..." if len(values) > 8 else "")
+        def shown(grid: tuple[Any, ...]) -> str:
+            values = sorted({getattr(w, f.name) for w in grid}, key=value_sort_key)
+            return ", ".join(map(str, values[:8])) + (" ..." if len(values) > 8 else "")
+
+        kind = {int: "values a,b,c (K/M suffixes: 8M = 8 << 20), or lo..hi: only the grid's values in that range",
+                float: "values a,b,c, or lo..hi: only the grid's values in that range"}.get(hints[f.name], "values a,b,c")
         params.append(inspect.Parameter(
             f.name, inspect.Parameter.KEYWORD_ONLY, default=None,
             annotation=Annotated[Optional[str], typer.Option(
-                f"--{f.name.replace('_', '-')}", help=f"{f.name}: {kind} (default grid: {shown}).")]))
+                f"--{f.name.replace('_', '-')}", help=f"{f.name}: {kind} (GPU grid: {shown(kernel.workloads)}; "
+                f"without a GPU: {shown(kernel.small_workloads)}).")]))
     return params
 
 
@@ -118,7 +122,7 @@ def run_preflight(kernel: Kernel, axes: dict[str, str | None], tries: tuple[tupl
     holds); 1 when any is refused. Needs no GPU and touches no database."""
     from tuner import runtime
     from tuner.runtime.target import NAMED, Target
-    from tuner.spec import workload_dict, workload_key
+    from tuner.spec import workload_dict
 
     if target not in NAMED or target == "interpreter":
         raise CliError(f"--preflight: unknown target {target!r} (choose from "
@@ -154,6 +158,28 @@ def run_preflight(kernel: Kernel, axes: dict[str, str | None], tries: tuple[tupl
     return 1 if refused else 0
 
 
+def _some(keys: list[str]) -> str:
+    """Up to two workload keys, then how many more."""
+    return "; ".join(keys[:2]) + (f" and {len(keys) - 2} more" if len(keys) > 2 else "")
+
+
+def _refuse_unrunnable(kernel: Kernel, workloads: list[Any]) -> None:
+    """A workload whose own default config the space's constraints refuse here (the target a
+    study would tune for) is no workload the template runs: one line, before any tuning."""
+    from tuner.runtime.target import Target
+
+    target = Target.of()
+    refused: list[tuple[str, str]] = []
+    for w in workloads:
+        why = kernel.refusal(kernel.default_config(w, target), w, target)
+        if why is not None and why.startswith("refused by"):  # (a default outside the space is the template's
+            refused.append((workload_key(w), why))           # bug: the study warns and tunes on)
+    if refused:
+        raise CliError(f"{kernel.name} {_some([k for k, _ in refused])}: its default config is {refused[0][1]}"
+                       + f" on {'the interpreter' if target.interpret else target.name}: the template does not "
+                       "run it, nothing would be measured (choose other axis values)")
+
+
 def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, patience, sampler, quick, retune,
              seed, timeout, db, try_=None, preflight=None, pack=None) -> None:
     from tuner.store import open_store
@@ -185,11 +211,17 @@ def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, pat
     if budget is not None:
         over["budget_s"] = parse_duration(budget)
     settings = Settings.quick(**over) if quick else Settings(**over)
+    _refuse_unrunnable(kernel, workloads)
     store = open_store(db)
     again = "tune " + " ".join(sys.argv[1:]) if sys.argv[1:2] == [kernel.cli_name] else f"tune {kernel.cli_name} ..."
     if not gpu:
-        console.print("[yellow]No GPU: running through the Triton interpreter on small workloads; "
-                      "times are not meaningful.[/yellow]")
+        large = [workload_key(w) for w in workloads if w not in kernel.small_workloads]
+        console.print("[yellow]No GPU: running through the Triton interpreter"
+                      + ("" if large else " on small workloads") + "; times are not meaningful.[/yellow]")
+        if large:  # one line: which, and what it costs
+            console.print(f"[yellow]{_some(large)} {'is' if len(large) == 1 else 'are'} large for the interpreter "
+                          f"(not {'its' if len(large) == 1 else 'among its'} small workloads): "
+                          "this may take minutes.[/yellow]", highlight=False, soft_wrap=True)
     total = len(workloads) * settings.n_trials
     tty = console.is_terminal
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -237,7 +269,7 @@ def run_tune(kernel: Kernel, axes: dict[str, str | None], *, trials, budget, pat
         sp = f"{o.default_us / o.winner_us:.2f}x" if o.default_us and o.winner_us else "-"
         table.add_row(o.workload_key, f"{o.evaluated} (+{o.new})", " ".join(f"{k}:{v}" for k, v in sorted(o.statuses.items())),
                       f"{o.winner_us:.2f}" if o.winner_us else "-", f"{o.default_us:.2f}" if o.default_us else "-",
-                      sp, o.skipped or ("default" if o.is_default else "tuned"))
+                      sp, o.skipped or ("-" if o.winner_us is None else "default" if o.is_default else "tuned"))
     console.print(table)
     dbarg = "" if db is None else f" --db {db}"
     console.print(f"Results: {store.shown_url}\nNext: `tune show {kernel.cli_name}{dbarg}` lists the winners, "

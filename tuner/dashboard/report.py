@@ -89,7 +89,7 @@ def _from_entry(e: Entry) -> TableEntry:
 def _from_pack(path: Path) -> tuple[list[TableEntry], dict[str, Any]]:
     from tuner.runtime import load_pack
 
-    pack = load_pack(path, allow_other_gpu=True)
+    pack = load_pack(path, allow_other_gpu=True, quiet=True)
     gpu = str((pack.manifest.get("fingerprint") or {}).get("gpu", ""))
     meaningful = bool(pack.manifest.get("meaningful", True))
     axes = _workload_classes()

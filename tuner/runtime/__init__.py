@@ -448,8 +448,8 @@ MAX_PACKS = 64
 """Packs a folder of packs may hold."""
 
 
-def load_pack(path: str | os.PathLike, *, allow_other_gpu: bool = False, gpu: Mapping[str, Any] | None = None
-              ) -> Pack:
+def load_pack(path: str | os.PathLike, *, allow_other_gpu: bool = False, gpu: Mapping[str, Any] | None = None,
+              quiet: bool = False) -> Pack:
     """Load and verify a pack, or the pack of a folder of packs that serves this GPU; raise
     ``PackError`` if it cannot be trusted.
 
@@ -462,22 +462,25 @@ def load_pack(path: str | os.PathLike, *, allow_other_gpu: bool = False, gpu: Ma
     with one warning (``folder.choose``; its configs run where the compute capability is the
     same, else defaults). Every pack's manifest is verified before one is chosen; the chosen
     pack says which and why (``Pack.chosen``, ``stats()``). ``gpu``: the GPU to choose and
-    grade for, as ``gpu_identity()``'s fields (None: this process's).
+    grade for, as ``gpu_identity()``'s fields (None: this process's). ``quiet``: the warnings
+    about the GPU (made on another one, the folder's nearest) logged at debug level only, for
+    callers that run none of the pack's kernels here (verify, export, revalidate, a report).
     """
     try:
-        return _load(Path(path), allow_other_gpu, dict(gpu) if gpu is not None else gpu_identity())
+        return _load(Path(path), allow_other_gpu, dict(gpu) if gpu is not None else gpu_identity(),
+                     logging.DEBUG if quiet else logging.WARNING)
     except PackError:
         raise
     except Exception as e:  # noqa: BLE001 - whatever a crafted pack trips, the caller gets one PackError
         raise PackError(f"{path}: cannot load the pack ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})") from None
 
 
-def _load(root: Path, allow_other_gpu: bool, here: dict[str, Any]) -> Pack:
+def _load(root: Path, allow_other_gpu: bool, here: dict[str, Any], level: int = logging.WARNING) -> Pack:
     if (root / "manifest.json").exists() or (root / "manifest.json").is_symlink() or not root.is_dir():
         pack = _load_pack(root)
         msg = _grade(pack, allow_other_gpu, here)
         if msg:
-            log.warning(msg)
+            log.log(level, msg)
         return pack
     packs = _folder_manifests(root)
     choice = choose(packs, here)
@@ -485,7 +488,7 @@ def _load(root: Path, allow_other_gpu: bool, here: dict[str, Any]) -> Pack:
     pack.chosen = choice
     _grade(pack, choice.runs_configs, here)  # one warning below says it all
     if choice.how != "gpu":
-        log.warning("%s: %s", root, choice.reason)
+        log.log(level, "%s: %s", root, choice.reason)
     else:
         log.info("%s: %s", root, choice.reason)
     return pack

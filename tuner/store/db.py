@@ -34,8 +34,13 @@ def user_db() -> Path:
 
 
 def default_db(*, write: bool) -> str:
-    """The database a command uses without ``--db``: the user's (``user_db``) for commands that
-    record; for commands that only read, the user's once it exists, else the shipped history."""
+    """The database a command uses without ``--db``: a ``$TUNER_DB`` set is taken as ``--db``
+    would be (no fallback, no folders made for it); else the user's (``user_db``, its folders
+    made) for commands that record, and for commands that only read the user's once it exists,
+    else the shipped history."""
+    named = os.environ.get("TUNER_DB")
+    if named:
+        return named if "://" in named else str(Path(named).expanduser())
     mine = user_db()
     if write:
         mine.parent.mkdir(parents=True, exist_ok=True)
@@ -229,10 +234,14 @@ def open_store(db: str | None = None, *, create: bool = True) -> Store:
     if create and re.fullmatch(r"sqlite(\+\w+)?://(/(:memory:)?)?(\?.*)?", url):
         raise StoreError(f"{shown} is an in-memory database: what a tune measures would be lost with the "
                          "process (give a file path)")
+    given = " ($TUNER_DB)" if db is None and os.environ.get("TUNER_DB") else ""
+    named = _sqlite_path(url)
+    if create and named is not None and not named.parent.is_dir():  # a path given is not a folder made
+        raise StoreError(f"no folder {named.parent} for the database {named}{given} (create it, or give another path)")
     if url.startswith("sqlite:///") and not create:
         path = Path(url.removeprefix("sqlite:///"))
         if not path.is_file():
-            raise StoreError(f"no database at {path}")
+            raise StoreError(f"no database at {path}{given}")
         if path.stat().st_size == 0:  # reading it must not write a schema (or a WAL header) into it
             raise StoreError(f"{path} is empty: no tuner database there")
     ro = None if create else _read_only(url)
