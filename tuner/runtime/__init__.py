@@ -10,17 +10,28 @@ pack is data (JSON) checked against its manifest's checksums; lookups are cached
 
 ``TUNER_PACK=/path/to/pack`` makes that pack active for every kernel call whose
 ``config`` is None; ``use_pack(path)`` does the same from code.
+
+Errors: ``PackError`` for a pack that cannot be trusted; ``ValueError`` (one line, naming the
+kernel) for a kernel name that is no family or a workload that is not one of the family's
+(``select``, ``Pack.select``, ``warmup``); ``RuntimeError`` for ``warmup`` inside a CUDA graph capture.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import importlib
+import importlib.util
 import json
 import logging
 import math
+import numbers
 import os
+import pkgutil
 import re
 import stat
+import sys
 import threading
+import typing
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -91,17 +102,121 @@ def register_check(kernel: str, fn: Callable[[dict[str, Any]], None]) -> None:
 
 def _default(kernel: str, workload: Mapping[str, Any], target: Target | None) -> Selection:
     fn = _DEFAULTS.get(kernel)
-    if fn is None:  # the family's module registers its heuristic when imported
-        import importlib
+    if fn is None:
+        _family(kernel)
+        fn = _DEFAULTS[kernel]
+    return Selection(dict(fn(dict(workload), target or Target.of())), "default", None)
 
+
+def _families() -> list[str]:
+    """The kernel families ``kernel_templates`` ships (its public packages), found without
+    importing any of them (the family's import registers its defaults when first selected)."""
+    try:
+        spec = importlib.util.find_spec("kernel_templates")
+    except (ImportError, ValueError):
+        return []
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return sorted(m.name for m in pkgutil.iter_modules(spec.submodule_search_locations)
+                  if m.ispkg and not m.name.startswith("_"))
+
+
+def _family(kernel: str) -> None:
+    """Make sure ``kernel``'s default heuristic is registered, importing ``kernel_templates.<kernel>``
+    on demand (the family's module registers it); ValueError naming every family for a name that
+    is none. An import error inside a family's own module propagates as it is."""
+    if isinstance(kernel, str) and kernel in _DEFAULTS:
+        return
+    if isinstance(kernel, str) and _NAME.fullmatch(kernel):
         try:
             importlib.import_module(f"kernel_templates.{kernel}")
-        except ImportError:
-            pass
-        fn = _DEFAULTS.get(kernel)
-        if fn is None:
-            raise KeyError(f"no kernel family {kernel!r} (known: {', '.join(sorted(_DEFAULTS)) or 'none'})")
-    return Selection(dict(fn(dict(workload), target or Target.of())), "default", None)
+        except ModuleNotFoundError as e:
+            if e.name not in ("kernel_templates", f"kernel_templates.{kernel}"):
+                raise
+    if not isinstance(kernel, str) or kernel not in _DEFAULTS:
+        known = ", ".join(sorted(set(_DEFAULTS) | set(_families()))) or "none"
+        raise ValueError(f"unknown kernel {_short(kernel, 64)}: not a kernel family (known: {known})") from None
+
+
+_AXES: dict[str, tuple[type, dict[str, Any], frozenset[str]]] = {}
+"""Per family: its workload class, axis -> type (None: unchecked), the axes without a default."""
+
+
+def _axes(kernel: str) -> tuple[type, dict[str, Any], frozenset[str]] | None:
+    """The axes of ``kernel``'s workload (its module's ``SPEC.workload``); None for a kernel
+    registered from outside ``kernel_templates`` (its workloads go unchecked)."""
+    axes = _AXES.get(kernel)
+    if axes is not None:
+        return axes
+    cls = getattr(getattr(sys.modules.get(f"kernel_templates.{kernel}"), "SPEC", None), "workload", None)
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        return None
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve: that axis goes unchecked
+        hints = {}
+    fields = dataclasses.fields(cls)
+    axes = (cls, {f.name: hints.get(f.name) for f in fields},
+            frozenset(f.name for f in fields
+                      if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING))
+    _AXES[kernel] = axes
+    return axes
+
+
+def _short(value: Any, n: int = 120) -> str:
+    r = repr(value)
+    return r if len(r) <= n else r[:n - 3] + "..."
+
+
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string"}
+
+
+def _type_ok(value: Any, t: Any) -> bool:
+    if t is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if t is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if t is str:
+        return isinstance(value, str)
+    return True  # another annotation: the workload class checks it, if it does
+
+
+def _workload_problem(kernel: str, workload: Mapping[str, Any]) -> str | None:
+    """Why ``workload`` is not one of the family ``kernel``'s (an axis missing, unknown or of the
+    wrong type, a value its workload class refuses), None when it is or cannot be told."""
+    axes = _axes(kernel)
+    if axes is None:
+        return None
+    cls, types, required = axes
+    names = f"{kernel}'s axes: {', '.join(types)}"
+    missing = [a for a in types if a in required and a not in workload]
+    if missing:
+        return f"axis {', '.join(map(repr, missing))} missing ({names})"
+    unknown = [a for a in workload if a not in types]
+    if unknown:
+        return f"{', '.join(_short(a, 40) for a in unknown)} not an axis of {kernel} ({names})"
+    for a, v in workload.items():
+        t = types[a]
+        if not _type_ok(v, t):
+            return f"axis {a!r} is {_short(v, 40)} ({type(v).__name__}), not {_TYPE_NAMES[t]}"
+    try:
+        cls(**workload)  # the family's own checks (a profile it does not know, say)
+    except (TypeError, ValueError) as e:
+        return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+    return None
+
+
+def _check_workload(kernel: str, workload: Any) -> None:
+    """Raise unless ``workload`` is one of ``kernel``'s: ValueError (one line, naming the kernel
+    and what is wrong) for a kernel that is not a family, an axis missing, unknown or of the wrong
+    type, or a value the family's workload refuses; TypeError for a workload that is not a dict.
+    Run where a selection is first made (a cache miss), never on the cached path."""
+    _family(kernel)
+    if not isinstance(workload, Mapping):
+        raise TypeError(f"{kernel}: a workload is a dict of axis -> value, not {type(workload).__name__}") from None
+    why = _workload_problem(kernel, workload)
+    if why:
+        raise ValueError(f"{kernel} workload {_short(dict(workload))}: {why}") from None
 
 
 def sha256_file(path: Path) -> str:
@@ -366,11 +481,21 @@ class Pack:
         (None: the device at hand), whose defaults fill what the pack lacks: the entry for this
         workload, else the nearest tuned one (same categorical axes), else the default. Never
         tunes, never raises for a shape outside the pack's grid; cached (host-side shapes only,
-        no device sync) and counted (``stats()``) unless ``count`` is False."""
+        no device sync) and counted (``stats()``) unless ``count`` is False.
+
+        Raises ValueError (one line, naming the kernel and what is wrong) for a kernel that is not
+        a family (the message lists them) or a workload that is not one of its: an axis missing,
+        unknown or of the wrong type, a value the family refuses; TypeError for a workload that is
+        not a dict. Checked once per distinct workload, where its selection is first made."""
         target = target or Target.of()
-        key = (kernel, tuple(workload.items()), target)
-        sel = self._tally.cache.get(key)
+        try:
+            key = (kernel, tuple(workload.items()), target)
+            sel = self._tally.cache.get(key)
+        except (AttributeError, TypeError):  # not a dict, or a value that is no axis' (unhashable)
+            _check_workload(kernel, workload)
+            raise
         if sel is None:
+            _check_workload(kernel, workload)  # once per distinct workload: a miss, never a cached call
             sel = self._tally.remember(key, self._resolve(kernel, workload, target), kernel, workload,
                                        f"pack {self.name!r}")
         if count:
@@ -657,14 +782,20 @@ def active_pack() -> Pack | None:
 def select(kernel: str, workload: Mapping[str, Any], target: Target | None = None, *, count: bool = True
            ) -> Selection:
     """Select through the active pack, or the kernel's default for ``target`` (None: the
-    device at hand) when none is active; cached and counted either way (``stats()``)."""
+    device at hand) when none is active; cached and counted either way (``stats()``). Raises as
+    ``Pack.select`` does for a kernel that is not a family or a workload that is not one of its."""
     pack = _ACTIVE if _ACTIVE_FROM_ENV else active_pack()
     if pack is not None:
         return pack.select(kernel, workload, target, count=count)
     target = target or Target.of()
-    key = (kernel, tuple(workload.items()), target)
-    sel = _NO_PACK.cache.get(key)
+    try:
+        key = (kernel, tuple(workload.items()), target)
+        sel = _NO_PACK.cache.get(key)
+    except (AttributeError, TypeError):  # not a dict, or a value that is no axis' (unhashable)
+        _check_workload(kernel, workload)
+        raise
     if sel is None:
+        _check_workload(kernel, workload)  # once per distinct workload: a miss, never a cached call
         sel = _NO_PACK.remember(key, _default(kernel, workload, target), kernel, workload, "no pack")
     if count:
         _NO_PACK.count(kernel, sel.how)

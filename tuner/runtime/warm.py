@@ -57,7 +57,9 @@ def warmup(pack: Any = None, shapes: Any = (), *, device: Any = None,
     after each kernel and ``progress`` (default: the ``tuner.runtime`` logger at INFO) gets one
     line per kernel. Returns per kernel: ``shapes``, ``configs`` (distinct), ``exact`` /
     ``nearest`` / ``default`` and ``seconds``. Raises RuntimeError inside a CUDA graph capture,
-    ValueError for a workload its family does not take.
+    ValueError (one line) for a kernel that is no family (naming the families) or a workload its
+    family does not take (naming the axis missing, unknown or of the wrong type), before
+    launching anything of that kernel.
     """
     import torch
 
@@ -76,18 +78,28 @@ def warmup(pack: Any = None, shapes: Any = (), *, device: Any = None,
     target = runtime.Target.of(device)
     say = progress or (lambda line: log.info("%s", line))
     report: dict[str, dict[str, Any]] = {}
-    for kernel, workloads in _pairs(shapes).items():
-        t0 = time.perf_counter()
-        mod = importlib.import_module(f"kernel_templates.{kernel}")
-        spec = mod.SPEC
-        hows: Counter = Counter()
-        configs = set()
+    todo: dict[str, list[dict[str, Any]]] = {}
+    for kernel, workloads in _pairs(shapes).items():  # every kernel and workload checked before any launch
+        runtime._family(kernel)  # ValueError listing the families for a name that is none
+        cls = importlib.import_module(f"kernel_templates.{kernel}").SPEC.workload
+        axes = ", ".join(f.name for f in dataclasses.fields(cls))
+        todo[kernel] = []
         for w in workloads:
             try:
-                wd = workload_dict(spec.workload(**w))  # the axes in the order the family's calls use
+                why = runtime._workload_problem(kernel, w)  # an axis missing, unknown or of the wrong type
+                wd = None if why else workload_dict(cls(**w))  # the axes in the order the family's calls use
             except (TypeError, ValueError) as e:
-                axes = ", ".join(f.name for f in dataclasses.fields(spec.workload))
-                raise ValueError(f"warmup: a {kernel} workload has the axes {axes}; got {dict(w)} ({e})") from None
+                why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            if why:
+                raise ValueError(f"warmup: a {kernel} workload has the axes {axes}; got {runtime._short(dict(w))}: "
+                                 f"{why}") from None
+            todo[kernel].append(wd)
+    for kernel, wds in todo.items():
+        t0 = time.perf_counter()
+        spec = importlib.import_module(f"kernel_templates.{kernel}").SPEC
+        hows: Counter = Counter()
+        configs = set()
+        for wd in wds:
             sel = pack.select(kernel, wd, target, count=False) if pack is not None \
                 else runtime.select(kernel, wd, target, count=False)
             hows[sel.how] += 1
@@ -100,9 +112,9 @@ def warmup(pack: Any = None, shapes: Any = (), *, device: Any = None,
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
         dt = time.perf_counter() - t0
-        report[kernel] = {"shapes": len(workloads), "configs": len(configs), **{h: hows[h] for h in
+        report[kernel] = {"shapes": len(wds), "configs": len(configs), **{h: hows[h] for h in
                                                                                   ("exact", "nearest", "default")},
                           "seconds": round(dt, 3)}
-        say(f"warmup {kernel}: {len(workloads)} shapes, {len(configs)} configs ({hows['exact']} exact, "
+        say(f"warmup {kernel}: {len(wds)} shapes, {len(configs)} configs ({hows['exact']} exact, "
             f"{hows['nearest']} nearest, {hows['default']} default) compiled and run in {dt:.1f} s")
     return report
