@@ -44,6 +44,8 @@ def select(request, tmp_path):
     """``runtime.select`` with no pack active, and ``Pack.select`` of a usable pack."""
     runtime.use_pack(None)
     if request.param == "no pack":
+        with runtime._NO_PACK.lock:  # selections other tests made: an equal workload (3.0 after 3) would hit one
+            runtime._NO_PACK.cache.clear()
         yield lambda kernel, workload: runtime.select(kernel, workload, INTERPRETER)
     else:
         pack = load_pack(_pack(tmp_path / "p"))
@@ -137,3 +139,10 @@ def test_warmup_names_an_unknown_kernel_and_a_mistyped_axis_before_launching_any
         runtime.warmup(None, [("moe_routing", {"tokens": 2, "profile": "dsv3"}), ("mhc", {"op": "pre", "tokens": 2})],
                        progress=lines.append)
     assert lines == []
+
+
+def test_a_workload_equal_to_one_selected_takes_its_selection(select):
+    """The check runs on a selection's first making: a workload equal to one already selected
+    (``3.0 == 3``, as Python's dict keys compare) is that workload, and takes its selection."""
+    first = select("moe_routing", {"tokens": 5, "profile": "dsv3"})
+    assert select("moe_routing", {"tokens": 5.0, "profile": "dsv3"}) is first

@@ -210,7 +210,8 @@ def _check_workload(kernel: str, workload: Any) -> None:
     """Raise unless ``workload`` is one of ``kernel``'s: ValueError (one line, naming the kernel
     and what is wrong) for a kernel that is not a family, an axis missing, unknown or of the wrong
     type, or a value the family's workload refuses; TypeError for a workload that is not a dict.
-    Run where a selection is first made (a cache miss), never on the cached path."""
+    Run where a selection is first made (a cache miss), never on the cached path: a workload equal
+    to one already selected (``3.0 == 3`` as dict keys compare) takes that selection unchecked."""
     _family(kernel)
     if not isinstance(workload, Mapping):
         raise TypeError(f"{kernel}: a workload is a dict of axis -> value, not {type(workload).__name__}") from None
