@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from tuner.runtime.workloads import short, workload_problem
 from tuner.spec import config_key, workload_dict
 
 __all__ = ["register_warmup", "warmup"]
@@ -86,12 +87,12 @@ def warmup(pack: Any = None, shapes: Any = (), *, device: Any = None,
         todo[kernel] = []
         for w in workloads:
             try:
-                why = runtime._workload_problem(kernel, w)  # an axis missing, unknown or of the wrong type
+                why = workload_problem(kernel, w)  # an axis missing, unknown or of the wrong type
                 wd = None if why else workload_dict(cls(**w))  # the axes in the order the family's calls use
             except (TypeError, ValueError) as e:
                 why = str(e).splitlines()[0] if str(e) else type(e).__name__
             if why:
-                raise ValueError(f"warmup: a {kernel} workload has the axes {axes}; got {runtime._short(dict(w))}: "
+                raise ValueError(f"warmup: a {kernel} workload has the axes {axes}; got {short(dict(w))}: "
                                  f"{why}") from None
             todo[kernel].append(wd)
     for kernel, wds in todo.items():
