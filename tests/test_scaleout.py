@@ -717,3 +717,20 @@ def test_a_bad_campaign_row_leaves_the_dashboard_up_and_status_one_line(tmp_path
     rc = main(["campaign", "--status", "--db", db])
     err = capsys.readouterr().err
     assert rc == 2 and "does not decode" in err and "\n" not in err.strip(), (rc, err)
+
+
+def test_the_summary_counts_a_workload_without_an_entry_apart():
+    """A workload with nothing measured (skipped, or every config refused) is neither tuned nor
+    kept at its default: the campaign's summary counts it under "no entry"."""
+    from rich.console import Console
+
+    from tuner.cli.scaleout import summary
+    from tuner.study import Outcome
+
+    outs = [("moe_routing", Outcome("a", 3, winner_us=5.0, default_us=10.0, is_default=False)),
+            ("moe_routing", Outcome("b", 1, winner_us=8.0, default_us=8.0, is_default=True)),
+            ("moe_routing", Outcome("c", 0, winner_us=None, default_us=None, skipped="needs 140 GB"))]
+    console = Console(width=200, record=True)
+    console.print(summary(outs, "campaign"))
+    row = [ln for ln in console.export_text().splitlines() if "moe_routing" in ln][0]
+    assert [c.strip() for c in row.strip("│ ").split("│")] == ["moe_routing", "3", "1", "1", "1", "2.00x"]

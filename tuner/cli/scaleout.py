@@ -63,18 +63,20 @@ def done_line(i: int, total: int, d: Any) -> str:
 
 
 def summary(outcomes: list[tuple[str, Any]], title: str) -> Table:
-    """Per family: workloads, tuned, kept default, median speedup (``outcomes``: (family,
-    Outcome) pairs)."""
+    """Per family: workloads, tuned, kept default, without an entry (nothing measured: skipped,
+    or every config refused), median speedup (``outcomes``: (family, Outcome) pairs)."""
     table = Table(title=title)
-    for col in ("family", "workloads", "tuned", "kept default", "median speedup"):
+    for col in ("family", "workloads", "tuned", "kept default", "no entry", "median speedup"):
         table.add_column(col)
     by: dict[str, list[Any]] = {}
     for name, o in outcomes:
         by.setdefault(name, []).append(o)
     for name, outs in by.items():
         sp = sorted(o.default_us / o.winner_us for o in outs if o.default_us and o.winner_us)
-        table.add_row(name, str(len(outs)), str(sum(not o.is_default for o in outs)),
-                      str(sum(o.is_default for o in outs)), f"{sp[len(sp) // 2]:.2f}x" if sp else "-")
+        won = [o for o in outs if o.winner_us]
+        table.add_row(name, str(len(outs)), str(sum(not o.is_default for o in won)),
+                      str(sum(o.is_default for o in won)), str(len(outs) - len(won)),
+                      f"{sp[len(sp) // 2]:.2f}x" if sp else "-")
     return table
 
 
