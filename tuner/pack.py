@@ -193,25 +193,11 @@ class PackReport:
 
 def verify_pack(path: Path) -> PackReport:
     """Load (checksums, schema) and check every entry's config against the kernel's space.
-    A folder of packs: the pack a runtime here would choose (``packs_of`` lists them all)."""
+    A folder of packs: the pack a runtime here would choose (``tuner.runtime.pack_dirs`` lists them all)."""
     pack = load_pack(path, quiet=True)  # verified, not run: "made on another GPU" is no news
     problems: list[str] = []
     _check_entries(pack, pack_target(pack), problems)
     return PackReport(pack, problems, coverage(pack))
-
-
-def packs_of(path: Path) -> list[Path] | None:
-    """The packs of the folder of packs ``path`` (its subfolders holding a manifest.json, by
-    name, as ``load_pack`` finds them); None where ``path`` is no folder of packs (a pack, a
-    missing path: ``verify_pack`` says what it is)."""
-    if (path / "manifest.json").exists() or (path / "manifest.json").is_symlink() or not path.is_dir():
-        return None
-    try:
-        subs = sorted(path.iterdir())
-    except OSError as e:
-        raise PackError(f"{path}: cannot list the folder ({e.strerror})") from None
-    found = [d for d in subs if (d / "manifest.json").exists() or (d / "manifest.json").is_symlink()]
-    return found or None
 
 
 def coverage(pack: Pack) -> dict[str, tuple[int, list[str]]]:
@@ -277,5 +263,4 @@ def _check_entries(pack: Pack, target: Target, problems: list[str]) -> None:
                                 else f"{kname} {e['workload']}: config {cfg}: {why}")
 
 
-__all__ = ["ExportError", "PackError", "PackReport", "coverage", "coverage_line", "export_pack", "packs_of",
-           "verify_pack"]
+__all__ = ["ExportError", "PackError", "PackReport", "coverage", "coverage_line", "export_pack", "verify_pack"]

@@ -50,6 +50,7 @@ __all__ = [
     "gpu_identity",
     "load_pack",
     "manifest_digest",
+    "pack_dirs",
     "register_check",
     "register_defaults",
     "register_warmup",
@@ -516,13 +517,16 @@ def load_pack(path: str | os.PathLike, *, allow_other_gpu: bool = False, gpu: Ma
 
 
 def _load(root: Path, allow_other_gpu: bool, here: dict[str, Any], level: int = logging.WARNING) -> Pack:
-    if (root / "manifest.json").exists() or (root / "manifest.json").is_symlink() or not root.is_dir():
+    dirs = pack_dirs(root)
+    if dirs is None:
         pack = _load_pack(root)
         msg = _grade(pack, allow_other_gpu, here)
         if msg:
             log.log(level, msg)
         return pack
-    packs = _folder_manifests(root)
+    if not dirs:
+        raise PackError(f"{root}: no manifest.json (not a kernel pack, nor a folder of packs)")
+    packs = {d.name: _manifest(d) for d in dirs}
     choice = choose(packs, here)
     pack = _load_pack(root / choice.name)
     pack.chosen = choice
@@ -534,13 +538,17 @@ def _load(root: Path, allow_other_gpu: bool, here: dict[str, Any], level: int = 
     return pack
 
 
-def _folder_manifests(root: Path) -> dict[str, dict[str, Any]]:
-    """Subfolder name -> verified manifest of each pack in the folder of packs ``root``."""
+def pack_dirs(root: Path) -> list[Path] | None:
+    """The packs of the folder of packs ``root`` by name (its subfolders holding a manifest.json;
+    a symbolic link among them, or more than ``MAX_PACKS``, is a ``PackError``); None where
+    ``root`` is itself a pack or no folder, [] where it holds no pack."""
+    if (root / "manifest.json").exists() or (root / "manifest.json").is_symlink() or not root.is_dir():
+        return None
     try:
         subs = sorted(os.scandir(root), key=lambda d: d.name)
     except OSError as e:
         raise PackError(f"{root}: cannot list the folder ({e.strerror})") from None
-    found: dict[str, dict[str, Any]] = {}
+    found: list[Path] = []
     for d in subs:
         if not (Path(d.path) / "manifest.json").exists() and not (Path(d.path) / "manifest.json").is_symlink():
             continue  # not a pack (a README, an unrelated folder)
@@ -548,9 +556,7 @@ def _folder_manifests(root: Path) -> dict[str, dict[str, Any]]:
             raise PackError(f"{root}: {d.name!r} is a symbolic link (a folder of packs holds its own packs only)")
         if len(found) == MAX_PACKS:
             raise PackError(f"{root}: more than {MAX_PACKS} packs")
-        found[d.name] = _manifest(Path(d.path))
-    if not found:
-        raise PackError(f"{root}: no manifest.json (not a kernel pack, nor a folder of packs)")
+        found.append(Path(d.path))
     return found
 
 
