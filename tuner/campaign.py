@@ -8,9 +8,10 @@ Order of work: *missing* entries first (no winner on this GPU), then *stale* one
 winner only under an earlier template source: its old winners are re-timed first, as the
 study always does), then *current* ones where more search is likeliest to pay: fewest
 trials first (a predicted entry has one or two), then the largest gap to the roofline floor
-widened by the winner's noise, family by family (the family of the most promising first). Missing entries of a family go coarse grid first: the points
-at even positions along every numeric axis, then those between them, whose tuned neighbours
-can then predict them (``Settings.predict``).
+widened by the winner's noise, family by family (the family of the most promising first).
+Missing entries of a family go coarse grid first: the points at even positions along every
+numeric axis, then those between them, whose tuned neighbours can then predict them
+(``Settings.predict``).
 """
 from __future__ import annotations
 

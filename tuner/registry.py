@@ -26,6 +26,9 @@ from tuner.spec import KernelSpec
 
 log = logging.getLogger(__name__)
 
+CONSTRAINTS_REFUSAL = "refused by the search space's constraints"
+"""``Kernel.refusal`` of a config in the space, as it runs, that the constraints reject."""
+
 
 class UnknownKernel(KeyError):
     """No family of that name."""
@@ -78,7 +81,7 @@ class Kernel:
             moved = ", ".join(f"{n} {config[n]!r} -> {canon[n]!r}" for n in config if canon.get(n) != config[n])
             return f"the search space evaluates it as another config ({moved})"
         if not self.constraints(config, workload, target):
-            return "refused by the search space's constraints"
+            return CONSTRAINTS_REFUSAL
         return None
 
     def default_config(self, workload: Any, target: Target) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tuner.cli.common import CliError, DbOption, console, err_console, expand_grid, parse_duration
-from tuner.registry import Kernel
+from tuner.registry import CONSTRAINTS_REFUSAL, Kernel
 from tuner.spec import value_sort_key, workload_key
 from tuner.study import SAMPLERS, Settings, Tuner, check_sampler
 from tuner.timing import gpu_available
@@ -172,8 +172,8 @@ def _refuse_unrunnable(kernel: Kernel, workloads: list[Any]) -> None:
     refused: list[tuple[str, str]] = []
     for w in workloads:
         why = kernel.refusal(kernel.default_config(w, target), w, target)
-        if why is not None and why.startswith("refused by"):  # (a default outside the space is the template's
-            refused.append((workload_key(w), why))           # bug: the study warns and tunes on)
+        if why == CONSTRAINTS_REFUSAL:  # (a default outside the space is the template's bug: the study
+            refused.append((workload_key(w), why))  # warns and tunes on)
     if refused:
         raise CliError(f"{kernel.name} {_some([k for k, _ in refused])}: its default config is {refused[0][1]}"
                        + f" on {'the interpreter' if target.interpret else target.name}: the template does not "
