@@ -66,7 +66,8 @@ def parse_count(text: str) -> int:
     return int(text[:-1] if mult > 1 else text) * mult
 
 
-def _axis_value(axis: str, typ: type, text: str) -> Any:
+def axis_value(axis: str, typ: type, text: str) -> Any:
+    """One value of a workload axis from its text (``32K`` for an int axis), or one CliError line."""
     try:
         v = parse_count(text) if typ is int else typ(text)
     except ValueError:
@@ -97,7 +98,7 @@ def expand_grid(workload_cls: type, base: list[Any], options: dict[str, str | No
             if typ not in (int, float):
                 raise CliError(f"{flag}: ranges only apply to numeric axes")
             lo_s, _, hi_s = text.partition("..")
-            lo, hi = _axis_value(axis, typ, lo_s), _axis_value(axis, typ, hi_s)
+            lo, hi = axis_value(axis, typ, lo_s), axis_value(axis, typ, hi_s)
             if lo > hi:
                 raise CliError(f"{flag}: empty range {text!r}")
             kept = [w for w in grid if lo <= getattr(w, axis) <= hi]
@@ -107,7 +108,7 @@ def expand_grid(workload_cls: type, base: list[Any], options: dict[str, str | No
                                f"{', '.join(map(str, have))}; give a value list a,b,c to tune others)")
             grid = kept
             continue
-        values = [_axis_value(axis, typ, t.strip()) for t in text.split(",") if t.strip()]
+        values = [axis_value(axis, typ, t.strip()) for t in text.split(",") if t.strip()]
         if not values:
             raise CliError(f"{flag}: no values given")
         allowed = limits.get(axis)

@@ -63,7 +63,7 @@ def _matches(kernel: str, workload: dict[str, Any], want: dict[str, str]) -> boo
     """``workload`` (of ``kernel``) has every ``axis=value`` of ``want``, values read as the
     axis' type (``table_rows=8M`` is 8388608); an axis the kernel lacks matches nothing."""
     from tuner import registry
-    from tuner.cli.common import _axis_value
+    from tuner.cli.common import axis_value
 
     k = registry.kernels().get(kernel)
     hints = typing.get_type_hints(k.spec.workload) if k else {}
@@ -71,7 +71,7 @@ def _matches(kernel: str, workload: dict[str, Any], want: dict[str, str]) -> boo
         if axis not in workload:
             return False
         try:  # read as `tune <kernel> --<axis>` reads it
-            value = _axis_value(axis, hints.get(axis, str), text)
+            value = axis_value(axis, hints.get(axis, str), text)
         except CliError:
             return False
         if workload[axis] != value and str(workload[axis]) != text:
@@ -82,14 +82,14 @@ def _matches(kernel: str, workload: dict[str, Any], want: dict[str, str]) -> boo
 def _check_value(families: list[Any], axis: str, text: str) -> None:
     """``axis=text`` of ``--workload`` reads as a value of that axis in some family that has it
     (as ``tune <kernel> --<axis>`` reads it); a one-line error otherwise."""
-    from tuner.cli.common import _axis_value
+    from tuner.cli.common import axis_value
 
     errors = []
     for k in families:
         hints = typing.get_type_hints(k.spec.workload)
         if axis in hints:
             try:
-                _axis_value(axis, hints[axis], text)
+                axis_value(axis, hints[axis], text)
                 return
             except CliError as e:
                 errors.append(str(e))
