@@ -15,7 +15,7 @@ interleaved rounds: CUDA-graph replay where our kernel is launch-bound, the L2 f
 its inputs come from HBM (``tuner.timing``). Where ours is slower, both sides' launches are
 profiled (CUPTI; ``--no-breakdown`` skips it) and the closing note says where the time goes.
 
-    sparse_mqa   DeepGEMM fp8_fp4_paged_mqa_logits (+ torch.topk)  vs  our scoring / scoring + top-k
+    sparse_mqa   DeepGEMM fp8_paged_mqa_logits (+ torch.topk)       vs  our scoring / scoring + top-k
     attention    FlashMLA dense FP8 / dense bf16 / sparse V4 decode vs  ours nvfp4 / fp8 / bf16
     mhc          TileKernels pre (fused, 4 kernels), DeepGEMM tf32_hc_prenorm_gemm + fused rest,
                  TileKernels post                                   vs  mhc_pre / mhc_post / mhc_seam

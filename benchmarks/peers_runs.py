@@ -208,12 +208,13 @@ def run_sparse_mqa(shape: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
         weights = inputs["weights"].reshape(B * T, H).contiguous()
         bt, max_len = inputs["block_table"], inputs["block_table"].shape[1] * M.PAGE
         meta = dg.get_paged_mqa_logits_metadata(lens, M.PAGE, dg.get_num_sms())
-        # FP8 queries go in as (q, its unit scale): for a bare tensor DeepGEMM 0.1.5's wrapper builds that
-        # scale with `torch.Tensor([1.0], dtype=..., device=...)`, which torch refuses (TypeError at every shape)
-        q_and_scale = (inputs["q"], torch.ones(1, dtype=torch.float32, device=inputs["q"].device))
+        # FP8 queries through the FP8 entry point, with no query scale: DeepGEMM 0.1.5's
+        # fp8_fp4_paged_mqa_logits takes its FP4-query path whenever given a scale, and that path
+        # asserts sm_100 / sm_120; its FP8 path has sm_90 kernels (64-token pages there)
+        q = inputs["q"]
 
         def dg_logits() -> Any:
-            return dg.fp8_fp4_paged_mqa_logits(q_and_scale, fused, weights, lens, bt, meta, max_len)
+            return dg.fp8_paged_mqa_logits(q, fused, weights, lens, bt, meta, max_len)
 
         def dg_topk() -> Any:
             return L.topk_from_logits(L.mask_logits(dg_logits(), lens), k)

@@ -442,8 +442,7 @@ def _fake_deep_gemm() -> object:
     from types import SimpleNamespace
 
     def logits(q, fused, weights, lens, block_table, meta, max_len):
-        q, q_scale = q  # FP8 queries with their unit scale, as DeepGEMM 0.1.5's wrapper needs them given
-        assert q_scale.dtype == torch.float32 and q_scale.tolist() == [1.0]
+        assert q.dtype == torch.float8_e4m3fn  # bare FP8 queries: a query scale selects the sm_100 FP4 path
         keys, scales = L.split_deepgemm_fused_kv(fused)
         B, n, H, D = q.shape
         out = torch.full((B * n, max_len), 7.0)
@@ -458,7 +457,7 @@ def _fake_deep_gemm() -> object:
         return out
 
     return SimpleNamespace(get_num_sms=lambda: 4, get_paged_mqa_logits_metadata=lambda lens, page, sms: torch.zeros(sms + 1, 2),
-                           fp8_fp4_paged_mqa_logits=logits)
+                           fp8_paged_mqa_logits=logits)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter smoke test of the harness")
