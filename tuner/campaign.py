@@ -87,9 +87,9 @@ def plan(store: Store, grids: Iterable[tuple[Kernel, list[Any]]], states: Iterab
     # inputs; interleaved, each workload was a stretch of its own: a new worker, its budget share
     # under a second), families ordered by their most promising entry
     best: dict[str, tuple[int, float]] = {}
-    for it in items:
-        if it.state == "current":
-            best[it.kernel.name] = min(best.get(it.kernel.name, _promise(it)), _promise(it))
+    for it in (it for it in items if it.state == "current"):
+        p = _promise(it)
+        best[it.kernel.name] = min(best.get(it.kernel.name, p), p)
     order = {name: i for i, name in enumerate(sorted(best, key=lambda n: best[n]))}
     return sorted(items, key=lambda it: (
         rank[it.state],

@@ -108,8 +108,8 @@ def _trial_lease_s(settings: dict[str, Any]) -> float:
     """How long a trial of a running run can stay running while that run lives: a trial's
     measurement is at most its compile-ahead wait plus its evaluation, each cut at the trial
     timeout, and each of the trials asked ahead of it is measured first (one trial more is the
-    margin). Runs of this host are
-    checked by their pid (``_close_dead_runs``), so theirs never expire."""
+    margin). Runs of this host are checked by their pid (``_close_dead_runs``), so theirs never
+    expire."""
     if settings.get("host") == socket.gethostname():
         return math.inf
     timeout, ahead = settings.get("trial_timeout_s"), settings.get("ahead")
