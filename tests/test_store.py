@@ -29,6 +29,17 @@ def test_fresh_database_gets_our_tables_and_optuna_coexists(tmp_path):
         assert s.scalars(select(Environment)).all() == []
 
 
+def test_both_engines_wait_for_locks_and_commit_without_a_flush_each(tmp_path):
+    """Optuna's storage opens its own engine on the file: it gets our busy timeout and WAL's
+    NORMAL durability as ours does (FULL flushed every ask and tell to disk)."""
+    store = open_store(str(tmp_path / "r.db"))
+    for engine in (store.engine, store.optuna_storage().engine):
+        with engine.connect() as c:
+            assert c.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert c.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
+            assert c.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+
+
 def test_golden_first_schema_database_upgrades(tmp_path):
     db = tmp_path / "old.db"
     shutil.copy(FIXTURES / "results-0001.db", db)
