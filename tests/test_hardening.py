@@ -112,51 +112,46 @@ def test_two_runs_of_one_study_on_sqlite_both_finish(tmp_path):
     _check_tuned(db, 2)
 
 
-def test_running_trials_of_a_run_on_another_host_are_failed_once_past_their_lease(tmp_path, monkeypatch):
-    """A run of another host (its pid cannot be checked here) killed there stays 'running' in the
-    database: its running trials are failed once they have run longer than any live trial can
-    (its trial timeout for each trial asked ahead, plus slack); a fresh one stays its owner's."""
+def test_the_databases_study_holds_what_was_recorded_and_the_next_run_starts_from_it(tmp_path, monkeypatch):
+    """The sampler runs in memory: the database's study gets the trials recorded (measured or
+    pruned), each under the number its row names, and the next run's sampler is loaded with
+    them. A trial an older tuner's killed run left running there is neither loaded nor touched."""
     import optuna
+    from optuna.trial import TrialState
 
     import tuner.study
     from tuner.study import Settings, Tuner, ensure_environment
-    from tuner.trials import OWNER
 
-    db = str(tmp_path / "r.db")
-    store = open_store(db)
+    store = open_store(str(tmp_path / "r.db"))
     env = ensure_environment(store)
     k, wl = _kernel_and_workloads(1)
-    wkey = workload_key(wl[0])
-    runs = {}
-    for name, timeout in (("killed", 0.05), ("slow", 3600.0)):
-        with store.session() as s:
-            run = Run(kind="tune", kernel=k.name, environment_id=env.id, source_hash=k.source_hash, status="running",
-                      settings={"host": "another-host", "pid": 1, "trial_timeout_s": timeout, "ahead": 1,
-                                "workloads": [wkey]})
-            s.add(run)
-            s.commit()
-            runs[name] = run.id
-    study = optuna.create_study(storage=store.optuna_storage(), load_if_exists=True, direction="minimize",
-                                study_name=f"{k.name}|{wkey}|{env.fingerprint_hash}|{k.source_hash}")
-    asked = {}
-    for name, run_id in runs.items():
-        t = study.ask()
-        t.set_user_attr(OWNER, run_id)
-        asked[name] = t.number
-    monkeypatch.setattr(tuner.study, "LEASE_SLACK_S", 0.0)
-    time.sleep(0.5)  # past the killed run's lease: 2 x (1 + 2) x 0.05 s
+    name = f"{k.name}|{workload_key(wl[0])}|{env.fingerprint_hash}|{k.source_hash}"
+    optuna.create_study(storage=store.optuna_storage(), study_name=name, direction="minimize").ask()
     monkeypatch.setattr(tuner.study, "Worker", FakeWorker)
-    Tuner(store, k, Settings(n_trials=3, patience=100, rounds=1)).run(wl)
-    state = {t.number: t.state for t in study.get_trials(deepcopy=False)}
-    assert state[asked["killed"]] == optuna.trial.TrialState.FAIL
-    assert state[asked["slow"]] == optuna.trial.TrialState.RUNNING
-    lease = tuner.study._trial_lease_s
-    remote = {"host": "another-host", "trial_timeout_s": 120, "ahead": 8}
-    assert lease(remote) == 2 * 10 * 120 + tuner.study.LEASE_SLACK_S
-    for same_host_or_unknown in ({"host": __import__("socket").gethostname(), "trial_timeout_s": 1},
-                                 {"host": "x"}, {"host": "x", "trial_timeout_s": "fast"}, [1, 2], None):
-        # a run's settings as the check reads them (Run.options: {} for a row that is no object)
-        assert lease(Run(settings=same_host_or_unknown).options) == float("inf")
+    loaded, real = [], Tuner._study
+
+    def counted(self, storage, study_name):
+        study, keep = real(self, storage, study_name)
+        loaded.append(len(study.trials))
+        return study, keep
+
+    monkeypatch.setattr(Tuner, "_study", counted)
+    recorded = []
+    for n_trials in (3, 6):
+        Tuner(store, k, Settings(n_trials=n_trials, patience=100, rounds=1)).run(wl)
+        with store.session() as s:
+            recorded.append(s.scalars(select(Trial).where(Trial.phase == "search")).all())
+    assert loaded == [0, len(recorded[0])] and len(recorded[1]) > len(recorded[0])
+    trials = optuna.load_study(study_name=name, storage=store.optuna_storage()).trials
+    assert [t.state for t in trials].count(TrialState.RUNNING) == 1  # the older tuner's, left alone
+    kept = {t.number: t for t in trials if t.state != TrialState.RUNNING}
+    assert sorted(kept) == sorted(r.optuna_number for r in recorded[1])
+    for r in recorded[1]:
+        t = kept[r.optuna_number]
+        if r.status == TrialStatus.ok:
+            assert t.state == TrialState.COMPLETE and t.value == r.median_us and "phases" in t.user_attrs
+        else:
+            assert r.status == TrialStatus.pruned and t.state == TrialState.PRUNED
 
 
 def test_first_use_of_a_sqlite_database_by_four_processes(tmp_path):

@@ -127,44 +127,31 @@ def _join(procs, timeout: float = 90) -> list[int]:
 
 
 def _optuna_agrees(store) -> int:
-    """Optuna's trials and ours account for each other, study by study (so their counts agree):
-    each trial we recorded is Optuna's trial of that number in the matching state (and value),
-    and each of Optuna's others is a config asked again and told what we had recorded for it (a
-    time we measured, or pruned), or failed. Returns the number of failed Optuna trials no row of ours stands for (cut off by a
-    kill)."""
+    """Optuna's trials and ours account for each other, study by study: each trial we recorded
+    is Optuna's trial of that number in the matching state (and value), and Optuna's study holds
+    nothing else but a trial copied there by a process killed before it wrote its row (returned:
+    their number; a trial cut off inside its measurement never reaches Optuna's study)."""
     import optuna
     from optuna.trial import TrialState
-
-    from tuner import registry
-    from tuner.runtime.target import INTERPRETER
-    from tuner.spec import config_key, workload_from_dict
 
     storage = store.optuna_storage()
     with store.session() as s:
         ours = s.scalars(select(Trial).where(Trial.phase == "search")).all()
-    unmatched_fail = 0
+    unmatched = 0
     for summary in optuna.get_all_study_summaries(storage):
         kernel, wkey = summary.study_name.split("|")[:2]
-        k = registry.get(kernel)
         mine = {t.optuna_number: t for t in ours if (t.kernel, t.workload_key) == (kernel, wkey)}
-        values = {t.median_us for t in mine.values() if t.status == TrialStatus.ok}
-        pruned = {t.config_key for t in mine.values() if t.status == TrialStatus.pruned}
         trials = {t.number: t for t in optuna.load_study(study_name=summary.study_name, storage=storage).trials}
         assert set(mine) <= set(trials), f"{summary.study_name}: trials of ours Optuna does not hold"
         for number, t in trials.items():
-            assert t.state != TrialState.RUNNING, f"{summary.study_name} #{number} left running"
+            assert t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL), (summary.study_name, t)
             if number in mine:
                 want = {TrialStatus.ok: TrialState.COMPLETE, TrialStatus.pruned: TrialState.PRUNED}.get(
                     mine[number].status, TrialState.FAIL)
                 assert t.state == want and (t.value == mine[number].median_us or want != TrialState.COMPLETE)
-            elif t.state == TrialState.COMPLETE:
-                assert t.value in values  # a config measured before, told again
-            elif t.state == TrialState.PRUNED:  # a config pruned before, asked again
-                wl = workload_from_dict(k.spec.workload, next(iter(mine.values())).workload)
-                assert config_key(k.canonical(dict(t.params), wl, INTERPRETER)) in pruned, t.params
-            elif t.state == TrialState.FAIL:
-                unmatched_fail += 1
-    return unmatched_fail
+            else:
+                unmatched += 1
+    return unmatched
 
 
 def _check_finished(db: str, cid: int, n_claims: int) -> dict:
@@ -216,7 +203,7 @@ def test_a_worker_killed_mid_trial_loses_nothing_and_its_workload_is_finished_by
                                              Trial.status == TrialStatus.ok)).all()
     # the trial it finished before the kill is one of the workload's N_TRIALS (checked above)
     assert len(kept) == 1 and kept[0].workload_key in {claims[i].workload_key for i in held}
-    assert _optuna_agrees(store) == 1  # the trial it was measuring, failed: no row of ours
+    assert _optuna_agrees(store) == 0  # the trial it was measuring: in neither
 
 
 def _claimed(store) -> int:
@@ -322,7 +309,7 @@ def test_ctrl_c_gives_the_claim_back_at_once_and_the_next_worker_goes_on(tmp_pat
     assert _join(_workers(db, cid, 1)) == [0]
     claims = _check_finished(db, cid, 2)
     assert all(claims[i].attempts == 2 for i in held)
-    assert _optuna_agrees(store) == 1
+    assert _optuna_agrees(store) == 0
 
 
 def test_sigterm_is_ctrl_c(tmp_path, slow):
@@ -548,7 +535,7 @@ def test_real_kernels_four_spawned_workers_one_killed_mid_trial_on_postgresql(pg
         assert s.get(Campaign, 1).status == "done"
     assert all(c.worker_id != killed["worker"] for c in claims.values())  # its workloads finished by others
     assert any(c.attempts == 2 for c in claims.values())
-    assert _optuna_agrees(store) <= 1  # the trial it was measuring, if the kill came inside one
+    assert _optuna_agrees(store) <= 1  # a trial copied to Optuna's study, if the kill came before its row
 
 
 def test_a_second_host_joins_on_postgresql(pg_db):

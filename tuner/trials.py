@@ -5,15 +5,16 @@ the patience runs out (that many trials in a row without an improvement beyond t
 the times compared), the deadline passes (the first trial and the configs asked for by name
 always run) or the sampler keeps proposing what is known or illegal. Candidates are asked
 ``1 + Settings.ahead`` at a time: while the worker measures one, the next ones compile in the
-compile-ahead pool (``tuner.precompile``). What is asked and left unmeasured when the loop
-stops is told failed (never recorded in our tables, asked again by a later run).
+compile-ahead pool (``tuner.precompile``). The study asked is the sampler's copy in memory
+(``Tuner._study``): a trial recorded in our tables (measured, or pruned the first time) is
+copied to the database's study first, under the number the row names. What is asked and left
+unmeasured when the loop stops is told failed there (never recorded, asked again by a later run).
 """
 from __future__ import annotations
 
-import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from tuner import cost
 from tuner.spec import TrialResult, config_key
@@ -21,19 +22,6 @@ from tuner.store import TrialStatus
 
 if TYPE_CHECKING:
     from tuner.study import Tuner
-
-log = logging.getLogger(__name__)
-
-OWNER = "tuner_run"
-"""The Optuna trial user attribute naming the run (``tuner_runs.id``) that asked for the trial."""
-
-
-def tell(study, trial, value: float | None = None, state=None) -> None:
-    """``study.tell`` that survives a trial finished meanwhile by another process."""
-    try:
-        study.tell(trial, value, state=state) if state is not None else study.tell(trial, value)
-    except (ValueError, RuntimeError) as e:
-        log.warning("trial %d of %s was finished elsewhere: %s", trial.number, study.study_name, e)
 
 
 def spread(median: float | None, p20: float | None, p80: float | None) -> float:
@@ -44,9 +32,10 @@ def spread(median: float | None, p20: float | None, p80: float | None) -> float:
 class TrialLoop:
     """The search state of one workload in one run; ``run`` may be called again to go on."""
 
-    def __init__(self, tuner: "Tuner", study, workload: Any, wd: dict[str, Any], wkey: str, worker, seen: dict,
-                 floor: float | None, deadline: float, evaluated: int, asked: set[str]) -> None:
-        self.t, self.study, self.workload, self.wd, self.wkey = tuner, study, workload, wd, wkey
+    def __init__(self, tuner: "Tuner", study, keep: Callable[[Any], int], workload: Any, wd: dict[str, Any],
+                 wkey: str, worker, seen: dict, floor: float | None, deadline: float, evaluated: int,
+                 asked: set[str]) -> None:
+        self.t, self.study, self.keep, self.workload, self.wd, self.wkey = tuner, study, keep, workload, wd, wkey
         self.worker, self.seen, self.floor, self.deadline = worker, seen, floor, deadline
         self.evaluated, self.asked = evaluated, asked
         ok = [t for t in seen.values() if t.status == TrialStatus.ok]
@@ -54,7 +43,7 @@ class TrialLoop:
         self.best = best.median_us if best else math.inf
         self.best_noise = spread(best.median_us, best.p20_us, best.p80_us) if best else 0.0
         self.since_best = self.streak = 0
-        self.free_s = 0.0  # study seconds since the last measured trial (asks that cost no measurement)
+        self.free_s = 0.0  # study seconds since the last measured trial (asks that cost no measurement, keeping)
         self.spent: dict[str, float] = {}  # this run's seconds per phase over the trials it measured
         self.base_seed = tuner._seed(wkey)
 
@@ -98,7 +87,7 @@ class TrialLoop:
                     break
                 trial, cfg, ck = queue.pop(0)
                 if not self._due(ck):  # queued before the deadline, not named: dropped (asked again by a later run)
-                    tell(self.study, trial, state=TrialState.FAIL)
+                    self.study.tell(trial, state=TrialState.FAIL)
                     continue
                 self._measure(trial, cfg, ck)
                 for tr, k in [e for e in echoes if e[1] == ck]:
@@ -106,43 +95,37 @@ class TrialLoop:
                     self._tell_known(tr, ck)
         finally:
             for trial, *_ in queue:  # asked ahead, never measured: nothing to learn from them
-                tell(self.study, trial, state=TrialState.FAIL)
+                self.study.tell(trial, state=TrialState.FAIL)
             for trial, ck in echoes:
-                self._tell_known(trial, ck) if ck in self.seen else tell(self.study, trial, state=TrialState.FAIL)
+                self._tell_known(trial, ck) if ck in self.seen else self.study.tell(trial, state=TrialState.FAIL)
 
     def _tell_known(self, trial, ck: str) -> None:
         from optuna.trial import TrialState
 
         prev = self.seen[ck]
         if prev.status == TrialStatus.ok:
-            tell(self.study, trial, prev.median_us)
+            self.study.tell(trial, prev.median_us)
         else:
-            tell(self.study, trial, state=TrialState.FAIL)
+            self.study.tell(trial, state=TrialState.FAIL)
 
     def _ask(self, queue: list, echoes: list) -> None:
         """Ask one candidate: a new admitted config joins ``queue`` (and the compile-ahead pool);
         a pruned or known one is told at once, one still queued joins ``echoes``."""
-        import optuna
         from optuna.trial import TrialState
 
         t, k = self.t, self.t.kernel
         t0 = time.perf_counter()
         try:
             trial = self.study.ask()
-            try:
-                trial.set_user_attr(OWNER, t.run_id)
-                cfg = k.canonical(k.space.suggest(trial), self.workload, t.target)
-            except optuna.exceptions.UpdateFinishedTrialError:  # failed meanwhile by a run of an older tuner
-                self.streak += 1
-                return
+            cfg = k.canonical(k.space.suggest(trial), self.workload, t.target)
             ck = config_key(cfg)
             if ck not in self.seen and (other := t._measured(self.wkey, ck)) is not None:
                 self.seen[ck] = other  # measured meanwhile by another run of this study
             if not k.constraints(cfg, self.workload, t.target):
-                tell(self.study, trial, state=TrialState.PRUNED)
+                self.study.tell(trial, state=TrialState.PRUNED)
                 if ck not in self.seen:
                     self.seen[ck] = t._record(self.wkey, self.wd, cfg, TrialResult("pruned", meaningful=t.meaningful),
-                                              self.floor, number=trial.number)
+                                              self.floor, number=self.keep(trial))
                 self.streak += 1
             elif ck in self.seen:  # already measured: tell the sampler again, spend nothing
                 self._tell_known(trial, ck)
@@ -151,7 +134,7 @@ class TrialLoop:
                 echoes.append((trial, ck))
                 self.streak += 1
             elif not self._due(ck, len(queue)):  # past the deadline, not named: dropped before it compiles
-                tell(self.study, trial, state=TrialState.FAIL)
+                self.study.tell(trial, state=TrialState.FAIL)
                 self.streak += 1
             else:
                 self.streak = 0
@@ -166,22 +149,21 @@ class TrialLoop:
         t, s = self.t, self.settings
         waited = t.ahead.wait(self.wd, cfg, s.trial_timeout_s)
         res = self.worker.evaluate(t.kernel.name, self.wd, cfg, self.base_seed + self.evaluated % 2)
-        t0 = time.perf_counter()
-        self.seen[ck] = t._record(self.wkey, self.wd, cfg, res, self.floor, number=trial.number)
         phases = dict(res.phases or {})
         phases["compile"] = phases.get("compile", 0.0) + waited
-        phases["study"] = self.free_s + time.perf_counter() - t0
-        self.free_s = 0.0
+        phases["study"] = self.free_s  # keeping and recording this trial: charged to the next one
         for p in cost.PHASES:
             self.spent[p] = self.spent.get(p, 0.0) + float(phases.get(p, 0.0))
-        try:
-            trial.set_user_attr(cost.ATTR, phases)
-        except Exception as e:  # noqa: BLE001 - finished meanwhile elsewhere: the trial row keeps the times
-            log.debug("phases of trial %d not kept: %s", trial.number, e)
+        trial.set_user_attr(cost.ATTR, phases)
+        t0 = time.perf_counter()
         if res.status == "ok":
-            tell(self.study, trial, res.median_us)
+            self.study.tell(trial, res.median_us)
         else:
-            tell(self.study, trial, state=TrialState.FAIL)
+            self.study.tell(trial, state=TrialState.FAIL)
+        # the database's study first: a kill between the two leaves a trial there that no row
+        # of ours names (measured again by a later run), never a row naming no trial
+        self.seen[ck] = t._record(self.wkey, self.wd, cfg, res, self.floor, number=self.keep(trial))
+        self.free_s = time.perf_counter() - t0
         self.evaluated += 1
         if res.status == "ok" and res.median_us < self.best:
             # patience counts trials without an improvement beyond the noise of the two times

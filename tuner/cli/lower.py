@@ -7,7 +7,6 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer

@@ -5,7 +5,6 @@ import contextlib
 import logging
 import os
 import re
-import time
 import zlib
 from pathlib import Path
 from typing import Iterator
