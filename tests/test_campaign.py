@@ -174,9 +174,9 @@ def test_a_lost_named_config_lets_nothing_else_run_past_the_budget(tmp_path, fak
 
 
 def test_a_resumed_workload_out_of_budget_measures_its_default_not_a_leftover(tmp_path, fake, monkeypatch):
-    """A run killed while measuring a workload's default leaves its warm-start configs (a tuned
-    neighbour's winner) waiting in the study's queue, ahead of the default asked again: the next
-    run, out of budget, measures the default, not a leftover as its "first trial"."""
+    """A run killed while measuring a workload's default (a tuned neighbour's winner enqueued
+    too): the next run, out of budget, measures the default, not another config as its "first
+    trial"."""
     import tuner.study
     from tuner.runtime.target import Target
     from tuner.spec import config_key

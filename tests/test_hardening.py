@@ -154,6 +154,38 @@ def test_the_databases_study_holds_what_was_recorded_and_the_next_run_starts_fro
             assert r.status == TrialStatus.pruned and t.state == TrialState.PRUNED
 
 
+def test_a_kill_between_a_trials_copy_and_its_row_leaves_its_config_to_measure_again(tmp_path, monkeypatch):
+    """Killed after copying the default's trial to the database's study, before writing its row:
+    the next run's sampler holds that trial, yet the default (a config asked for by name) is
+    measured, so its entry is compared with it."""
+    import tuner.study
+    from tuner.study import Settings, Tuner
+
+    class Killed(BaseException):
+        pass
+
+    monkeypatch.setattr(tuner.study, "Worker", FakeWorker)
+    store = open_store(str(tmp_path / "r.db"))
+    k, wl = _kernel_and_workloads(1)
+    real = Tuner._record
+
+    def killed_at_the_row(self, *a, number=None, **kw):
+        if number is not None:
+            raise Killed
+        return real(self, *a, number=number, **kw)
+
+    monkeypatch.setattr(Tuner, "_record", killed_at_the_row)
+    with pytest.raises(Killed):
+        Tuner(store, k, Settings(n_trials=6, patience=100, rounds=1)).run(wl)
+    monkeypatch.setattr(Tuner, "_record", real)
+    Tuner(store, k, Settings(n_trials=6, patience=100, rounds=1)).run(wl)
+    default = config_key(k.default_config(wl[0], tuner.study.Target.of()))
+    with store.session() as s:
+        assert default in [t.config_key for t in s.scalars(select(Trial).where(Trial.phase == "search"))]
+        winner, = s.scalars(select(Winner)).all()
+    assert winner.default_median_us is not None
+
+
 def test_first_use_of_a_sqlite_database_by_four_processes(tmp_path):
     for i in range(3):  # the race is in a window of a few ms: several new databases
         db = str(tmp_path / f"r{i}.db")

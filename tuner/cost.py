@@ -14,7 +14,8 @@ those Triton loaded from its cache, where the Triton at hand tells). Phases:
 - ``overhead``: the worker process's share: its start (spawn, imports, CUDA context) on the
   trial that started it, the messages, the scratch fill before each launch;
 - ``study``: the search driver: the sampler's suggestions (pruned and duplicate ones
-  included, charged to the next measured trial) and the database writes.
+  included) and the database writes of the trial before (both charged to the next measured
+  trial; a workload's last trial's writes to none).
 """
 from __future__ import annotations
 

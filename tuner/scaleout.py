@@ -240,8 +240,7 @@ class Coordinator:
             return taken
 
     def _bury(self, s: Session, worker_id: int, now: dt.datetime) -> None:
-        """A worker whose lease ran out is lost; its runs still marked running were killed with it
-        (so the next run of the study fails the trial it left running)."""
+        """A worker whose lease ran out is lost; its runs still marked running were killed with it."""
         w = s.get(CampaignWorker, worker_id)
         if w is None or w.status != "running":
             return

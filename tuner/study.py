@@ -283,14 +283,14 @@ class Tuner:
 
     @staticmethod
     def _enqueue(study, cfg: dict[str, Any]) -> None:
-        """Enqueue ``cfg`` unless the study holds it already (waiting or finished). One another
-        run is measuring is measured here too unless that run records it first (``_measured``):
-        both compare with it."""
+        """Enqueue ``cfg`` unless it waits in the study's queue already. Callers pass configs no
+        row of ours holds (``seen``): one the database's study holds without a row (a kill
+        between its copy there and its row) is measured again. One another run is measuring is
+        measured here too unless that run records it first (``_measured``): both compare with it."""
         from optuna.trial import TrialState
 
         key = config_key(cfg)
-        for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.COMPLETE,
-                                                          TrialState.PRUNED)):
+        for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
             if config_key(t.system_attrs.get("fixed_params") or t.params) == key:
                 return
         study.enqueue_trial(cfg)

@@ -8,7 +8,8 @@ always run) or the sampler keeps proposing what is known or illegal. Candidates 
 compile-ahead pool (``tuner.precompile``). The study asked is the sampler's copy in memory
 (``Tuner._study``): a trial recorded in our tables (measured, or pruned the first time) is
 copied to the database's study first, under the number the row names. What is asked and left
-unmeasured when the loop stops is told failed there (never recorded, asked again by a later run).
+unmeasured when the loop stops is told failed in memory (never recorded, asked again by a
+later run).
 """
 from __future__ import annotations
 
@@ -60,9 +61,9 @@ class TrialLoop:
     def _due(self, ck: str, queued: int = 0) -> bool:
         """Whether a candidate may be queued (``queued`` ahead of it) or measured: past the
         deadline only the configs asked for by name are, and a first trial where none of those
-        waits. Others (trials a killed run left waiting in the study's queue, the sampler's
-        asks where a named one was lost to another run of the study) are dropped: neither
-        compiled nor measured past the budget."""
+        waits. Others (the warm-start configs enqueued, the sampler's asks where a named one
+        was lost to another run of the study) are dropped: neither compiled nor measured past
+        the budget."""
         return (time.monotonic() < self.deadline or ck in self.asked
                 or (self.evaluated + queued == 0 and not self.asked - self.seen.keys()))
 
@@ -161,7 +162,7 @@ class TrialLoop:
         else:
             self.study.tell(trial, state=TrialState.FAIL)
         # the database's study first: a kill between the two leaves a trial there that no row
-        # of ours names (measured again by a later run), never a row naming no trial
+        # of ours names (a later run measures that config again), never a row naming no trial
         self.seen[ck] = t._record(self.wkey, self.wd, cfg, res, self.floor, number=self.keep(trial))
         self.free_s = time.perf_counter() - t0
         self.evaluated += 1
