@@ -15,7 +15,7 @@ those Triton loaded from its cache, where the Triton at hand tells). Phases:
   trial that started it, the messages, the scratch fill before each launch;
 - ``study``: the search driver: the sampler's suggestions (pruned and duplicate ones
   included) and the database writes of the trial before (both charged to the next measured
-  trial; a workload's last trial's writes to none).
+  trial; a workload's last trial's writes to the workload's total only).
 """
 from __future__ import annotations
 

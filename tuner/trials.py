@@ -45,7 +45,7 @@ class TrialLoop:
         self.best_noise = spread(best.median_us, best.p20_us, best.p80_us) if best else 0.0
         self.since_best = self.streak = 0
         self.free_s = 0.0  # study seconds since the last measured trial (asks that cost no measurement, keeping)
-        self.spent: dict[str, float] = {}  # this run's seconds per phase over the trials it measured
+        self.spent: dict[str, float] = {}  # this run's seconds per phase: its trials', and the study's after the last
         self.base_seed = tuner._seed(wkey)
 
     # -- the loop -------------------------------------------------------------------
@@ -99,6 +99,9 @@ class TrialLoop:
                 self.study.tell(trial, state=TrialState.FAIL)
             for trial, ck in echoes:
                 self._tell_known(trial, ck) if ck in self.seen else self.study.tell(trial, state=TrialState.FAIL)
+            # the study's seconds no trial of this run was charged with (the last one's writes): the workload's
+            self.spent["study"] = self.spent.get("study", 0.0) + self.free_s
+            self.free_s = 0.0
 
     def _tell_known(self, trial, ck: str) -> None:
         from optuna.trial import TrialState
