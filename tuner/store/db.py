@@ -89,24 +89,24 @@ def _text(raw: bytes) -> str:
 def _pragmas(dbapi_conn) -> None:
     dbapi_conn.text_factory = _text
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA busy_timeout=30000")  # first: switching to WAL takes a lock another process may hold
+    _waits_and_durability(cur)  # first: switching to WAL takes a lock another process may hold
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA foreign_keys=ON")
-    _durability(cur)
     cur.close()
 
 
-def _durability(cur) -> None:
-    """WAL with ``synchronous=NORMAL``: a commit is not flushed to disk on its own (a checkpoint
-    is), so a killed process loses nothing it committed (only a power cut can take the last few
-    commits); the default FULL flushes every commit, most of what a study's ask and tell cost."""
+def _waits_and_durability(cur) -> None:
+    """The busy timeout, and WAL's ``synchronous=NORMAL``: a commit is not flushed to disk on
+    its own (a checkpoint is), so a killed process loses nothing it committed (only a power cut
+    can take the last few commits); the default FULL flushes every commit, most of what a
+    study's ask and tell cost. Set on Optuna's engine too (``_optuna_pragmas``)."""
+    cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA synchronous=NORMAL")
 
 
 def _optuna_pragmas(dbapi_conn, _record) -> None:
     cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA busy_timeout=30000")
-    _durability(cur)
+    _waits_and_durability(cur)
     cur.close()
 
 
